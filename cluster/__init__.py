@@ -1,0 +1,1 @@
+"""Node process, servicers, controller, client library, CLI and the Spark audit."""

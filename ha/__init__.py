@@ -1,0 +1,1 @@
+"""Replication protocol logic without I/O: sessions, ack tracker, epochs."""

@@ -1,0 +1,1 @@
+"""Master role: write path, replication servicer, schedule and transaction services."""

@@ -1,0 +1,1 @@
+"""Protocol definitions (.proto) and their generated modules."""

@@ -1,0 +1,1 @@
+"""Slave role: replication client, applying chunks, read-only serving."""
