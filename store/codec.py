@@ -1,0 +1,525 @@
+"""The one encoder/decoder of commitlog records, byte-compatible with RocketMQ.
+
+Used by put, reput, recovery, the slave and the audit. All integers big-endian.
+
+Record layout (IPv4 hosts; an IPv6 host field is 16-byte address + i32 port = 20 bytes,
+flagged in sysFlag, which shifts every later field):
+
+    offset  size  field
+    0       4     totalSize                  i32, whole record
+    4       4     magic                      0xDAA320A7 (v1) | 0xDAA320AB (v2: 2-byte topic length)
+    8       4     bodyCRC                    zlib.crc32(body) & 0x7FFFFFFF
+    12      4     queueId                    i32
+    16      4     flag                       i32
+    20      8     queueOffset                i64 (0 for prepared/rollback transaction records)
+    28      8     physicalOffset             i64
+    36      4     sysFlag                    i32 (see SysFlag)
+    40      8     bornTimestamp              i64 ms
+    48      8     bornHost                   4-byte IPv4 + i32 port (20 bytes if BORNHOST_V6)
+    56      8     storeTimestamp             i64 ms
+    64      8     storeHost                  4-byte IPv4 + i32 port (20 bytes if STOREHOST_V6)
+    72      4     reconsumeTimes             i32
+    76      8     preparedTransactionOffset  i64
+    84      4     bodyLength                 i32, then body bytes
+    ..      1|2   topicLength                i8 (v1) | i16 (v2), then UTF-8 topic
+    ..      2     propertiesLength           i16, then properties `name\\x01value\\x02`...
+
+End-of-file filler (BLANK): i32 remaining bytes of the file, i32 0xCBD43194; the rest of the
+file is left as is. Written when a record plus END_FILE_MIN_BLANK_LENGTH does not fit.
+
+Optional property CRC tail (enabledAppendPropCRC): the last 20 property bytes are
+`__CRC32#` 0x01 + 10 ASCII digits (least significant first) + 0x02, the CRC32 & 0x7FFFFFFF of
+the record's first totalSize - 20 bytes.
+
+Offset message id: uppercase hex of storeHost address + i32 port + i64 physical offset
+(32 characters for IPv4, 56 for IPv6).
+"""
+from __future__ import annotations
+
+import socket
+import struct
+import zlib
+from dataclasses import dataclass, field
+from enum import IntEnum
+from functools import lru_cache
+from operator import mul
+from typing import Union
+
+from .errors import MessageIllegal, PropertiesSizeExceeded
+
+MAGIC_V1 = 0xDAA320A7
+MAGIC_V2 = 0xDAA320AB
+BLANK_MAGIC = 0xCBD43194
+END_FILE_MIN_BLANK_LENGTH = 8
+PROP_CRC_RESERVED_LEN = 20
+PROP_CRC_NAME = "__CRC32#"
+MAX_PROPERTIES_SIZE = 32767
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+# Property names (org.apache.rocketmq.common.message.MessageConst)
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_MSG_REGION = "MSG_REGION"
+KEY_SEPARATOR = " "
+
+
+class SysFlag:
+    """Bits of sysFlag (org.apache.rocketmq.common.sysflag.MessageSysFlag)."""
+
+    COMPRESSED = 0x1
+    MULTI_TAGS = 0x2
+    TRANSACTION_NOT_TYPE = 0x0
+    TRANSACTION_PREPARED_TYPE = 0x4
+    TRANSACTION_COMMIT_TYPE = 0x8
+    TRANSACTION_ROLLBACK_TYPE = 0xC
+    TRANSACTION_MASK = 0xC
+    BORNHOST_V6 = 0x10
+    STOREHOST_V6 = 0x20
+    INNER_BATCH = 0x80
+
+
+class RecordKind(IntEnum):
+    """What lies at a position of the commitlog."""
+
+    RECORD = 0  # a complete, valid message record
+    BLANK = 1  # end-of-file filler; the next record starts in the next file
+    EMPTY = 2  # zero header: nothing has been written here
+    NEED_MORE = 3  # the bytes end before the record does
+    CORRUPT = 4  # bad magic, impossible size or CRC mismatch
+
+
+# Header up to bodyLength for each (bornV6, storeV6) combination.
+_HEADERS = {
+    (False, False): struct.Struct(">iIiiiqqiq4siq4siiqi"),
+    (True, False): struct.Struct(">iIiiiqqiq16siq4siiqi"),
+    (False, True): struct.Struct(">iIiiiqqiq4siq16siiqi"),
+    (True, True): struct.Struct(">iIiiiqqiq16siq16siiqi"),
+}
+_PREFIX = struct.Struct(">iIiiiqqi")  # totalSize .. sysFlag: 36 bytes, same for every variant
+_SIZE_MAGIC = struct.Struct(">iI")
+_QO_PO = struct.Struct(">qq")
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_U8 = struct.Struct(">B")
+QUEUE_OFFSET_POS = 20
+PHYSICAL_OFFSET_POS = 28
+SYS_FLAG_POS = 36
+BORN_TIMESTAMP_POS = 40
+
+
+def host_len(v6: bool) -> int:
+    return 20 if v6 else 8
+
+
+def store_timestamp_pos(sys_flag: int) -> int:
+    return 48 + host_len(bool(sys_flag & SysFlag.BORNHOST_V6))
+
+
+def header_size(sys_flag: int) -> int:
+    """Bytes before the body: fixed fields + both hosts + bodyLength."""
+    return _HEADERS[(bool(sys_flag & SysFlag.BORNHOST_V6), bool(sys_flag & SysFlag.STOREHOST_V6))].size
+
+
+def record_size(body_len: int, topic_len: int, props_len: int, sys_flag: int = 0) -> int:
+    topic_field = 1 if topic_len <= 127 else 2
+    return header_size(sys_flag) + body_len + topic_field + topic_len + 2 + props_len
+
+
+def body_crc(body) -> int:
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+# -- hosts -------------------------------------------------------------------------------
+@lru_cache(maxsize=1024)
+def pack_host_address(ip: str) -> bytes:
+    """4 bytes for IPv4, 16 for IPv6."""
+    try:
+        return socket.inet_aton(ip) if ":" not in ip else socket.inet_pton(socket.AF_INET6, ip)
+    except OSError as e:
+        raise MessageIllegal("host", f"not an IP address: {ip!r}") from e
+
+
+def unpack_host_address(raw: bytes) -> str:
+    if len(raw) == 4:
+        return socket.inet_ntoa(raw)
+    return socket.inet_ntop(socket.AF_INET6, raw)
+
+
+def parse_host(host: str) -> tuple[str, int]:
+    """'1.2.3.4:10911' or '[::1]:10911' -> (ip, port)."""
+    ip, sep, port = host.rpartition(":")
+    if not sep:
+        raise MessageIllegal("host", f"missing port in {host!r}")
+    return ip.strip("[]"), int(port)
+
+
+def format_host(ip: str, port: int) -> str:
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+# -- Java String.hashCode -----------------------------------------------------------------
+_POW31 = [pow(31, i, 1 << 32) for i in range(512)][::-1]
+
+
+def java_string_hash(s: str) -> int:
+    """java.lang.String.hashCode(): sum of UTF-16 units * 31^(n-1-i), wrapped to a signed i32."""
+    if s.isascii():
+        units = s.encode("ascii")
+    else:
+        raw = s.encode("utf-16-be")
+        units = struct.unpack(f">{len(raw) // 2}H", raw)
+    n = len(units)
+    if n <= len(_POW31):
+        h = sum(map(mul, units, _POW31[len(_POW31) - n:])) & 0xFFFFFFFF
+    else:
+        h = 0
+        for u in units:
+            h = (31 * h + u) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def tags_code(tags: str | None) -> int:
+    """Consume-queue tagsCode: String.hashCode of the tag, sign-extended; 0 without a tag."""
+    return java_string_hash(tags) if tags else 0
+
+
+# -- properties ----------------------------------------------------------------------------
+def properties_to_string(props: dict[str, str]) -> str:
+    return "".join(f"{k}\x01{v}\x02" for k, v in props.items())
+
+
+def string_to_properties(text: str) -> dict[str, str]:
+    """RocketMQ's string2messageProperties: split on 0x02, name/value on 0x01, skip malformed."""
+    out: dict[str, str] = {}
+    for seg in text.split("\x02"):
+        name, sep, value = seg.partition("\x01")
+        if sep and name:
+            out[name] = value
+    return out
+
+
+# -- message to encode -----------------------------------------------------------------------
+@dataclass(slots=True)
+class Message:
+    """A message as a producer hands it to the store (MessageExtBrokerInner's inputs)."""
+
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: str = "127.0.0.1:0"
+    store_host: str = "127.0.0.1:10911"
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+    @property
+    def transaction_type(self) -> int:
+        return self.sys_flag & SysFlag.TRANSACTION_MASK
+
+
+@lru_cache(maxsize=4096)
+def _topic_field(topic: str, v2_allowed: bool) -> bytes:
+    data = topic.encode("utf-8")
+    if len(topic) > 127:
+        if not v2_allowed:
+            raise MessageIllegal("topic", f"length {len(topic)} exceeds 127 without message version 2")
+        if len(data) > 32767:
+            raise MessageIllegal("topic", "too long")
+        return _I16.pack(len(data)) + data
+    if len(data) > 127:
+        raise MessageIllegal("topic", "UTF-8 length exceeds 127 bytes")
+    return _U8.pack(len(data)) + data
+
+
+@lru_cache(maxsize=1024)
+def _host_field(host: str) -> tuple[bytes, int]:
+    ip, port = parse_host(host)
+    return pack_host_address(ip), port
+
+
+@dataclass(slots=True)
+class EncodedRecord:
+    """An encoded record waiting for the fields only known under the put lock."""
+
+    data: bytearray
+    store_timestamp_pos: int
+    prop_crc: bool
+    transaction_type: int
+
+    def patch(self, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:
+        patch_record(self.data, 0, queue_offset, physical_offset, store_timestamp,
+                     self.store_timestamp_pos, self.prop_crc)
+
+
+def encode(msg: Message, *, v2_allowed: bool = True, append_prop_crc: bool = False,
+           max_properties_size: int = MAX_PROPERTIES_SIZE) -> EncodedRecord:
+    """Encode everything but queueOffset, physicalOffset and storeTimestamp (left zero).
+    Raises MessageIllegal / PropertiesSizeExceeded; never returns a partial record."""
+    props = msg.properties
+    props_bytes = properties_to_string(props).encode("utf-8") if props else b""
+    if append_prop_crc:
+        if props_bytes and not props_bytes.endswith(b"\x02"):
+            props_bytes += b"\x02"
+        props_bytes += b"__CRC32#\x01" + b"0" * 10 + b"\x02"
+    if len(props_bytes) > max_properties_size or len(props_bytes) > MAX_PROPERTIES_SIZE:
+        raise PropertiesSizeExceeded(len(props_bytes), min(max_properties_size, MAX_PROPERTIES_SIZE))
+    topic_field = _topic_field(msg.topic, v2_allowed)
+    born_addr, born_port = _host_field(msg.born_host)
+    store_addr, store_port = _host_field(msg.store_host)
+    sys_flag = msg.sys_flag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+    born_v6 = len(born_addr) == 16
+    store_v6 = len(store_addr) == 16
+    if born_v6:
+        sys_flag |= SysFlag.BORNHOST_V6
+    if store_v6:
+        sys_flag |= SysFlag.STOREHOST_V6
+    header = _HEADERS[(born_v6, store_v6)]
+    body = msg.body
+    hsize = header.size
+    total = hsize + len(body) + len(topic_field) + 2 + len(props_bytes)
+    buf = bytearray(total)
+    header.pack_into(buf, 0, total, MAGIC_V2 if len(msg.topic) > 127 else MAGIC_V1,
+                     body_crc(body), msg.queue_id, msg.flag, 0, 0, sys_flag, msg.born_timestamp,
+                     born_addr, born_port, 0, store_addr, store_port, msg.reconsume_times,
+                     msg.prepared_transaction_offset, len(body))
+    pos = hsize + len(body)
+    buf[hsize:pos] = body
+    buf[pos:pos + len(topic_field)] = topic_field
+    pos += len(topic_field)
+    _I16.pack_into(buf, pos, len(props_bytes))
+    buf[pos + 2:] = props_bytes
+    return EncodedRecord(buf, 48 + (20 if born_v6 else 8), append_prop_crc, sys_flag & SysFlag.TRANSACTION_MASK)
+
+
+def patch_record(buf, pos: int, queue_offset: int, physical_offset: int, store_timestamp: int,
+                 ts_pos: int, prop_crc: bool = False) -> None:
+    """Fill the fields known only under the put lock (and the property CRC tail after them)."""
+    _QO_PO.pack_into(buf, pos + QUEUE_OFFSET_POS, queue_offset, physical_offset)
+    _I64.pack_into(buf, pos + ts_pos, store_timestamp)
+    if prop_crc:
+        total = _I32.unpack_from(buf, pos)[0]
+        crc = zlib.crc32(memoryview(buf)[pos:pos + total - PROP_CRC_RESERVED_LEN]) & 0x7FFFFFFF
+        digits = str(crc).zfill(10)[::-1].encode("ascii")
+        start = pos + total - 11
+        buf[start:start + 10] = digits
+
+
+def encode_blank(remaining: int) -> bytes:
+    """The end-of-file filler header; only its 8 bytes are written."""
+    return _SIZE_MAGIC.pack(remaining, BLANK_MAGIC)
+
+
+# -- decoding --------------------------------------------------------------------------------
+@dataclass(slots=True)
+class MessageRecord:
+    """A decoded commitlog record (MessageExt as the store sees it)."""
+
+    total_size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    physical_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: str
+    store_timestamp: int
+    store_host: str
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: str
+    properties: dict[str, str]
+    properties_raw: bytes = b""
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        raw = self.properties.get(PROPERTY_KEYS)
+        return [k for k in raw.split(KEY_SEPARATOR) if k] if raw else []
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    @property
+    def msg_id(self) -> str:
+        """The offset message id (store host + physical offset)."""
+        ip, port = parse_host(self.store_host)
+        return offset_msg_id(ip, port, self.physical_offset)
+
+    @property
+    def transaction_type(self) -> int:
+        return self.sys_flag & SysFlag.TRANSACTION_MASK
+
+
+@dataclass(frozen=True, slots=True)
+class Blank:
+    size: int
+    kind: RecordKind = RecordKind.BLANK
+
+
+@dataclass(frozen=True, slots=True)
+class Empty:
+    kind: RecordKind = RecordKind.EMPTY
+
+
+@dataclass(frozen=True, slots=True)
+class NeedMore:
+    available: int
+    needed: int
+    kind: RecordKind = RecordKind.NEED_MORE
+
+
+@dataclass(frozen=True, slots=True)
+class Corrupt:
+    reason: str
+    kind: RecordKind = RecordKind.CORRUPT
+
+
+DecodeResult = Union[MessageRecord, Blank, Empty, NeedMore, Corrupt]
+EMPTY = Empty()
+
+
+def check_record(buf, pos: int, limit: int, check_crc: bool = True,
+                 verify_prop_crc: bool = False) -> tuple[RecordKind, int]:
+    """Fast validity check used by recovery: (kind, size). Size is the record's totalSize for
+    RECORD and BLANK, 0 otherwise. Allocates no objects for the common case."""
+    avail = limit - pos
+    if avail < 8:
+        if avail > 0 and any(buf[pos:limit]):
+            return RecordKind.NEED_MORE, 0
+        return RecordKind.EMPTY, 0
+    total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    if magic == MAGIC_V1 or magic == MAGIC_V2:
+        if total < 91 or total > avail:
+            return (RecordKind.NEED_MORE, 0) if total > avail else (RecordKind.CORRUPT, 0)
+        sys_flag = _I32.unpack_from(buf, pos + SYS_FLAG_POS)[0]
+        hsize = header_size(sys_flag)
+        body_len = _I32.unpack_from(buf, pos + hsize - 4)[0]
+        tpos = pos + hsize + body_len
+        if body_len < 0 or tpos + 3 > pos + total:
+            return RecordKind.CORRUPT, 0
+        if magic == MAGIC_V1:
+            tlen = buf[tpos]
+            ppos = tpos + 1 + tlen
+        else:
+            tlen = _I16.unpack_from(buf, tpos)[0]
+            ppos = tpos + 2 + tlen
+        if ppos + 2 > pos + total:
+            return RecordKind.CORRUPT, 0
+        plen = _I16.unpack_from(buf, ppos)[0]
+        if plen < 0 or ppos + 2 + plen != pos + total:
+            return RecordKind.CORRUPT, 0
+        if check_crc:
+            stored = _I32.unpack_from(buf, pos + 8)[0]
+            if stored != (zlib.crc32(buf[pos + hsize:pos + hsize + body_len]) & 0x7FFFFFFF):
+                return RecordKind.CORRUPT, 0
+            if verify_prop_crc and plen >= PROP_CRC_RESERVED_LEN:
+                tail = bytes(buf[pos + total - 20:pos + total])
+                if tail.startswith(b"__CRC32#\x01"):
+                    want = int(tail[9:19][::-1])
+                    if want != zlib.crc32(buf[pos:pos + total - 20]) & 0x7FFFFFFF:
+                        return RecordKind.CORRUPT, 0
+        return RecordKind.RECORD, total
+    if magic == BLANK_MAGIC:
+        return RecordKind.BLANK, total
+    if total == 0 and magic == 0:
+        return RecordKind.EMPTY, 0
+    return RecordKind.CORRUPT, 0
+
+
+def decode(buf, pos: int = 0, limit: int | None = None, *, check_crc: bool = True,
+           read_body: bool = True) -> DecodeResult:
+    """Decode the record at `pos`; `limit` is the end of valid bytes (default len(buf))."""
+    if limit is None:
+        limit = len(buf)
+    kind, total = check_record(buf, pos, limit, check_crc)
+    if kind is RecordKind.RECORD:
+        return _decode_valid(buf, pos, total, read_body)
+    if kind is RecordKind.BLANK:
+        return Blank(total)
+    if kind is RecordKind.EMPTY:
+        return EMPTY
+    if kind is RecordKind.NEED_MORE:
+        need = _SIZE_MAGIC.unpack_from(buf, pos)[0] if limit - pos >= 8 else 8
+        return NeedMore(limit - pos, need)
+    return Corrupt(_corrupt_reason(buf, pos, limit, check_crc))
+
+
+def _corrupt_reason(buf, pos: int, limit: int, check_crc: bool) -> str:
+    total, magic = _SIZE_MAGIC.unpack_from(buf, pos)
+    if magic not in (MAGIC_V1, MAGIC_V2):
+        return f"bad magic 0x{magic:08X} at {pos}"
+    if check_crc:
+        return f"size or CRC mismatch in record of {total} bytes at {pos}"
+    return f"inconsistent field lengths in record of {total} bytes at {pos}"
+
+
+def _decode_valid(buf, pos: int, total: int, read_body: bool) -> MessageRecord:
+    sys_flag = _I32.unpack_from(buf, pos + SYS_FLAG_POS)[0]
+    header = _HEADERS[(bool(sys_flag & SysFlag.BORNHOST_V6), bool(sys_flag & SysFlag.STOREHOST_V6))]
+    (_, magic, crc, queue_id, flag, queue_offset, physical_offset, _, born_ts, born_addr, born_port,
+     store_ts, store_addr, store_port, reconsume, prepared, body_len) = header.unpack_from(buf, pos)
+    bpos = pos + header.size
+    body = bytes(buf[bpos:bpos + body_len]) if read_body else b""
+    tpos = bpos + body_len
+    if magic == MAGIC_V1:
+        tlen = buf[tpos]
+        tstart = tpos + 1
+    else:
+        tlen = _I16.unpack_from(buf, tpos)[0]
+        tstart = tpos + 2
+    topic = bytes(buf[tstart:tstart + tlen]).decode("utf-8")
+    ppos = tstart + tlen
+    plen = _I16.unpack_from(buf, ppos)[0]
+    props_raw = bytes(buf[ppos + 2:ppos + 2 + plen])
+    return MessageRecord(
+        total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts,
+        format_host(unpack_host_address(born_addr), born_port), store_ts,
+        format_host(unpack_host_address(store_addr), store_port), reconsume, prepared, body, topic,
+        string_to_properties(props_raw.decode("utf-8", errors="replace")), props_raw)
+
+
+# -- offset message id ---------------------------------------------------------------------
+def offset_msg_id(ip: str, port: int, physical_offset: int) -> str:
+    return (pack_host_address(ip) + _I32.pack(port) + _I64.pack(physical_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
+    """-> (ip, port, physical offset). Raises MessageIllegal for a malformed id."""
+    if len(msg_id) not in (32, 56):
+        raise MessageIllegal("message id", f"expected 32 or 56 hex characters, got {len(msg_id)}")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError as e:
+        raise MessageIllegal("message id", "not hexadecimal") from e
+    alen = len(raw) - 12
+    port = _I32.unpack_from(raw, alen)[0]
+    offset = _I64.unpack_from(raw, alen + 4)[0]
+    return unpack_host_address(raw[:alen]), port, offset

@@ -1,0 +1,361 @@
+"""Store settings with Apache RocketMQ's defaults and key names (MessageStoreConfig and the
+store-relevant parts of BrokerConfig), plus a loader for broker.conf-style properties files.
+
+`StoreConfig` is frozen and validated on construction: clamped ratios and the rounded consume
+queue file size are stored as their effective values, so what you read is what the store uses.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from store.errors import ConfigError
+
+__all__ = [
+    "StoreConfig", "parse_properties", "load_config_file", "key_for", "FIELD_BY_KEY",
+    "FLUSH_DISK_TYPES", "BROKER_ROLES", "CQ_STORE_UNIT_SIZE", "MIN_COMMIT_LOG_FILE_SIZE",
+]
+
+FLUSH_DISK_TYPES = frozenset({"ASYNC_FLUSH", "SYNC_FLUSH"})
+BROKER_ROLES = frozenset({"ASYNC_MASTER", "SYNC_MASTER", "SLAVE"})
+CQ_STORE_UNIT_SIZE = 20  # commitlog offset (8) + size (4) + tag hash code (8)
+MIN_COMMIT_LOG_FILE_SIZE = 4096
+_DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DELAY_LEVEL = re.compile(r"(\d+)([smhd])")
+_INT = re.compile(r"[+-]?\d+")  # Java's parseInt syntax; Python's int() would also take "1_0"
+
+# RocketMQ keys that are not the mechanical camelCase of our snake_case name.
+_KEY_OVERRIDES: Mapping[str, str] = MappingProxyType({
+    "destroy_mapped_file_interval_forcibly": "destroyMapedFileIntervalForcibly",  # sic
+    "broker_ip1": "brokerIP1",
+    "check_crc_on_recover": "checkCRCOnRecover",
+    "force_verify_prop_crc": "forceVerifyPropCRC",
+    "enabled_append_prop_crc": "enabledAppendPropCRC",
+})
+
+
+def _default_root_dir() -> str:
+    # A factory, not a constant: HOME is read when the config is built, not at import.
+    return os.path.join(os.path.expanduser("~"), "store")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreConfig:
+    """Settings of one store. Times are milliseconds unless the name says otherwise."""
+
+    store_path_root_dir: str = field(default_factory=_default_root_dir)
+    store_path_commit_log: str = ""  # "" means <root>/commitlog
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * CQ_STORE_UNIT_SIZE
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    max_message_size: int = 4 * 1024 * 1024  # body only
+    max_properties_size: int = 32767
+    max_topic_length: int = 127
+    flush_disk_type: str = "ASYNC_FLUSH"
+    flush_interval_commit_log: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 10_000
+    flush_commit_log_timed: bool = False
+    commit_interval_commit_log: int = 200
+    commit_commit_log_least_pages: int = 4
+    commit_commit_log_thorough_interval: int = 200
+    transient_store_pool_enable: bool = False
+    transient_store_pool_size: int = 5
+    write_without_mmap: bool = False  # pwrite instead of writing through the mapping
+    flush_interval_consume_queue: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000
+    sync_flush_timeout: int = 5000
+    slave_timeout: int = 3000
+    file_reserved_time: int = 72  # hours
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    disk_space_warning_level_ratio: int = 90
+    disk_space_clean_forcibly_ratio: int = 85
+    clean_resource_interval: int = 10_000
+    delete_commit_log_files_interval: int = 100
+    delete_consume_queue_files_interval: int = 100
+    destroy_mapped_file_interval_forcibly: int = 120_000
+    redelete_hanged_file_interval: int = 120_000
+    clean_file_forcibly_enable: bool = True
+    check_crc_on_recover: bool = True
+    force_verify_prop_crc: bool = False
+    enabled_append_prop_crc: bool = False
+    message_index_enable: bool = True
+    message_index_safe: bool = False
+    broker_role: str = "ASYNC_MASTER"
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    auto_message_version_on_topic_len: bool = True
+    broker_ip1: str = "127.0.0.1"
+    listen_port: int = 10911
+    access_message_in_memory_max_ratio: int = 40
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    default_query_max_num: int = 32
+    max_msgs_num_batch: int = 64
+    duplication_enable: bool = False
+    timer_max_delay_sec: int = 3 * 24 * 3600  # later delivery timestamps are illegal
+    reput_batch_max_bytes: int = 4 * 1024 * 1024  # ours, not RocketMQ's
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name in _PATH_FIELDS and isinstance(value, os.PathLike):
+                value = os.fspath(value)  # accept pathlib paths, store plain strings
+                object.__setattr__(self, f.name, value)
+            want = _FIELD_TYPES[f.name]
+            # bool is an int subclass: reject True where a size is expected and vice versa.
+            if type(value) is not want:
+                _fail(f.name, value, f"must be of type {want.__name__}")
+        for name, (lo, hi) in _RANGES.items():
+            value = getattr(self, name)
+            if not lo <= value <= hi:
+                _fail(name, value, f"must be between {lo} and {hi}")
+        for name, choices in _CHOICES.items():
+            if getattr(self, name) not in choices:
+                _fail(name, getattr(self, name), f"must be one of {', '.join(sorted(choices))}")
+        if not self.store_path_root_dir:
+            _fail("store_path_root_dir", self.store_path_root_dir, "must not be empty")
+        if not self.broker_ip1.strip():
+            _fail("broker_ip1", self.broker_ip1, "must not be empty")
+        _parse_delete_when(self.delete_when)
+        _parse_delay_levels(self.message_delay_level)
+        # RocketMQ rounds the consume queue file size up to whole entries and clamps the disk
+        # ratios in its getters; we store the effective values once.
+        cq = self.mapped_file_size_consume_queue
+        object.__setattr__(self, "mapped_file_size_consume_queue",
+                           math.ceil(cq / CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE)
+        for name, (lo, hi) in _CLAMPS.items():
+            object.__setattr__(self, name, min(max(getattr(self, name), lo), hi))
+
+    # ---- derived values ----
+
+    @property
+    def commit_log_dir(self) -> str:
+        return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
+
+    @property
+    def store_host(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def is_sync_flush(self) -> bool:
+        return self.flush_disk_type == "SYNC_FLUSH"
+
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        """Delay of each level in ms; level 1 is index 0."""
+        return _parse_delay_levels(self.message_delay_level)
+
+    def delete_hours(self) -> frozenset[int]:
+        """Hours of the day (0..23) at which expired files are deleted."""
+        return _parse_delete_when(self.delete_when)
+
+    def with_changes(self, **changes: object) -> StoreConfig:
+        """A copy with `changes` (snake_case names) applied and revalidated."""
+        for name in changes:
+            if name not in _FIELD_TYPES:
+                raise ConfigError(f"unknown setting {name!r}")
+        return dataclasses.replace(self, **changes)
+
+    # ---- properties ----
+
+    @classmethod
+    def from_properties(
+        cls, props: Mapping[str, str], extra_known_keys: frozenset[str] = frozenset()
+    ) -> tuple[StoreConfig, list[str]]:
+        """Build from RocketMQ keys. Returns the config and the keys that are neither ours
+        nor in `extra_known_keys` (in input order), for the caller to report."""
+        values: dict[str, object] = {}
+        unknown: list[str] = []
+        for key, raw in props.items():
+            name = FIELD_BY_KEY.get(key)
+            if name is None:
+                if key not in extra_known_keys:
+                    unknown.append(key)
+                continue
+            values[name] = _convert(name, raw)
+        return cls(**values), unknown
+
+    def to_properties(self) -> dict[str, str]:
+        """Every setting under its RocketMQ key, as text `from_properties` reads back."""
+        out: dict[str, str] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            # Java spells booleans in lower case; Python's str(True) would not read back in Java.
+            out[key_for(f.name)] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def key_for(field_name: str) -> str:
+    """The RocketMQ key of a StoreConfig field."""
+    if field_name not in _FIELD_TYPES:
+        raise ConfigError(f"unknown setting {field_name!r}")
+    return _KEY_OVERRIDES.get(field_name) or _camel(field_name)
+
+
+_FIELD_TYPES: dict[str, type] = {
+    name: hint for name, hint in typing.get_type_hints(StoreConfig).items()
+    if name in {f.name for f in dataclasses.fields(StoreConfig)}
+}
+FIELD_BY_KEY: Mapping[str, str] = MappingProxyType({key_for(n): n for n in _FIELD_TYPES})
+_PATH_FIELDS = frozenset({"store_path_root_dir", "store_path_commit_log"})
+_BIG = 2**63 - 1  # Java long: anything larger could not be configured in RocketMQ either
+_CHOICES = {"flush_disk_type": FLUSH_DISK_TYPES, "broker_role": BROKER_ROLES}
+_CLAMPS = {  # RocketMQ's getter bounds, percent
+    "disk_max_used_space_ratio": (10, 95),
+    "disk_space_warning_level_ratio": (35, 90),
+    "disk_space_clean_forcibly_ratio": (30, 85),
+}
+_RANGES: dict[str, tuple[int, int]] = {
+    "mapped_file_size_commit_log": (MIN_COMMIT_LOG_FILE_SIZE, _BIG),
+    # The properties length is a 2-byte field of the commitlog record.
+    "max_properties_size": (1, 32767),
+    # V1 records hold the topic length in 1 byte, V2 in 2; the V2 switch is automatic.
+    "max_topic_length": (1, 32767),
+    "listen_port": (0, 65535),  # 0: let the OS pick (tests)
+    "access_message_in_memory_max_ratio": (0, 100),
+    **{name: (1, _BIG) for name in (
+        "mapped_file_size_consume_queue", "max_hash_slot_num", "max_index_num",
+        "max_message_size", "transient_store_pool_size", "sync_flush_timeout", "slave_timeout",
+        "max_transfer_bytes_on_message_in_memory", "max_transfer_count_on_message_in_memory",
+        "max_transfer_bytes_on_message_in_disk", "max_transfer_count_on_message_in_disk",
+        "default_query_max_num", "max_msgs_num_batch", "timer_max_delay_sec",
+        "reput_batch_max_bytes")},
+    **{name: (0, _BIG) for name in (
+        "flush_interval_commit_log", "flush_commit_log_least_pages",
+        "flush_commit_log_thorough_interval", "commit_interval_commit_log",
+        "commit_commit_log_least_pages", "commit_commit_log_thorough_interval",
+        "flush_interval_consume_queue", "flush_consume_queue_least_pages",
+        "flush_consume_queue_thorough_interval", "file_reserved_time",
+        "clean_resource_interval", "delete_commit_log_files_interval",
+        "delete_consume_queue_files_interval", "destroy_mapped_file_interval_forcibly",
+        "redelete_hanged_file_interval")},
+}
+
+
+def _fail(name: str, value: object, reason: str) -> typing.NoReturn:
+    raise ConfigError(f"{key_for(name)}={value!r}: {reason}")
+
+
+def _convert(name: str, raw: str) -> int | bool | str:
+    want, text = _FIELD_TYPES[name], raw.strip()
+    if want is bool:
+        # Stricter than Java's Boolean.parseBoolean, which reads any typo as false.
+        if text.lower() not in ("true", "false"):
+            _fail(name, raw, "must be true or false")
+        return text.lower() == "true"
+    if want is int:
+        if not _INT.fullmatch(text):
+            _fail(name, raw, "must be an integer")
+        return int(text)
+    return text
+
+
+def _parse_delete_when(text: str) -> frozenset[int]:
+    hours = set()
+    for part in text.split(";"):
+        part = part.strip()
+        if not (part.isdigit() and len(part) <= 2 and int(part) < 24):
+            _fail("delete_when", text, f"{part!r} is not an hour 00..23")
+        hours.add(int(part))
+    return frozenset(hours)
+
+
+def _parse_delay_levels(text: str) -> tuple[int, ...]:
+    levels = []
+    for token in text.split():
+        m = _DELAY_LEVEL.fullmatch(token)
+        if m is None or int(m.group(1)) == 0:
+            _fail("message_delay_level", text, f"bad level {token!r} (want e.g. 5s, 1m, 2h, 1d)")
+        levels.append(int(m.group(1)) * _DELAY_UNITS_MS[m.group(2)])
+    if not levels:
+        _fail("message_delay_level", text, "no delay levels")
+    return tuple(levels)
+
+
+# ---- java.util.Properties syntax ----
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+_WS = " \t\f"
+
+
+def _logical_lines(text: str) -> typing.Iterator[str]:
+    pending: str | None = None
+    for raw in re.split(r"\r\n|\r|\n", text):
+        line = raw.lstrip(_WS)
+        # A comment or blank line cannot start a continuation, but may be the tail of one.
+        if pending is None and (not line or line[0] in "#!"):
+            continue
+        body = (pending or "") + line
+        # An odd number of trailing backslashes escapes the line break.
+        if (len(line) - len(line.rstrip("\\"))) % 2 == 1:
+            pending = body[:-1]
+            continue
+        pending = None
+        yield body
+    if pending:
+        yield pending
+
+
+def _unescape(s: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        i += 1
+        if c != "\\":
+            out.append(c)
+        elif i < len(s) and s[i] == "u":
+            digits = s[i + 1:i + 5]
+            if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
+                raise ConfigError(f"malformed \\uxxxx escape in {s!r}")
+            out.append(chr(int(digits, 16)))
+            i += 5
+        elif i < len(s):
+            out.append(_ESCAPES.get(s[i], s[i]))
+            i += 1
+    joined = "".join(out)
+    # Join UTF-16 surrogate pairs written as two \u escapes into one character.
+    return joined.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse java.util.Properties text: # and ! comments, key=value / key:value / key value,
+    trimmed, backslash continuation and escapes. A repeated key keeps its last value."""
+    props: dict[str, str] = {}
+    for line in _logical_lines(text):
+        end = 0
+        while end < len(line) and line[end] not in "=:" + _WS:
+            end += 2 if line[end] == "\\" else 1  # an escaped separator belongs to the key
+        end = min(end, len(line))
+        rest = line[end:].lstrip(_WS)
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:]
+        props[_unescape(line[:end])] = _unescape(rest.strip())
+    return props
+
+
+def load_config_file(
+    path: str | os.PathLike[str], extra_known_keys: frozenset[str] = frozenset()
+) -> tuple[StoreConfig, list[str]]:
+    """Read a broker.conf-style file; returns the config and its unknown keys."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read config file {os.fspath(path)}: {e}") from e
+    return StoreConfig.from_properties(parse_properties(text), extra_known_keys)

@@ -1,0 +1,166 @@
+"""The only module that touches mmap, msync, fsync, pwrite and friends.
+
+Every store object receives a `FileIO` and goes through it for anything that can fail on a
+disk, so tests inject EIO, ENOSPC and read-only failures with `FaultyFileIO` (tests/) by
+overriding `_check`. Failures surface as OSError from here; callers turn them into typed
+store errors. Nothing here retries a failed flush: after a failed fsync the kernel may already
+have dropped the dirty pages ("fsyncgate"), so a retry could report success for lost data.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import mmap
+import os
+
+PAGE_SIZE = mmap.PAGESIZE
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_ZERO_RANGE = 0x10
+_ZERO_CHUNK = bytes(1 << 20)
+
+
+def _load_fallocate():  # pragma: no cover - depends on the libc at hand
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.fallocate
+        fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong]
+        fn.restype = ctypes.c_int
+        return fn
+    except (OSError, AttributeError):
+        return None
+
+
+_fallocate = _load_fallocate()
+
+
+class FileIO:
+    """Thin wrappers over the OS calls the store uses. Subclass and override `_check` to inject
+    faults: it is called with the operation name and path before the real call."""
+
+    def _check(self, op: str, path: str) -> None:
+        """Hook for fault injection; the real implementation does nothing."""
+
+    # -- files ---------------------------------------------------------------------------
+    def open_rw(self, path: str, create: bool = True) -> int:
+        self._check("open", path)
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        return os.open(path, flags, 0o644)
+
+    def open_ro(self, path: str) -> int:
+        self._check("open_ro", path)
+        return os.open(path, os.O_RDONLY)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def file_size(self, fd: int) -> int:
+        return os.fstat(fd).st_size
+
+    def preallocate(self, fd: int, size: int, path: str) -> None:
+        """Reserve `size` bytes of disk so that writing through an mmap can never hit an
+        unbacked page (SIGBUS on a full disk). Raises OSError(ENOSPC) when space is short."""
+        self._check("preallocate", path)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            os.ftruncate(fd, size)  # file systems without fallocate (tmpfs on old kernels)
+
+    def truncate(self, fd: int, size: int, path: str) -> None:
+        self._check("truncate", path)
+        os.ftruncate(fd, size)
+
+    def map(self, fd: int, size: int, path: str, writable: bool = True) -> mmap.mmap:
+        self._check("mmap", path)
+        access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+        return mmap.mmap(fd, size, access=access)
+
+    # -- writing and durability ---------------------------------------------------------------
+    def pwrite(self, fd: int, data, offset: int, path: str) -> None:
+        """Write all of `data` at `offset`; a short write is retried for the remainder only."""
+        self._check("pwrite", path)
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(fd, view, offset)
+            if n <= 0:
+                raise OSError(errno.EIO, "short write")
+            view = view[n:]
+            offset += n
+
+    def pread(self, fd: int, size: int, offset: int, path: str) -> bytes:
+        self._check("pread", path)
+        return os.pread(fd, size, offset)
+
+    def msync(self, mm: mmap.mmap, offset: int, length: int, path: str) -> None:
+        """msync(MS_SYNC) of [offset, offset+length), widened to page boundaries."""
+        self._check("msync", path)
+        start = offset - offset % PAGE_SIZE
+        mm.flush(start, offset + length - start)
+
+    def fdatasync(self, fd: int, path: str) -> None:
+        self._check("fdatasync", path)
+        os.fdatasync(fd)
+
+    def fsync(self, fd: int, path: str) -> None:
+        self._check("fsync", path)
+        os.fsync(fd)
+
+    def zero_range(self, fd: int, offset: int, length: int, path: str) -> None:
+        """Make [offset, offset+length) read as zeros while keeping the blocks allocated
+        (FALLOC_FL_ZERO_RANGE; falls back to writing zeros). Used by crash-safe truncation."""
+        self._check("zero_range", path)
+        if length <= 0:
+            return
+        if _fallocate is not None:
+            rc = _fallocate(fd, _FALLOC_FL_ZERO_RANGE | _FALLOC_FL_KEEP_SIZE, offset, length)
+            if rc == 0:
+                return
+            err = ctypes.get_errno()
+            if err not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise OSError(err, os.strerror(err))
+        end = offset + length
+        while offset < end:
+            n = min(len(_ZERO_CHUNK), end - offset)
+            self.pwrite(fd, memoryview(_ZERO_CHUNK)[:n], offset, path)
+            offset += n
+
+    # -- directories ---------------------------------------------------------------------
+    def makedirs(self, path: str) -> None:
+        self._check("makedirs", path)
+        os.makedirs(path, exist_ok=True)
+
+    def fsync_dir(self, path: str) -> None:
+        self._check("fsync_dir", path)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def unlink(self, path: str) -> None:
+        self._check("unlink", path)
+        os.unlink(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._check("rename", dst)
+        os.replace(src, dst)
+
+    def write_file_atomic(self, path: str, data: bytes) -> None:
+        """tmp file, write, fsync, rename over `path`, fsync the directory: after a crash the
+        file holds either the old or the new content, never a mix or nothing."""
+        directory = os.path.dirname(path) or "."
+        tmp = f"{path}.tmp"
+        fd = self.open_rw(tmp)
+        try:
+            self.truncate(fd, 0, tmp)
+            self.pwrite(fd, data, 0, tmp)
+            self.fsync(fd, tmp)
+        finally:
+            self.close(fd)
+        self.rename(tmp, path)
+        self.fsync_dir(directory)
+
+
+DEFAULT_FILE_IO = FileIO()

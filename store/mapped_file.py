@@ -1,0 +1,257 @@
+"""One fixed-size store file named by the 20-digit offset of its first byte.
+
+Positions inside a file (all relative to its start, 0 <= flushed <= committed <= wrote <= size):
+- wrote: bytes appended so far;
+- committed: bytes handed to the kernel (equal to wrote when writing through the mapping;
+  behind it in write-buffer mode, where appends collect in memory until commit() pwrite()s them);
+- flushed: bytes known to be on disk (msync / fdatasync returned success).
+
+Readers see bytes below `read_position` (committed). The file is preallocated when created, so
+writing through the mapping never touches an unbacked page. A failed msync/fdatasync raises
+DiskError and leaves `flushed` where it was; the caller decides that the store is broken.
+`hold()`/`release()` count readers: `destroy()` unmaps only when nobody holds the file, or
+after `destroy_mapped_file_interval_forcibly` has passed since the first attempt.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+
+from .errors import CreateFileError, DiskError
+from .fileio import PAGE_SIZE, FileIO
+
+
+def file_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    def __init__(self, path: str, file_size: int, io: FileIO, *, write_through_mmap: bool = True,
+                 create: bool = False) -> None:
+        self.path = path
+        self.file_size = file_size
+        self.file_from_offset = int(os.path.basename(path))
+        self.io = io
+        self.write_through_mmap = write_through_mmap
+        self.wrote_position = 0
+        self.committed_position = 0
+        self.flushed_position = 0
+        self.last_modified_ms = 0
+        self._pending = bytearray()  # write-buffer mode: bytes in [committed, wrote)
+        self._buffer_lock = threading.Lock()
+        self._commit_lock = threading.Lock()
+        self._refs = 1  # the file queue's own reference
+        self._refs_lock = threading.Lock()
+        self._available = True
+        self._first_destroy_ms = 0
+        self.fd = -1
+        try:
+            self.fd = io.open_rw(path, create=create)
+            if create:
+                io.preallocate(self.fd, file_size, path)
+                io.fsync_dir(os.path.dirname(path))
+            elif io.file_size(self.fd) != file_size:
+                raise ValueError(f"{path} has {io.file_size(self.fd)} bytes, expected {file_size}")
+            self.mm = io.map(self.fd, file_size, path)
+        except OSError as e:
+            self._abandon(create)
+            raise CreateFileError(path, e) from e
+        except BaseException:
+            self._abandon(create)
+            raise
+        self.view = memoryview(self.mm)
+
+    def _abandon(self, created: bool) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        if created:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+    # -- positions ------------------------------------------------------------------------
+    @property
+    def read_position(self) -> int:
+        return self.wrote_position if self.write_through_mmap else self.committed_position
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    @property
+    def remaining(self) -> int:
+        return self.file_size - self.wrote_position
+
+    def set_positions(self, pos: int) -> None:
+        """Used by recovery: everything below `pos` is valid and on disk."""
+        with self._buffer_lock:
+            self._pending.clear()
+            self.wrote_position = self.committed_position = self.flushed_position = pos
+
+    # -- writing --------------------------------------------------------------------------
+    def append(self, data, stamp_ms: int = 0) -> int:
+        """Append `data` (must fit) and return the position it was written at."""
+        pos = self.wrote_position
+        n = len(data)
+        if pos + n > self.file_size:
+            raise ValueError(f"append of {n} bytes at {pos} overflows {self.path}")
+        if self.write_through_mmap:
+            self.mm[pos:pos + n] = data
+            self.wrote_position = pos + n
+        else:
+            with self._buffer_lock:
+                self._pending += data
+                self.wrote_position = pos + n
+        if stamp_ms:
+            self.last_modified_ms = stamp_ms
+        return pos
+
+    def commit(self, least_pages: int = 0) -> None:
+        """Write-buffer mode: pwrite the pending bytes to the file (no-op through the mapping)."""
+        if self.write_through_mmap:
+            self.committed_position = self.wrote_position
+            return
+        with self._commit_lock:
+            with self._buffer_lock:
+                start = self.committed_position
+                if not self._pending:
+                    return
+                if least_pages > 0 and not self.is_full and (
+                        (self.wrote_position // PAGE_SIZE - start // PAGE_SIZE) < least_pages):
+                    return
+                data = bytes(self._pending)
+                self._pending.clear()
+            try:
+                self.io.pwrite(self.fd, data, start, self.path)
+            except OSError as e:
+                with self._buffer_lock:  # keep the bytes so nothing is silently lost in memory
+                    self._pending[0:0] = data
+                raise DiskError("pwrite", self.path, e) from e
+            self.committed_position = start + len(data)
+
+    def is_able_to_flush(self, least_pages: int) -> bool:
+        target = self.committed_position if not self.write_through_mmap else self.wrote_position
+        if target <= self.flushed_position:
+            return False
+        if self.is_full or least_pages <= 0:
+            return True
+        return target // PAGE_SIZE - self.flushed_position // PAGE_SIZE >= least_pages
+
+    def flush(self, least_pages: int = 0) -> int:
+        """Make [flushed, committed) durable; return the new flushed position. A failure raises
+        DiskError and leaves flushed_position unchanged."""
+        if not self.is_able_to_flush(least_pages):
+            return self.flushed_position
+        target = self.wrote_position if self.write_through_mmap else self.committed_position
+        start = self.flushed_position
+        try:
+            if self.write_through_mmap:
+                self.io.msync(self.mm, start, target - start, self.path)
+            else:
+                self.io.fdatasync(self.fd, self.path)
+        except OSError as e:
+            raise DiskError("msync" if self.write_through_mmap else "fdatasync", self.path, e) from e
+        self.flushed_position = target
+        return target
+
+    def write_at(self, pos: int, data) -> None:
+        """Write `data` at a position at or below wrote (used for in-place fixes, not appends)."""
+        if self.write_through_mmap:
+            self.mm[pos:pos + len(data)] = data
+        else:
+            try:
+                self.io.pwrite(self.fd, data, pos, self.path)
+            except OSError as e:
+                raise DiskError("pwrite", self.path, e) from e
+
+    def zero_from(self, pos: int, end: int | None = None) -> None:
+        """Crash-safe cut: make [pos, end) read as zeros on disk and sync it before anyone
+        forgets those bytes, so a crash never brings the old tail back (RocketMQ #10666)."""
+        end = self.file_size if end is None else end
+        with self._buffer_lock:
+            self._pending.clear()
+        try:
+            if end > pos:
+                # FALLOC_FL_ZERO_RANGE also drops the range from the page cache, so the
+                # mapping reads zeros and no dirty page can write the old bytes back later.
+                self.io.zero_range(self.fd, pos, end - pos, self.path)
+                self.io.fdatasync(self.fd, self.path)
+        except OSError as e:
+            raise DiskError("zero_range", self.path, e) from e
+        self.wrote_position = self.committed_position = self.flushed_position = pos
+
+    # -- reading --------------------------------------------------------------------------
+    def read(self, pos: int, size: int) -> bytes:
+        end = min(pos + size, self.read_position)
+        return bytes(self.view[pos:end]) if end > pos else b""
+
+    def hold(self) -> bool:
+        with self._refs_lock:
+            if not self._available:
+                return False
+            self._refs += 1
+            return True
+
+    def release(self) -> None:
+        with self._refs_lock:
+            self._refs -= 1
+            if self._refs <= 0 and not self._available:
+                self._unmap()
+
+    @property
+    def available(self) -> bool:
+        return self._available
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def shutdown(self, interval_forcibly_ms: int, now_ms: int) -> bool:
+        """Drop the queue's reference; unmap when unused or when the grace period is over.
+        Returns True when the mapping is gone."""
+        with self._refs_lock:
+            if self._available:
+                self._available = False
+                self._first_destroy_ms = now_ms
+                self._refs -= 1
+            elif self._refs > 0 and now_ms - self._first_destroy_ms >= interval_forcibly_ms:
+                self._refs = 0  # readers that still hold it keep their memoryview alive
+            if self._refs <= 0:
+                self._unmap()
+                return True
+            return False
+
+    def _unmap(self) -> None:
+        if self.fd < 0:
+            return
+        try:
+            self.view.release()
+        except BufferError:
+            pass
+        try:
+            self.mm.close()
+        except BufferError:
+            pass  # an exported slice still lives; the mapping is freed with it
+        os.close(self.fd)
+        self.fd = -1
+
+    def destroy(self, interval_forcibly_ms: int, now_ms: int) -> bool:
+        """Unmap and delete the file; False while readers still hold it (try again later)."""
+        if not self.shutdown(interval_forcibly_ms, now_ms):
+            return False
+        try:
+            self.io.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        return True
+
+    def close(self) -> None:
+        """Unmap without deleting (clean shutdown)."""
+        with self._refs_lock:
+            self._available = False
+            self._refs = 0
+            self._unmap()
+
+    def __repr__(self) -> str:
+        return (f"MappedFile({os.path.basename(self.path)}, wrote={self.wrote_position}, "
+                f"committed={self.committed_position}, flushed={self.flushed_position})")
