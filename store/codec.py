@@ -523,3 +523,29 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
     port = _I32.unpack_from(raw, alen)[0]
     offset = _I64.unpack_from(raw, alen + 4)[0]
     return unpack_host_address(raw[:alen]), port, offset
+
+
+def decode_dispatch_fields(buf, pos: int, total: int) -> tuple[int, int, int, int, int, str, dict[str, str]]:
+    """Lean decode of a record already checked valid, for reput and the slave: returns
+    (queue_id, queue_offset, sys_flag, store_timestamp, prepared_tx_offset, topic, properties)
+    without copying the body."""
+    queue_id = _I32.unpack_from(buf, pos + 12)[0]
+    queue_offset, _ = _QO_PO.unpack_from(buf, pos + QUEUE_OFFSET_POS)
+    sys_flag = _I32.unpack_from(buf, pos + SYS_FLAG_POS)[0]
+    born_len = 20 if sys_flag & SysFlag.BORNHOST_V6 else 8
+    store_ts = _I64.unpack_from(buf, pos + 48 + born_len)[0]
+    hpos = pos + 56 + born_len + (20 if sys_flag & SysFlag.STOREHOST_V6 else 8)
+    prepared = _I64.unpack_from(buf, hpos + 4)[0]
+    body_len = _I32.unpack_from(buf, hpos + 12)[0]
+    tpos = hpos + 16 + body_len
+    if _I32.unpack_from(buf, pos + 4)[0] == -626843481:  # MAGIC_V1 as a signed i32
+        tlen = buf[tpos]
+        tstart = tpos + 1
+    else:
+        tlen = _I16.unpack_from(buf, tpos)[0]
+        tstart = tpos + 2
+    topic = str(buf[tstart:tstart + tlen], "utf-8")
+    ppos = tstart + tlen
+    plen = _I16.unpack_from(buf, ppos)[0]
+    props = string_to_properties(str(buf[ppos + 2:ppos + 2 + plen], "utf-8", "replace")) if plen else {}
+    return queue_id, queue_offset, sys_flag, store_ts, prepared, topic, props

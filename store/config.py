@@ -119,14 +119,13 @@ class StoreConfig:
         for name, (lo, hi) in _RANGES.items():
             value = getattr(self, name)
             if not lo <= value <= hi:
-                _fail(name, value, f"must be between {lo} and {hi}")
+                _fail(name, value, f"must be >= {lo}" if hi == _BIG else f"must be in {lo}..{hi}")
         for name, choices in _CHOICES.items():
             if getattr(self, name) not in choices:
                 _fail(name, getattr(self, name), f"must be one of {', '.join(sorted(choices))}")
-        if not self.store_path_root_dir:
-            _fail("store_path_root_dir", self.store_path_root_dir, "must not be empty")
-        if not self.broker_ip1.strip():
-            _fail("broker_ip1", self.broker_ip1, "must not be empty")
+        for name in ("store_path_root_dir", "broker_ip1"):
+            if not getattr(self, name).strip():
+                _fail(name, getattr(self, name), "must not be empty")
         _parse_delete_when(self.delete_when)
         _parse_delay_levels(self.message_delay_level)
         # RocketMQ rounds the consume queue file size up to whole entries and clamps the disk
@@ -207,10 +206,8 @@ def key_for(field_name: str) -> str:
     return _KEY_OVERRIDES.get(field_name) or _camel(field_name)
 
 
-_FIELD_TYPES: dict[str, type] = {
-    name: hint for name, hint in typing.get_type_hints(StoreConfig).items()
-    if name in {f.name for f in dataclasses.fields(StoreConfig)}
-}
+_HINTS = typing.get_type_hints(StoreConfig)
+_FIELD_TYPES: dict[str, type] = {f.name: _HINTS[f.name] for f in dataclasses.fields(StoreConfig)}
 FIELD_BY_KEY: Mapping[str, str] = MappingProxyType({key_for(n): n for n in _FIELD_TYPES})
 _PATH_FIELDS = frozenset({"store_path_root_dir", "store_path_commit_log"})
 _BIG = 2**63 - 1  # Java long: anything larger could not be configured in RocketMQ either

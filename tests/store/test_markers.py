@@ -32,11 +32,15 @@ class RecordingIO(FaultyIO):
         super().__init__({})
 
 
-def _python(code: str, **kw) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO_ROOT, env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, **kw)
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def _spawn_holder(code: str, path: str) -> subprocess.Popen:
+    """A child running `code` with the lock path as argv[1]; it reports over stdout and waits
+    for a line on stdin, so the test synchronises with it without sleeping."""
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), path], cwd=REPO_ROOT,
+                            env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
 TRY_LOCK = """
@@ -55,9 +59,8 @@ TRY_LOCK = """
 
 
 def _try_lock_in_child(path: str) -> tuple[int, str]:
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(TRY_LOCK), path], cwd=REPO_ROOT,
-                       env=env, capture_output=True, text=True, timeout=60)
+                       env=_env(), capture_output=True, text=True, timeout=60)
     assert r.returncode in (0, 3), r.stderr
     return r.returncode, r.stdout.strip()
 
@@ -140,7 +143,7 @@ def test_other_process_refused_while_held_then_allowed(tmp_path):
 
 def test_held_by_child_process_names_child_pid(tmp_path):
     path = str(tmp_path / "lock")
-    child = _python("""
+    child = _spawn_holder("""
         import sys
         from store.markers import StoreLock
         lock = StoreLock(sys.argv[1])
@@ -149,20 +152,7 @@ def test_held_by_child_process_names_child_pid(tmp_path):
         sys.stdin.readline()   # hold until the parent says so
         lock.release()
         print("released", flush=True)
-    """, ) if False else None  # placeholder replaced below
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    code = textwrap.dedent("""
-        import sys
-        from store.markers import StoreLock
-        lock = StoreLock(sys.argv[1])
-        lock.acquire()
-        print("locked", flush=True)
-        sys.stdin.readline()   # hold until the parent says so
-        lock.release()
-        print("released", flush=True)
-    """)
-    child = subprocess.Popen([sys.executable, "-c", code, path], cwd=REPO_ROOT, env=env,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    """, path)
     try:
         assert child.stdout.readline().strip() == "locked"
         with pytest.raises(StoreLocked) as info:
@@ -175,23 +165,22 @@ def test_held_by_child_process_names_child_pid(tmp_path):
     finally:
         if child.poll() is None:
             child.kill()
-            child.wait()
+        child.wait()
+        child.stdin.close()
+        child.stdout.close()
     with StoreLock(path):
         pass
 
 
 def test_lock_dies_with_killed_holder(tmp_path):
     path = str(tmp_path / "lock")
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    code = textwrap.dedent("""
+    child = _spawn_holder("""
         import sys
         from store.markers import StoreLock
         StoreLock(sys.argv[1]).acquire()
         print("locked", flush=True)
         sys.stdin.readline()
-    """)
-    child = subprocess.Popen([sys.executable, "-c", code, path], cwd=REPO_ROOT, env=env,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    """, path)
     try:
         assert child.stdout.readline().strip() == "locked"
         with pytest.raises(StoreLocked):
@@ -199,6 +188,8 @@ def test_lock_dies_with_killed_holder(tmp_path):
     finally:
         child.kill()
         child.wait()
+        child.stdin.close()
+        child.stdout.close()
     with StoreLock(path):  # no stale lock after a crash
         pass
 
