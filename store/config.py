@@ -7,7 +7,6 @@ queue file size are stored as their effective values, so what you read is what t
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import re
 import typing
@@ -130,9 +129,9 @@ class StoreConfig:
         _parse_delay_levels(self.message_delay_level)
         # RocketMQ rounds the consume queue file size up to whole entries and clamps the disk
         # ratios in its getters; we store the effective values once.
-        cq = self.mapped_file_size_consume_queue
-        object.__setattr__(self, "mapped_file_size_consume_queue",
-                           math.ceil(cq / CQ_STORE_UNIT_SIZE) * CQ_STORE_UNIT_SIZE)
+        # Integer ceiling: float division would misround sizes above 2**53.
+        units = -(-self.mapped_file_size_consume_queue // CQ_STORE_UNIT_SIZE)
+        object.__setattr__(self, "mapped_file_size_consume_queue", units * CQ_STORE_UNIT_SIZE)
         for name, (lo, hi) in _CLAMPS.items():
             object.__setattr__(self, name, min(max(getattr(self, name), lo), hi))
 

@@ -100,7 +100,7 @@ class MappedFile:
             raise ValueError(f"append of {n} bytes at {pos} overflows {self.path}")
         if self.write_through_mmap:
             self.mm[pos:pos + n] = data
-            self.wrote_position = pos + n
+            self.wrote_position = self.committed_position = pos + n
         else:
             with self._buffer_lock:
                 self._pending += data
