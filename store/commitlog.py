@@ -1,0 +1,188 @@
+"""The commitlog: every message of every topic, appended in order to a MappedFileQueue.
+
+Put path: records are encoded before the put lock (codec.encode); under the lock only the
+fields known there are patched (queue offset from the topic-queue table, physical offset, store
+timestamp) and the bytes copied into the last file. A record that does not fit, together with
+END_FILE_MIN_BLANK_LENGTH, makes the file end with a BLANK record and the next file start.
+A batch is appended under one lock acquisition.
+
+The slave path (append_raw) copies replicated bytes verbatim at exactly the current end.
+Truncation is crash-safe (MappedFileQueue.truncate_to zeroes and syncs before it forgets).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Iterable, Sequence
+
+from . import codec
+from .clock import Clock
+from .codec import EncodedRecord, SysFlag
+from .errors import OffsetOutOfRange
+from .fileio import FileIO
+from .mapped_file import MappedFile
+from .mapped_file_queue import MappedFileQueue
+from .put_result import AppendResult
+
+_SKIP_QUEUE_OFFSET = (SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE)
+
+
+class CommitLog:
+    def __init__(self, directory: str, file_size: int, io: FileIO, clock: Clock, *,
+                 write_through_mmap: bool = True, store_host: str = "127.0.0.1:10911") -> None:
+        self.queue = MappedFileQueue(directory, file_size, io, write_through_mmap=write_through_mmap)
+        self.file_size = file_size
+        self.clock = clock
+        self.put_lock = threading.Lock()
+        # next queue offset per (topic, queue id): assigned under the put lock
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.last_store_timestamp = 0
+        ip, port = codec.parse_host(store_host)
+        self._msg_id_prefix = (codec.pack_host_address(ip) + port.to_bytes(4, "big")).hex().upper()
+
+    # -- positions -------------------------------------------------------------------------
+    def min_offset(self) -> int:
+        return self.queue.min_offset()
+
+    def max_offset(self) -> int:
+        """End of the bytes readers may see (committed)."""
+        return self.queue.max_offset()
+
+    def max_wrote_offset(self) -> int:
+        return self.queue.max_wrote_offset()
+
+    @property
+    def flushed_where(self) -> int:
+        return self.queue.flushed_where
+
+    # -- put ---------------------------------------------------------------------------------
+    def put(self, record: EncodedRecord, topic: str, queue_id: int) -> AppendResult:
+        """Append one encoded record. Raises CreateFileError when a new file is needed and
+        cannot be created; nothing of the record is written then."""
+        with self.put_lock:
+            return self._append_locked(record, topic, queue_id, self.clock.now_ms())
+
+    def put_batch(self, records: Sequence[tuple[EncodedRecord, str, int]]) -> list[AppendResult]:
+        """Append several records under one lock acquisition. If a file cannot be created part
+        way, the records already appended stay (they are valid and contiguous) and
+        CreateFileError propagates with `.appended` holding their results."""
+        results: list[AppendResult] = []
+        with self.put_lock:
+            now = self.clock.now_ms()
+            try:
+                for record, topic, queue_id in records:
+                    results.append(self._append_locked(record, topic, queue_id, now))
+            except Exception as e:
+                e.appended = results  # type: ignore[attr-defined]
+                raise
+        return results
+
+    def _append_locked(self, record: EncodedRecord, topic: str, queue_id: int, now: int) -> AppendResult:
+        data = record.data
+        n = len(data)
+        f = self.queue.get_last_file_for_write()
+        if n + codec.END_FILE_MIN_BLANK_LENGTH > f.remaining:
+            if n + codec.END_FILE_MIN_BLANK_LENGTH > self.file_size:
+                raise ValueError(f"record of {n} bytes cannot fit a commitlog file of {self.file_size}")
+            self._append_blank(f)
+            f = self.queue.get_last_file_for_write()
+        key = (topic, queue_id)
+        skip = record.transaction_type in _SKIP_QUEUE_OFFSET
+        queue_offset = 0 if skip else self.topic_queue_table.get(key, 0)
+        phy = f.file_from_offset + f.wrote_position
+        if now < self.last_store_timestamp:
+            now = self.last_store_timestamp  # store time never goes backwards in the log
+        record.patch(queue_offset, phy, now)
+        f.append(data, now)
+        if not skip:
+            self.topic_queue_table[key] = queue_offset + 1
+        self.last_store_timestamp = now
+        return AppendResult(phy, n, queue_offset, now, self._msg_id_prefix + f"{phy:016X}")
+
+    def _append_blank(self, f: MappedFile) -> None:
+        remaining = f.remaining
+        blank = codec.encode_blank(remaining)
+        if f.write_through_mmap:
+            f.append(blank)
+            f.wrote_position = f.committed_position = f.file_size
+        else:
+            f.append(blank + bytes(remaining - len(blank)))
+
+    # -- slave path ---------------------------------------------------------------------------
+    def append_raw(self, offset: int, data) -> None:
+        """Append replicated bytes verbatim at exactly the current end (never across files)."""
+        with self.put_lock:
+            end = self.max_wrote_offset()
+            if self.queue.last_file is None:
+                end = offset
+            if offset != end:
+                raise OffsetOutOfRange(f"raw append at {offset} but the commitlog ends at {end}")
+            fresh = self.queue.last_file is None
+            f = self.queue.get_last_file_for_write(offset)
+            if fresh and offset > f.file_from_offset:
+                f.set_positions(offset - f.file_from_offset)  # a replica starting mid-file
+            if f.file_from_offset + f.wrote_position != offset:
+                raise OffsetOutOfRange(f"raw append at {offset} but file {f.path} ends elsewhere")
+            if len(data) > f.remaining:
+                raise OffsetOutOfRange(f"raw append of {len(data)} bytes at {offset} crosses a file")
+            f.append(data, self.clock.now_ms())
+
+    # -- reading -----------------------------------------------------------------------------
+    def read(self, offset: int, size: int) -> bytes:
+        """Bytes of [offset, offset+size) within one file, clipped at the readable end."""
+        f = self.queue.find_by_offset(offset)
+        if f is None or not f.hold():
+            raise OffsetOutOfRange(f"offset {offset} is not in the commitlog "
+                                   f"[{self.min_offset()}, {self.max_offset()})")
+        try:
+            return f.read(offset - f.file_from_offset, size)
+        finally:
+            f.release()
+
+    def read_chunk(self, offset: int, max_bytes: int, end: int | None = None) -> bytes:
+        """Up to max_bytes from offset, never crossing a file or `end` (replication slices)."""
+        limit = self.max_offset() if end is None else min(end, self.max_offset())
+        if offset >= limit:
+            return b""
+        f = self.queue.find_by_offset(offset)
+        if f is None:
+            raise OffsetOutOfRange(f"offset {offset} is not in the commitlog")
+        size = min(max_bytes, limit - offset, f.file_from_offset + self.file_size - offset)
+        return self.read(offset, size)
+
+    def get_message(self, offset: int, size: int | None = None) -> codec.DecodeResult:
+        f = self.queue.find_by_offset(offset)
+        if f is None or not f.hold():
+            raise OffsetOutOfRange(f"offset {offset} is not in the commitlog")
+        try:
+            pos = offset - f.file_from_offset
+            limit = f.read_position if size is None else min(f.read_position, pos + size)
+            return codec.decode(f.view, pos, limit)
+        finally:
+            f.release()
+
+    def store_time_of(self, offset: int, size: int) -> int | None:
+        """Store timestamp of the record at `offset`, or None when it is gone."""
+        f = self.queue.find_by_offset(offset)
+        if f is None or not f.hold():
+            return None
+        try:
+            pos = offset - f.file_from_offset
+            if pos + 64 > f.read_position:
+                return None
+            sys_flag = int.from_bytes(f.view[pos + 36:pos + 40], "big", signed=True)
+            ts_pos = pos + codec.store_timestamp_pos(sys_flag)
+            return int.from_bytes(f.view[ts_pos:ts_pos + 8], "big", signed=True)
+        finally:
+            f.release()
+
+    def files(self) -> Iterable[MappedFile]:
+        return self.queue.snapshot()
+
+    # -- truncation ---------------------------------------------------------------------------
+    def truncate(self, offset: int) -> None:
+        """Crash-safely cut everything at and after `offset` (a record boundary)."""
+        with self.put_lock:
+            self.queue.truncate_to(offset)
+
+    def close(self) -> None:
+        self.queue.close()

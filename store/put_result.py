@@ -1,0 +1,61 @@
+"""Outcomes of a put, with RocketMQ's status names (PutMessageStatus)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class PutStatus(Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    IN_SYNC_REPLICAS_NOT_ENOUGH = "IN_SYNC_REPLICAS_NOT_ENOUGH"
+    FLUSH_DISK_FAILED = "FLUSH_DISK_FAILED"  # ours: the flush failed; the data is not durable
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+    @property
+    def stored(self) -> bool:
+        """RocketMQ answers these with sendOK semantics: the message is in the commitlog but a
+        durability step timed out. Anything else means it was not stored."""
+        return self in (PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT,
+                        PutStatus.FLUSH_SLAVE_TIMEOUT, PutStatus.SLAVE_NOT_AVAILABLE)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Where one record landed in the commitlog."""
+
+    wrote_offset: int
+    wrote_bytes: int
+    queue_offset: int
+    store_timestamp: int
+    msg_id: str
+
+    @property
+    def end_offset(self) -> int:
+        return self.wrote_offset + self.wrote_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    status: PutStatus
+    appends: tuple[AppendResult, ...] = ()
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+    @property
+    def append(self) -> AppendResult | None:
+        return self.appends[0] if self.appends else None
+
+    @property
+    def end_offset(self) -> int:
+        return self.appends[-1].end_offset if self.appends else 0

@@ -1,0 +1,59 @@
+"""Background services: one thread each, a `step()` that does one round of work, and a wait
+between rounds that a `wakeup()` cuts short. Tests call `step()` directly with a ManualClock."""
+from __future__ import annotations
+
+import logging
+import threading
+
+log = logging.getLogger(__name__)
+
+
+class Service:
+    name = "service"
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._wake = threading.Event()
+
+    def step(self) -> None:
+        """One round of work; must not block for long."""
+        raise NotImplementedError
+
+    def wait_interval(self) -> float:
+        """Seconds to wait between rounds (woken early by wakeup())."""
+        return 0.1
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def wakeup(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self.on_stop()
+
+    def on_stop(self) -> None:
+        """Final work after the loop ended (e.g. a last flush)."""
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and not self._stopping.is_set()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.step()
+            except Exception:  # a service must not die silently; the step records the failure
+                log.exception("%s step failed", self.name)
+            self._wake.wait(self.wait_interval())
+            self._wake.clear()
