@@ -58,39 +58,49 @@ class CommitLog:
     def put(self, record: EncodedRecord, topic: str, queue_id: int) -> AppendResult:
         """Append one encoded record. Raises CreateFileError when a new file is needed and
         cannot be created; nothing of the record is written then."""
-        with self.put_lock:
-            return self._append_locked(record, topic, queue_id, self.clock.now_ms())
+        return self.put_batch(((record, topic, queue_id),))[0]
 
     def put_batch(self, records: Sequence[tuple[EncodedRecord, str, int]]) -> list[AppendResult]:
-        """Append several records under one lock acquisition. If a file cannot be created part
-        way, the records already appended stay (they are valid and contiguous) and
-        CreateFileError propagates with `.appended` holding their results."""
-        results: list[AppendResult] = []
+        """Append several records under one lock acquisition, all or nothing: every file the
+        batch needs is created before the first byte is written."""
+        for record, _, _ in records:
+            if len(record.data) + codec.END_FILE_MIN_BLANK_LENGTH > self.file_size:
+                raise ValueError(f"record of {len(record.data)} bytes cannot fit a commitlog "
+                                 f"file of {self.file_size}")
         with self.put_lock:
+            needed = self._files_needed([len(r.data) for r, _, _ in records])
+            if needed:
+                self.queue.prepare_files(needed)
             now = self.clock.now_ms()
-            try:
-                for record, topic, queue_id in records:
-                    results.append(self._append_locked(record, topic, queue_id, now))
-            except Exception as e:
-                e.appended = results  # type: ignore[attr-defined]
-                raise
-        return results
+            if now < self.last_store_timestamp:
+                now = self.last_store_timestamp  # store time never goes backwards in the log
+            return [self._append_locked(record, topic, queue_id, now)
+                    for record, topic, queue_id in records]
+
+    def _files_needed(self, sizes: list[int]) -> int:
+        last = self.queue.last_file
+        if last is None:
+            return 1
+        remaining = last.remaining
+        new_files = 0
+        for n in sizes:
+            if n + codec.END_FILE_MIN_BLANK_LENGTH > remaining:
+                new_files += 1
+                remaining = self.file_size
+            remaining -= n
+        return new_files
 
     def _append_locked(self, record: EncodedRecord, topic: str, queue_id: int, now: int) -> AppendResult:
         data = record.data
         n = len(data)
         f = self.queue.get_last_file_for_write()
         if n + codec.END_FILE_MIN_BLANK_LENGTH > f.remaining:
-            if n + codec.END_FILE_MIN_BLANK_LENGTH > self.file_size:
-                raise ValueError(f"record of {n} bytes cannot fit a commitlog file of {self.file_size}")
             self._append_blank(f)
             f = self.queue.get_last_file_for_write()
         key = (topic, queue_id)
         skip = record.transaction_type in _SKIP_QUEUE_OFFSET
         queue_offset = 0 if skip else self.topic_queue_table.get(key, 0)
         phy = f.file_from_offset + f.wrote_position
-        if now < self.last_store_timestamp:
-            now = self.last_store_timestamp  # store time never goes backwards in the log
         record.patch(queue_offset, phy, now)
         f.append(data, now)
         if not skip:

@@ -52,24 +52,26 @@ class FlushFailure:
 
 class _FlushBase(Service):
     def __init__(self, queue: MappedFileQueue, clock: Clock, failure: FlushFailure,
-                 on_flushed: Callable[[int], None]) -> None:
+                 on_flushed: Callable[[int, int], None], stamp: Callable[[], int]) -> None:
         super().__init__()
         self.queue = queue
         self.clock = clock
         self.failure = failure
-        self.on_flushed = on_flushed  # told the new flushed offset (checkpoint bookkeeping)
+        self.on_flushed = on_flushed  # (flushed offset, store time it covers): checkpoint
+        self.stamp = stamp  # store timestamp of the newest appended record
 
     def _flush(self, least_pages: int) -> bool:
         if self.failure.failed:
             return False
         before = self.queue.flushed_where
+        stamp = self.stamp()  # taken first: the flush covers at least what was appended by now
         try:
             after = self.queue.flush(least_pages)
         except DiskError as e:
             self.failure.record(e)
             return False
         if after > before:
-            self.on_flushed(after)
+            self.on_flushed(after, stamp)
         return True
 
 
@@ -77,9 +79,9 @@ class AsyncFlushService(_FlushBase):
     name = "flush-commitlog"
 
     def __init__(self, queue: MappedFileQueue, clock: Clock, failure: FlushFailure,
-                 on_flushed: Callable[[int], None], *, interval_ms: int, least_pages: int,
+                 on_flushed: Callable[[int, int], None], stamp: Callable[[], int], *, interval_ms: int, least_pages: int,
                  thorough_interval_ms: int) -> None:
-        super().__init__(queue, clock, failure, on_flushed)
+        super().__init__(queue, clock, failure, on_flushed, stamp)
         self.interval_ms = interval_ms
         self.least_pages = least_pages
         self.thorough_interval_ms = thorough_interval_ms
@@ -152,8 +154,9 @@ class GroupCommitService(_FlushBase):
     name = "group-commit"
 
     def __init__(self, queue: MappedFileQueue, clock: Clock, failure: FlushFailure,
-                 on_flushed: Callable[[int], None], *, timeout_ms: int) -> None:
-        super().__init__(queue, clock, failure, on_flushed)
+                 on_flushed: Callable[[int, int], None], stamp: Callable[[], int], *,
+                 timeout_ms: int) -> None:
+        super().__init__(queue, clock, failure, on_flushed, stamp)
         self.timeout_ms = timeout_ms
         self._requests: list[tuple[int, Completion[PutStatus]]] = []
         self._lock = threading.Lock()

@@ -26,7 +26,7 @@ class MappedFileQueue:
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
-        self.store_timestamp = 0  # store timestamp of the last flushed data
+        self._ready: list[MappedFile] = []  # created ahead by prepare_files, not yet written
         self._lock = threading.RLock()  # guards the list of files, not their contents
 
     # -- loading ---------------------------------------------------------------------------
@@ -115,13 +115,38 @@ class MappedFileQueue:
                 create_at = start_offset - start_offset % self.file_size
             else:
                 create_at = last.file_from_offset + self.file_size
-            self.io.makedirs(self.directory)
-            mf = MappedFile(os.path.join(self.directory, file_name(create_at)), self.file_size,
-                            self.io, write_through_mmap=self.write_through_mmap, create=True)
+            if self._ready and self._ready[0].file_from_offset == create_at:
+                mf = self._ready.pop(0)
+            else:
+                self._drop_ready()
+                mf = self._create(create_at)
             if last is None:
                 self.flushed_where = self.committed_where = create_at
             self.files.append(mf)
             return mf
+
+    def _create(self, offset: int) -> MappedFile:
+        self.io.makedirs(self.directory)
+        return MappedFile(os.path.join(self.directory, file_name(offset)), self.file_size,
+                          self.io, write_through_mmap=self.write_through_mmap, create=True)
+
+    def prepare_files(self, count: int, start_offset: int = 0) -> None:
+        """Create the next `count` files ahead of need, so that an append spanning several
+        files either has all of them or fails before writing anything (CreateFileError)."""
+        with self._lock:
+            while len(self._ready) < count:
+                if self._ready:
+                    at = self._ready[-1].file_from_offset + self.file_size
+                elif self.files:
+                    at = self.files[-1].file_from_offset + self.file_size
+                else:
+                    at = start_offset - start_offset % self.file_size
+                self._ready.append(self._create(at))
+
+    def _drop_ready(self) -> None:
+        for f in self._ready:
+            f.destroy(0, 0)
+        self._ready = []
 
     # -- commit and flush -------------------------------------------------------------------
     def commit(self, least_pages: int = 0) -> int:
@@ -164,6 +189,7 @@ class MappedFileQueue:
                 # The cut is on a file boundary: zero the first dropped file's header before
                 # the deletions, so a crash half way cannot leave a readable later file.
                 drop[0].zero_from(0, min(self.file_size, 4096))
+            self._drop_ready()
             for f in reversed(drop):
                 f.destroy(0, 0)
             if drop:
@@ -193,6 +219,7 @@ class MappedFileQueue:
 
     def delete_all(self) -> None:
         with self._lock:
+            self._drop_ready()
             for f in reversed(self.files):
                 f.destroy(0, 0)
             self.files = []
@@ -200,7 +227,7 @@ class MappedFileQueue:
 
     def close(self) -> None:
         with self._lock:
-            for f in self.files:
+            for f in self.files + self._ready:
                 f.close()
 
     def __iter__(self) -> Iterator[MappedFile]:
