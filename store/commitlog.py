@@ -79,9 +79,7 @@ class CommitLog:
 
     def _files_needed(self, sizes: list[int]) -> int:
         last = self.queue.last_file
-        if last is None:
-            return 1
-        remaining = last.remaining
+        remaining = last.remaining if last is not None else 0
         new_files = 0
         for n in sizes:
             if n + codec.END_FILE_MIN_BLANK_LENGTH > remaining:

@@ -1,0 +1,451 @@
+"""Consume queues: per topic-queue arrays of fixed 20-byte units pointing into the commitlog.
+
+Files live under `<root>/<topic>/<queueId>/<20-digit byte offset of the first unit>`, each a
+multiple of 20 bytes (RocketMQ default 300000 units), so queue index i sits at byte i*20.
+Unit layout, big-endian, identical to RocketMQ's ConsumeQueue:
+
+    offset  size  field             notes
+    ------  ----  ----------------  ---------------------------------------------------------
+         0     8  commitLogOffset   i64, physical offset of the record
+         8     4  size              i32, record size in bytes
+        12     8  tagsCode          i64, tag hash (or delivery time on the schedule topic)
+    total   20
+
+A filler unit (0, 0x7FFFFFFF, 0) holds a place that has no record: the units before the first
+one of a queue that starts mid-file (RocketMQ fillPreBlank) and gaps in a queue. A unit of all
+zeros is "never written": recovery stops there.
+
+Writing comes from the single reput thread; readers (get_unit, iter_units, min/max) run on
+other threads. Readers never take the write lock: they copy bytes out of a file under
+hold()/release(), and a unit becomes visible only when `wrote_position` moves past it, after
+its bytes are in place.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+import time
+from typing import Callable, Iterator
+
+from .dispatch import DispatchRequest
+from .fileio import DEFAULT_FILE_IO, FileIO
+from .mapped_file import MappedFile
+from .mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+CQ_STORE_UNIT_SIZE = 20
+DEFAULT_CQ_FILE_SIZE = 300_000 * CQ_STORE_UNIT_SIZE
+FILLER_SIZE = 0x7FFFFFFF
+_UNIT = struct.Struct(">qiq")
+FILLER_UNIT = _UNIT.pack(0, FILLER_SIZE, 0)
+DESTROY_INTERVAL_FORCIBLY_MS = 120_000  # RocketMQ destroyMapedFileIntervalForcibly
+
+Unit = tuple[int, int, int]  # (commitLogOffset, size, tagsCode)
+
+
+def pack_unit(phy_offset: int, size: int, tags_code: int) -> bytes:
+    return _UNIT.pack(phy_offset, size, tags_code)
+
+
+def is_filler(unit: Unit) -> bool:
+    return unit[0] == 0 and unit[1] == FILLER_SIZE
+
+
+def is_valid(unit: Unit) -> bool:
+    """RocketMQ's recovery rule: anything with offset >= 0 and size > 0 was written."""
+    return unit[0] >= 0 and unit[1] > 0
+
+
+def _units(raw: bytes) -> list[Unit]:
+    return list(_UNIT.iter_unpack(raw[:len(raw) - len(raw) % CQ_STORE_UNIT_SIZE]))
+
+
+def _read_file(mf: MappedFile, start: int = 0, end: int | None = None) -> bytes:
+    """Copy [start, end) of a file's readable bytes under hold(); b"" if it is going away."""
+    if not mf.hold():
+        return b""
+    try:
+        stop = mf.read_position if end is None else min(end, mf.read_position)
+        return mf.read(start, stop - start) if stop > start else b""
+    except ValueError:  # unmapped forcibly under our feet
+        return b""
+    finally:
+        mf.release()
+
+
+class ConsumeQueue:
+    """One topic-queue. `min_logic_offset` is a byte offset like RocketMQ's minLogicOffset;
+    `max_physic_offset` is the commitlog end offset of the last dispatched record."""
+
+    def __init__(self, topic: str, queue_id: int, root_dir: str,
+                 file_size: int = DEFAULT_CQ_FILE_SIZE, io: FileIO = DEFAULT_FILE_IO) -> None:
+        if file_size <= 0 or file_size % CQ_STORE_UNIT_SIZE:
+            raise ValueError(f"consume queue file size {file_size} is not a multiple of 20")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.directory = os.path.join(root_dir, topic, str(queue_id))
+        self.mfq = MappedFileQueue(self.directory, file_size, io)
+        self.max_physic_offset = 0
+        self.min_logic_offset = 0
+        self._write_lock = threading.RLock()
+
+    def load(self) -> list[str]:
+        return self.mfq.load()
+
+    # -- reading ---------------------------------------------------------------------------
+    def max_offset(self) -> int:
+        """The next queue index to write (0 for a queue without files)."""
+        return self.mfq.max_offset() // CQ_STORE_UNIT_SIZE
+
+    def min_offset(self) -> int:
+        first = self.mfq.first_file
+        if first is None:
+            return 0
+        return min(max(self.min_logic_offset, first.file_from_offset) // CQ_STORE_UNIT_SIZE,
+                   self.max_offset())
+
+    def _read_unit(self, index: int) -> Unit | None:
+        """The raw unit at `index` (fillers included), None when not stored."""
+        pos = index * CQ_STORE_UNIT_SIZE
+        mf = self.mfq.find_by_offset(pos) if index >= 0 else None
+        if mf is None:
+            return None
+        rel = pos - mf.file_from_offset
+        raw = _read_file(mf, rel, rel + CQ_STORE_UNIT_SIZE)
+        return _UNIT.unpack(raw) if len(raw) == CQ_STORE_UNIT_SIZE else None
+
+    def get_unit(self, index: int) -> Unit | None:
+        """(commitLogOffset, size, tagsCode) at a queue index in [min_offset, max_offset),
+        None outside it or for a filler unit."""
+        if index < self.min_offset():
+            return None
+        unit = self._read_unit(index)
+        return None if unit is None or is_filler(unit) or not is_valid(unit) else unit
+
+    def iter_units(self, start_index: int, max_count: int) -> Iterator[tuple[int, int, int, int]]:
+        """Yield up to max_count (index, commitLogOffset, size, tagsCode) from start_index on,
+        skipping fillers. Bytes are copied per file, so no file is held across a yield."""
+        index = max(start_index, self.min_offset())
+        produced = 0
+        while produced < max_count and index < self.max_offset():
+            pos = index * CQ_STORE_UNIT_SIZE
+            mf = self.mfq.find_by_offset(pos)
+            if mf is None:
+                return
+            rel = pos - mf.file_from_offset
+            want = max(64, max_count - produced) * CQ_STORE_UNIT_SIZE
+            raw = _read_file(mf, rel, rel + want)
+            if not raw:
+                return
+            for unit in _units(raw):
+                if is_valid(unit) and not is_filler(unit):
+                    yield (index, *unit)
+                    produced += 1
+                    if produced >= max_count:
+                        return
+                index += 1
+
+    def _next_real(self, index: int, end: int) -> tuple[int, Unit | None]:
+        """The first non-filler unit at or after `index` and below `end`."""
+        while index < end:
+            unit = self._read_unit(index)
+            if unit is None:
+                return end, None
+            if not is_filler(unit):
+                return index, unit
+            index += 1
+        return end, None
+
+    def offset_for_timestamp(self, timestamp: int,
+                             store_time_of: Callable[[int, int], int | None]) -> int:
+        """Index of the first unit stored at or after `timestamp`; max_offset() when every unit
+        is older. Binary search like RocketMQ getOffsetInQueueByTime, but over the whole queue
+        and with "first >= ts" semantics. store_time_of(phy, size) reads the commitlog; None
+        (record gone by retention) counts as older than any timestamp. A filler takes the
+        verdict of the next real unit, which keeps the predicate monotonic."""
+        lo, hi = self.min_offset(), self.max_offset()
+        end = hi
+        while lo < hi:
+            mid = (lo + hi) // 2
+            j, unit = self._next_real(mid, hi)
+            if unit is None:
+                hi = mid  # only fillers up to hi: the answer lies before them
+                continue
+            t = store_time_of(unit[0], unit[1])
+            if t is not None and t >= timestamp:
+                hi = mid
+            else:
+                lo = j + 1
+        return self._next_real(lo, end)[0]
+
+    # -- writing ---------------------------------------------------------------------------
+    def put(self, request: DispatchRequest) -> None:
+        """Write the unit of `request` at index request.consume_queue_offset."""
+        index = request.consume_queue_offset
+        unit = pack_unit(request.commit_log_offset, request.msg_size, request.tags_code)
+        with self._write_lock:
+            if self.mfq.last_file is None:
+                self._create_first(index)
+            expected = self.max_offset()
+            if index < expected:
+                self._on_repeat(index, unit, request)
+                return
+            if index > expected:
+                log.warning("%s-%d: queue offset %d but %d expected; filling the gap",
+                            self.topic, self.queue_id, index, expected)
+                self._append_fillers(index - expected)
+            self.mfq.get_last_file_for_write().append(unit)
+            self.max_physic_offset = request.commit_log_offset + request.msg_size
+
+    def _create_first(self, index: int) -> None:
+        """First file of an empty queue, at the file boundary below `index`; the units before
+        `index` in it become fillers (RocketMQ fillPreBlank), so recovery's scan from the file
+        start reads them as written and does not stop at a zero unit."""
+        pos = index * CQ_STORE_UNIT_SIZE
+        mf = self.mfq.get_last_file_for_write(pos)
+        self.min_logic_offset = pos
+        self._append_fillers((pos - mf.file_from_offset) // CQ_STORE_UNIT_SIZE)
+
+    def _append_fillers(self, count: int) -> None:
+        while count > 0:
+            mf = self.mfq.get_last_file_for_write()
+            n = min(count, mf.remaining // CQ_STORE_UNIT_SIZE)
+            mf.append(FILLER_UNIT * n)
+            count -= n
+
+    def _on_repeat(self, index: int, unit: bytes, request: DispatchRequest) -> None:
+        existing = self._read_unit(index)
+        if existing is not None and pack_unit(*existing) == unit:
+            return  # re-dispatch of the same record after an abnormal restart
+        if request.commit_log_offset < self.max_physic_offset:
+            log.warning("%s-%d: build consume queue repeatedly at %d (phy %d < %d), skipped",
+                        self.topic, self.queue_id, index, request.commit_log_offset,
+                        self.max_physic_offset)
+            return
+        log.error("%s-%d: queue offset %d already holds %s, record at phy %d not written",
+                  self.topic, self.queue_id, index, existing, request.commit_log_offset)
+
+    # -- recovery and truncation -----------------------------------------------------------
+    def recover(self) -> None:
+        """Scan from the third-last file up to the first unit never written, cut there and
+        set max_physic_offset. A tail that is not all zeros (a crash wrote later pages before
+        earlier ones) is cut crash-safely so it can never be mistaken for units later."""
+        with self._write_lock:
+            files = self.mfq.snapshot()
+            if not files:
+                return
+            process = files[max(0, len(files) - 3)].file_from_offset
+            for mf in files[max(0, len(files) - 3):]:
+                valid = 0
+                for unit in _units(_read_file(mf)):
+                    if not is_valid(unit):
+                        break
+                    valid += 1
+                    if not is_filler(unit):
+                        self.max_physic_offset = unit[0] + unit[1]
+                process = mf.file_from_offset + valid * CQ_STORE_UNIT_SIZE
+                if valid * CQ_STORE_UNIT_SIZE < self.file_size:
+                    break
+            self._cut_tail(process)
+            self._correct_min(0)
+
+    def _cut_tail(self, offset: int) -> None:
+        mf = self.mfq.find_by_offset(offset)
+        later = self.mfq.last_file is not mf
+        if mf is not None and not later:
+            rel = offset - mf.file_from_offset
+            if not any(mf.view[rel:]):
+                mf.set_positions(rel)  # already zeros on disk: no sync needed
+                return
+        if offset < self.mfq.max_wrote_offset():
+            self.mfq.truncate_to(offset)
+
+    def truncate_dirty(self, phy_offset: int) -> None:
+        """Cut every unit whose commitLogOffset >= phy_offset. Units are in commitlog order, so
+        they form a suffix; fillers directly before it stay. Crash-safe via truncate_to."""
+        with self._write_lock:
+            cut: int | None = None
+            kept_end = 0
+            for mf in reversed(self.mfq.snapshot()):
+                units = _units(_read_file(mf))
+                base = mf.file_from_offset // CQ_STORE_UNIT_SIZE
+                for i in range(len(units) - 1, -1, -1):
+                    unit = units[i]
+                    if is_filler(unit) or not is_valid(unit):
+                        continue
+                    if unit[0] >= phy_offset:
+                        cut = base + i
+                    else:
+                        kept_end = unit[0] + unit[1]
+                        break
+                else:
+                    continue
+                break
+            self.max_physic_offset = kept_end
+            if cut is None:
+                return
+            self.mfq.truncate_to(cut * CQ_STORE_UNIT_SIZE)
+            self.min_logic_offset = min(self.min_logic_offset, cut * CQ_STORE_UNIT_SIZE)
+
+    # -- retention -------------------------------------------------------------------------
+    def correct_min_offset(self, min_phy_offset: int) -> None:
+        """After commitlog retention: min_logic_offset -> first unit with phy >= min_phy."""
+        with self._write_lock:
+            self._correct_min(min_phy_offset)
+
+    def _correct_min(self, min_phy_offset: int) -> None:
+        files = self.mfq.snapshot()
+        for mf in files:
+            for i, unit in enumerate(_units(_read_file(mf))):
+                if is_valid(unit) and not is_filler(unit) and unit[0] >= min_phy_offset:
+                    self.min_logic_offset = mf.file_from_offset + i * CQ_STORE_UNIT_SIZE
+                    return
+        if files:  # nothing left that is still in the commitlog: the queue is logically empty
+            self.min_logic_offset = self.mfq.max_offset()
+
+    @staticmethod
+    def _last_real_phy(mf: MappedFile) -> int | None:
+        for unit in reversed(_units(_read_file(mf))):
+            if is_valid(unit) and not is_filler(unit):
+                return unit[0]
+        return None
+
+    def delete_expired_files(self, min_phy_offset: int, *, now_ms: int | None = None,
+                             interval_forcibly_ms: int = DESTROY_INTERVAL_FORCIBLY_MS) -> int:
+        """Delete whole files (never the last) whose last unit points below min_phy_offset.
+        Files still read by others are retried on the next call. Returns the count deleted."""
+        def expired(mf: MappedFile) -> bool:
+            last = self._last_real_phy(mf)
+            return last is None or last < min_phy_offset
+
+        with self._write_lock:
+            now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
+            deleted = self.mfq.delete_first_files(expired, len(self.mfq), interval_forcibly_ms,
+                                                  now)
+            self._correct_min(min_phy_offset)
+            return len(deleted)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def flush(self, least_pages: int = 0) -> int:
+        """Flush dirty units; returns the flushed byte offset. Raises DiskError."""
+        return self.mfq.flush(least_pages)
+
+    def close(self) -> None:
+        self.mfq.close()
+
+    def destroy(self) -> None:
+        with self._write_lock:
+            self.mfq.delete_all()
+            self.max_physic_offset = self.min_logic_offset = 0
+
+    def __repr__(self) -> str:
+        return (f"ConsumeQueue({self.topic}-{self.queue_id}, min={self.min_offset()}, "
+                f"max={self.max_offset()}, maxPhy={self.max_physic_offset})")
+
+
+class ConsumeQueueStore:
+    """All consume queues, keyed by (topic, queue_id) and created on first use. It is the
+    consume-queue Dispatcher of reput."""
+
+    def __init__(self, root_dir: str, file_size: int = DEFAULT_CQ_FILE_SIZE,
+                 io: FileIO = DEFAULT_FILE_IO) -> None:
+        self.root_dir = root_dir
+        self.file_size = file_size
+        self.io = io
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._lock = threading.Lock()  # guards the dict, never held during I/O of a queue
+
+    def load(self) -> list[str]:
+        """Discover `<root>/<topic>/<queueId>` directories holding queue files."""
+        notes: list[str] = []
+        if not os.path.isdir(self.root_dir):
+            return notes
+        for topic in sorted(os.listdir(self.root_dir)):
+            topic_dir = os.path.join(self.root_dir, topic)
+            if not os.path.isdir(topic_dir):
+                continue
+            for qname in sorted(os.listdir(topic_dir)):
+                qdir = os.path.join(topic_dir, qname)
+                if not (qname.isdigit() and os.path.isdir(qdir)):
+                    continue
+                cq = ConsumeQueue(topic, int(qname), self.root_dir, self.file_size, self.io)
+                notes += cq.load()
+                with self._lock:
+                    self._queues[(topic, int(qname))] = cq
+        return notes
+
+    def queues(self) -> list[ConsumeQueue]:
+        with self._lock:
+            return list(self._queues.values())
+
+    def recover(self) -> None:
+        for cq in self.queues():
+            cq.recover()
+
+    def find(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        with self._lock:
+            return self._queues.get((topic, queue_id))
+
+    def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        with self._lock:
+            cq = self._queues.get((topic, queue_id))
+            if cq is None:
+                cq = ConsumeQueue(topic, queue_id, self.root_dir, self.file_size, self.io)
+                cq.load()  # a directory may exist (empty queue left from an earlier run)
+                self._queues[(topic, queue_id)] = cq
+            return cq
+
+    def dispatch(self, request: DispatchRequest) -> None:
+        if not request.dispatchable:
+            return  # prepared / rollback transaction records have no queue position
+        self.get_or_create(request.topic, request.queue_id).put(request)
+
+    def truncate_dirty(self, phy_offset: int) -> None:
+        for cq in self.queues():
+            cq.truncate_dirty(phy_offset)
+
+    def max_physic_offset(self) -> int:
+        """Where reput must resume: the end of the newest record any queue points at."""
+        return max((cq.max_physic_offset for cq in self.queues()), default=0)
+
+    def flush(self, least_pages: int = 0) -> None:
+        for cq in self.queues():
+            cq.flush(least_pages)
+
+    def correct_min_offset(self, min_phy_offset: int) -> None:
+        for cq in self.queues():
+            cq.correct_min_offset(min_phy_offset)
+
+    def delete_expired(self, min_phy_offset: int, *, now_ms: int | None = None) -> int:
+        return sum(cq.delete_expired_files(min_phy_offset, now_ms=now_ms)
+                   for cq in self.queues())
+
+    def topics(self) -> list[str]:
+        with self._lock:
+            return sorted({t for t, _ in self._queues})
+
+    def remove_topic(self, topic: str) -> None:
+        with self._lock:
+            victims = [k for k in self._queues if k[0] == topic]
+            queues = [self._queues.pop(k) for k in victims]
+        for cq in queues:
+            cq.destroy()
+            _rmdir(cq.directory)
+        _rmdir(os.path.join(self.root_dir, topic))
+
+    def close(self) -> None:
+        for cq in self.queues():
+            cq.close()
+
+
+def _rmdir(path: str) -> None:
+    # FileIO has no rmdir; an empty directory left behind is harmless (load skips nothing
+    # but finds no files in it), so a failure here is ignored.
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass

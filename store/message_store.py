@@ -1,0 +1,377 @@
+"""The store facade: load/recover, start/shutdown, put, read, query, stats.
+
+    put -> validate -> encode (outside the lock) -> CommitLog.put_batch -> flush policy -> result
+    ReputService -> ConsumeQueueStore / IndexService (dispatchers)
+
+Durability: under SYNC_FLUSH a put returns PUT_OK only once the group commit flushed past its
+end; a failed flush answers FLUSH_DISK_FAILED and turns the store not writable (sticky). The
+replication wait (master/) composes on top of `append` + `durability`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Sequence
+
+from . import codec, recovery, running_flags as rf
+from .checkpoint import StoreCheckpoint
+from .clock import SYSTEM_CLOCK, Clock
+from .codec import Message
+from .commitlog import CommitLog
+from .completion import Completion
+from .config import StoreConfig
+from .consume_queue import ConsumeQueueStore
+from .errors import CreateFileError, DiskError, MessageIllegal, PropertiesSizeExceeded
+from .fileio import DEFAULT_FILE_IO, FileIO
+from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
+from .index_service import IndexService
+from .logics_flush import LogicsFlushService
+from .markers import AbortMarker, StoreLock
+from .put_result import AppendResult, PutResult, PutStatus
+from .reader import MessageReader, TagFilter
+from .get_result import GetMessageResult
+from .reput import ReputService
+from .validation import check_message
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StoreStats:
+    put_messages: int = 0
+    put_bytes: int = 0
+    put_failures: int = 0
+    get_messages: int = 0
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig, *, io: FileIO = DEFAULT_FILE_IO,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config
+        self.io = io
+        self.clock = clock
+        self.root = config.store_path_root_dir
+        self.flags = rf.RunningFlags()
+        self.stats = StoreStats()
+        self.lock = StoreLock(os.path.join(self.root, "lock"), io)
+        self.abort = AbortMarker(os.path.join(self.root, "abort"), io)
+        self.checkpoint = StoreCheckpoint(os.path.join(self.root, "checkpoint"), io)
+        buffered = config.transient_store_pool_enable or config.write_without_mmap
+        self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log, io,
+                                   clock, write_through_mmap=not buffered,
+                                   store_host=config.store_host)
+        self.cq_store = ConsumeQueueStore(os.path.join(self.root, "consumequeue"),
+                                          config.mapped_file_size_consume_queue, io)
+        self.index_service = (IndexService(os.path.join(self.root, "index"),
+                                           config.max_hash_slot_num, config.max_index_num, io, clock)
+                              if config.message_index_enable else None)
+        self._delay_levels = config.delay_levels_ms()
+        dispatchers = [self.cq_store] + ([self.index_service] if self.index_service else [])
+        self.confirm_offset: int | None = None  # set by replication; None = not bounded
+        self.reput = ReputService(self.commitlog, dispatchers, self.delay_level_ms,
+                                  bound=self._dispatch_bound, batch_bytes=config.reput_batch_max_bytes)
+        self.reput.listeners.append(self._on_dispatched)
+        self._last_dispatched_stamp = 0
+        self._physic_stamp = 0
+        self.flush_failure = FlushFailure(self._on_disk_error)
+        self._build_flush_services()
+        self.logics_flush = LogicsFlushService(
+            self.cq_store, self.index_service, self.checkpoint, clock,
+            dispatched_stamp=lambda: self._last_dispatched_stamp,
+            physic_stamp=lambda: self._physic_stamp, on_failure=self._on_disk_error,
+            interval_ms=config.flush_interval_consume_queue,
+            least_pages=config.flush_consume_queue_least_pages,
+            thorough_interval_ms=config.flush_consume_queue_thorough_interval)
+        self.reader = MessageReader(self.commitlog, self.cq_store, self.index_service,
+                                    max_bytes=config.max_transfer_bytes_on_message_in_memory,
+                                    max_count=config.max_msgs_num_batch)
+        self.extra_services: list = []  # retention, schedule: attached by their modules
+        self.recovery_report: recovery.RecoveryReport | None = None
+        self._loaded = False
+        self._started = False
+        self._lifecycle = threading.Lock()
+
+    def _build_flush_services(self) -> None:
+        c = self.config
+        q = self.commitlog.queue
+        stamp = lambda: self.commitlog.last_store_timestamp  # noqa: E731
+        if c.is_sync_flush:
+            self.flusher = GroupCommitService(q, self.clock, self.flush_failure, self._on_flushed,
+                                              stamp, timeout_ms=c.sync_flush_timeout)
+        else:
+            self.flusher = AsyncFlushService(q, self.clock, self.flush_failure, self._on_flushed,
+                                             stamp, interval_ms=c.flush_interval_commit_log,
+                                             least_pages=c.flush_commit_log_least_pages,
+                                             thorough_interval_ms=c.flush_commit_log_thorough_interval)
+        self.committer = (CommitService(q, self.clock, self.flush_failure, self.flusher,
+                                        interval_ms=c.commit_interval_commit_log,
+                                        least_pages=c.commit_commit_log_least_pages,
+                                        thorough_interval_ms=c.commit_commit_log_thorough_interval)
+                          if c.transient_store_pool_enable and not c.is_sync_flush else None)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def load(self, progress=None) -> recovery.RecoveryReport:
+        """Lock the store directory, load every file and recover. Raises StoreLocked."""
+        self.io.makedirs(self.root)
+        self.lock.acquire()
+        try:
+            abnormal = self.abort.exists()
+            self.checkpoint = StoreCheckpoint.load(self.checkpoint.path, self.io)
+            self.logics_flush.checkpoint = self.checkpoint
+            if self.checkpoint.damaged:
+                abnormal = True  # without a checkpoint we cannot trust a normal recovery
+            notes = self.commitlog.queue.load()
+            self.cq_store.load()
+            self.cq_store.recover()
+            if self.index_service is not None:
+                self.index_service.load(not abnormal, self.checkpoint.index_msg_timestamp)
+            min_ts = (self.checkpoint.min_timestamp_index() if self.config.message_index_safe
+                      else self.checkpoint.min_timestamp())
+            report = recovery.recover_commitlog(
+                self.commitlog, abnormal=abnormal, dispatch_from=self.cq_store.max_physic_offset(),
+                min_timestamp=min_ts, check_crc=self.config.check_crc_on_recover,
+                verify_prop_crc=self.config.force_verify_prop_crc, progress=progress)
+            report.notes[:0] = notes
+            end = report.end_offset
+            self.cq_store.truncate_dirty(end)
+            if self.index_service is not None:
+                self.index_service.truncate_dirty(end)
+            if self.checkpoint.confirm_phy_offset > end:
+                self.checkpoint.confirm_phy_offset = end
+            self.reput.reput_from_offset = report.reput_from
+            self.reput.catch_up()
+            self.commitlog.topic_queue_table = recovery.rebuild_queue_table(
+                self.commitlog, self.cq_store.queue_offset_table(), self.reput.reput_from_offset)
+            self.commitlog.last_store_timestamp = max(self.checkpoint.physic_msg_timestamp,
+                                                      self._last_dispatched_stamp)
+            self.recovery_report = report
+            self._loaded = True
+            return report
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def start(self) -> None:
+        with self._lifecycle:
+            if not self._loaded:
+                self.load()
+            self.abort.create()
+            for s in self._services():
+                s.start()
+            self.flags.clear(rf.NOT_STARTED)
+            self._started = True
+
+    def _services(self) -> list:
+        services = [self.flusher, self.reput, self.logics_flush]
+        if self.committer is not None:
+            services.insert(0, self.committer)
+        return services + list(self.extra_services)
+
+    def shutdown(self) -> None:
+        """Stop services, flush everything, close files; a clean exit removes `abort` (unless a
+        disk error happened: then the next start must recover abnormally)."""
+        with self._lifecycle:
+            self.flags.set(rf.SHUTDOWN, "store shutting down")
+            if self._started:
+                for s in reversed(self._services()):
+                    s.stop()
+            elif self._loaded and not self.flush_failure.failed:
+                self.flusher.on_stop()
+                self.logics_flush.on_stop()
+            clean = not self.flush_failure.failed and not self.logics_flush.failed
+            self.commitlog.close()
+            self.cq_store.close()
+            if self.index_service is not None:
+                self.index_service.close()
+            if self._started and clean:
+                self.abort.remove()
+            if self._loaded:
+                self.lock.release()
+            self._started = self._loaded = False
+
+    def __enter__(self) -> "MessageStore":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    # -- put ---------------------------------------------------------------------------------
+    def put_message(self, msg: Message) -> PutResult:
+        return self.put_messages([msg])
+
+    def put_messages(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
+        """Append the messages as one batch, then wait for the flush policy."""
+        result = self.append(msgs, allow_system_topic=allow_system_topic)
+        if result.status is not PutStatus.PUT_OK:
+            return result
+        if not self._wants_wait(msgs):
+            return result
+        status = self.durability(result.end_offset).wait(self.config.sync_flush_timeout / 1000.0 + 1)
+        if status is None:
+            status = PutStatus.FLUSH_DISK_TIMEOUT
+        if status is not PutStatus.PUT_OK:
+            self.stats.put_failures += 1
+        return PutResult(status, result.appends, self.flags.reason if status is not PutStatus.PUT_OK
+                         and status is not PutStatus.FLUSH_DISK_TIMEOUT else "")
+
+    def _wants_wait(self, msgs: Sequence[Message]) -> bool:
+        if not self.config.is_sync_flush:
+            return False
+        return any(m.properties.get(codec.PROPERTY_WAIT_STORE_MSG_OK, "true") != "false" for m in msgs)
+
+    def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
+        """Validate, encode and append; no waiting. Returns PUT_OK with where each landed, or
+        the refusal (nothing written)."""
+        if not msgs:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, reason="empty batch")
+        if not self.flags.writable:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self.flags.reason)
+        c = self.config
+        try:
+            encoded = []
+            for m in msgs:
+                check_message(m, max_body=c.max_message_size, max_properties=c.max_properties_size,
+                              allow_system_topic=allow_system_topic)
+                if not m.store_host or m.store_host == "127.0.0.1:10911":
+                    m.store_host = c.store_host
+                if not m.born_timestamp:
+                    m.born_timestamp = self.clock.now_ms()
+                encoded.append((codec.encode(m, v2_allowed=c.auto_message_version_on_topic_len,
+                                             append_prop_crc=c.enabled_append_prop_crc,
+                                             max_properties_size=c.max_properties_size),
+                                m.topic, m.queue_id))
+        except PropertiesSizeExceeded as e:
+            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason=str(e))
+        except MessageIllegal as e:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=str(e))
+        try:
+            appends = self.commitlog.put_batch(encoded)
+        except CreateFileError as e:
+            self.stats.put_failures += 1
+            return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, reason=str(e))
+        except DiskError as e:
+            self._on_disk_error(e)
+            return PutResult(PutStatus.UNKNOWN_ERROR, reason=str(e))
+        except ValueError as e:
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=str(e))
+        self.stats.put_messages += len(appends)
+        self.stats.put_bytes += sum(a.wrote_bytes for a in appends)
+        if not c.is_sync_flush:
+            if self.committer is not None:
+                self.committer.wakeup()
+            elif not c.flush_commit_log_timed:
+                self.flusher.wakeup()
+        return PutResult(PutStatus.PUT_OK, tuple(appends))
+
+    def durability(self, end_offset: int) -> Completion[PutStatus]:
+        """Resolves when the flush policy holds for everything below end_offset."""
+        if isinstance(self.flusher, GroupCommitService):
+            return self.flusher.submit(end_offset)
+        done: Completion[PutStatus] = Completion()
+        done.complete(PutStatus.FLUSH_DISK_FAILED if self.flush_failure.failed else PutStatus.PUT_OK)
+        return done
+
+    # -- raw (replication) -----------------------------------------------------------------
+    def append_raw(self, offset: int, data: bytes) -> None:
+        """Slave path: append replicated bytes verbatim at exactly the current end."""
+        if self.flags.has(rf.DISK_ERROR):
+            raise DiskError("append", self.config.commit_log_dir, OSError(5, self.flags.reason))
+        self.commitlog.append_raw(offset, data)
+        if not self.config.is_sync_flush:
+            self.flusher.wakeup()
+        self.reput.wakeup()
+
+    def truncate(self, offset: int) -> None:
+        """Crash-safely cut the commitlog, consume queues and index at `offset`."""
+        with self.reput._lock:
+            self.commitlog.truncate(offset)
+            self.cq_store.truncate_dirty(offset)
+            if self.index_service is not None:
+                self.index_service.truncate_dirty(offset)
+            self.reput.reput_from_offset = min(self.reput.reput_from_offset, offset)
+            self.commitlog.topic_queue_table = recovery.rebuild_queue_table(
+                self.commitlog, self.cq_store.queue_offset_table(), self.reput.reput_from_offset)
+
+    # -- reading ----------------------------------------------------------------------------
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
+                     tag_expression: str | None = None, max_bytes: int | None = None) -> GetMessageResult:
+        result = self.reader.get_messages(topic, queue_id, offset, max_count,
+                                          TagFilter.parse(tag_expression), max_bytes)
+        self.stats.get_messages += len(result.messages)
+        return result
+
+    def look_message_by_offset(self, offset: int):
+        return self.reader.look_message_by_offset(offset)
+
+    def look_message_by_id(self, msg_id: str):
+        return self.reader.look_message_by_id(msg_id)
+
+    def query_messages(self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
+                       end_ms: int = 2 ** 62):
+        return self.reader.query_by_key(topic, key, max_num, begin_ms, end_ms)
+
+    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        return self.reader.offset_for_timestamp(topic, queue_id, timestamp_ms)
+
+    def min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.cq_store.find(topic, queue_id)
+        return cq.min_offset() if cq else 0
+
+    def max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.cq_store.find(topic, queue_id)
+        return cq.max_offset() if cq else 0
+
+    def min_phy_offset(self) -> int:
+        return self.commitlog.min_offset()
+
+    def max_phy_offset(self) -> int:
+        return self.commitlog.max_offset()
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.commitlog.flushed_where
+
+    @property
+    def writable(self) -> bool:
+        return self.flags.writable
+
+    @property
+    def not_writable_reason(self) -> str:
+        return self.flags.reason
+
+    def status(self) -> dict:
+        return {
+            "writable": self.writable, "reason": self.not_writable_reason,
+            "min_offset": self.min_phy_offset(), "max_offset": self.max_phy_offset(),
+            "flushed_offset": self.flushed_offset, "confirm_offset": self.confirm_offset,
+            "dispatched_offset": self.reput.reput_from_offset,
+            "put_messages": self.stats.put_messages, "put_bytes": self.stats.put_bytes,
+            "put_failures": self.stats.put_failures, "get_messages": self.stats.get_messages,
+            "commitlog_files": len(self.commitlog.queue),
+        }
+
+    # -- internals ---------------------------------------------------------------------------
+    def delay_level_ms(self, level: int) -> int:
+        levels = self._delay_levels
+        return levels[min(level, len(levels)) - 1] if level > 0 else 0
+
+    def _dispatch_bound(self) -> int:
+        bound = self.commitlog.max_offset()
+        if self.config.is_sync_flush:
+            bound = min(bound, self.commitlog.flushed_where)  # RocketMQ #8240
+        if self.confirm_offset is not None:
+            bound = min(bound, self.confirm_offset)
+        return bound
+
+    def _on_dispatched(self, requests) -> None:
+        self._last_dispatched_stamp = requests[-1].store_timestamp
+
+    def _on_flushed(self, offset: int, stamp: int) -> None:
+        self._physic_stamp = stamp
+        self.reput.wakeup()
+
+    def _on_disk_error(self, error: DiskError) -> None:
+        self.flags.set(rf.DISK_ERROR, str(error))

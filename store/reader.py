@@ -1,0 +1,165 @@
+"""Reading messages back: by queue offset (pull) with tag filter and limits, by physical offset,
+by offset message id, by key / unique key through the index, and queue offsets by time."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from . import codec
+from .codec import MessageRecord
+from .commitlog import CommitLog
+from .errors import OffsetOutOfRange
+from .get_result import GetMessageResult, GetStatus
+
+
+@dataclass(frozen=True)
+class TagFilter:
+    """A subscription's tags: None means every message ('*')."""
+
+    tags: frozenset[str] | None = None
+
+    @classmethod
+    def parse(cls, expression: str | None) -> "TagFilter":
+        """'*' / '' / None -> all; 'a||b' -> {a, b}."""
+        if expression is None or expression.strip() in ("", "*"):
+            return cls(None)
+        tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
+        if not tags:
+            raise ValueError(f"bad tag expression {expression!r}")
+        return cls(tags)
+
+    @property
+    def codes(self) -> frozenset[int] | None:
+        return None if self.tags is None else frozenset(codec.java_string_hash(t) for t in self.tags)
+
+    def matches(self, record: MessageRecord) -> bool:
+        return self.tags is None or (record.tags in self.tags)
+
+
+class MessageReader:
+    def __init__(self, commitlog: CommitLog, cq_store, index_service, *,
+                 max_bytes: int, max_count: int) -> None:
+        self.commitlog = commitlog
+        self.cq_store = cq_store
+        self.index_service = index_service
+        self.max_bytes = max_bytes
+        self.max_count = max_count
+
+    def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
+                     tag_filter: TagFilter = TagFilter(), max_bytes: int | None = None,
+                     max_physical_offset: int | None = None) -> GetMessageResult:
+        """Messages of one queue from `offset` (RocketMQ DefaultMessageStore.getMessage)."""
+        cq = self.cq_store.find(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        min_off, max_off = cq.min_offset(), cq.max_offset()
+        if max_off == 0:
+            return GetMessageResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_off, max_off)
+        if offset < min_off:
+            return GetMessageResult(GetStatus.OFFSET_TOO_SMALL, min_off, min_off, max_off)
+        if offset == max_off:
+            return GetMessageResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_off, max_off)
+        if offset > max_off:
+            return GetMessageResult(GetStatus.OFFSET_OVERFLOW_BADLY, max_off, min_off, max_off)
+        max_count = max(1, min(max_count, self.max_count))
+        max_bytes = max_bytes or self.max_bytes
+        codes = tag_filter.codes
+        commit_min = self.commitlog.min_offset()
+        result = GetMessageResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
+        next_offset = offset
+        removing = False
+        for index, phy, size, tcode in cq.iter_units(offset, max(max_count * 4, 64)):
+            next_offset = index + 1
+            if max_physical_offset is not None and phy + size > max_physical_offset:
+                next_offset = index
+                break
+            if phy < commit_min:
+                removing = True
+                continue
+            if codes is not None and tcode not in codes:
+                continue
+            decoded = self._decode_at(phy, size)
+            if not isinstance(decoded, MessageRecord):
+                continue
+            if not tag_filter.matches(decoded):
+                continue
+            if result.messages and result.buffer_total_size + size > max_bytes:
+                next_offset = index
+                break
+            result.messages.append(decoded)
+            result.buffer_total_size += size
+            if len(result.messages) >= max_count:
+                break
+        result.next_begin_offset = next_offset
+        if result.messages:
+            result.status = GetStatus.FOUND
+        elif removing:
+            result.status = GetStatus.MESSAGE_WAS_REMOVING
+        return result
+
+    def _decode_at(self, phy: int, size: int) -> codec.DecodeResult | None:
+        try:
+            return self.commitlog.get_message(phy, size)
+        except OffsetOutOfRange:
+            return None
+
+    def look_message_by_offset(self, phy: int, size: int | None = None) -> MessageRecord | None:
+        decoded = self._decode_at(phy, size) if size is not None else self._decode_at(phy, None)  # type: ignore[arg-type]
+        return decoded if isinstance(decoded, MessageRecord) else None
+
+    def look_message_by_id(self, msg_id: str) -> MessageRecord | None:
+        """By offset message id (store host + physical offset)."""
+        _, _, offset = codec.decode_offset_msg_id(msg_id)
+        return self.look_message_by_offset(offset)
+
+    def query_by_key(self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
+                     end_ms: int = 2 ** 62) -> list[MessageRecord]:
+        """Messages whose UNIQ_KEY or one of whose KEYS equals `key`, newest first."""
+        if self.index_service is None:
+            return []
+        offsets = self.index_service.query(topic, key, max_num, begin_ms, end_ms)
+        out: list[MessageRecord] = []
+        for phy in offsets:
+            rec = self.look_message_by_offset(phy)
+            if rec is None or rec.topic != topic:
+                continue
+            if key != rec.uniq_key and key not in rec.keys:
+                continue  # a hash collision in the index
+            if begin_ms <= rec.store_timestamp <= end_ms:
+                out.append(rec)
+        return out
+
+    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        cq = self.cq_store.find(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.offset_for_timestamp(timestamp_ms, self.commitlog.store_time_of)
+
+    def iter_records(self, start: int = 0, end: int | None = None,
+                     check_crc: bool = False) -> Iterable[tuple[int, codec.DecodeResult]]:
+        """Every record of the commitlog from `start` (a record boundary): (offset, result)."""
+        end = self.commitlog.max_offset() if end is None else end
+        offset = max(start, self.commitlog.min_offset())
+        while offset < end:
+            f = self.commitlog.queue.find_by_offset(offset)
+            if f is None or not f.hold():
+                return
+            try:
+                base = f.file_from_offset
+                limit = min(f.read_position, end - base)
+                pos = offset - base
+                while pos < limit:
+                    res = codec.decode(f.view, pos, limit, check_crc=check_crc)
+                    if isinstance(res, MessageRecord):
+                        yield base + pos, res
+                        pos += res.total_size
+                    elif isinstance(res, codec.Blank):
+                        pos = f.file_size
+                    else:
+                        yield base + pos, res
+                        return
+                if pos < f.file_size:
+                    return
+                offset = base + f.file_size
+            finally:
+                f.release()
