@@ -22,6 +22,7 @@ its bytes are in place.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import struct
@@ -59,8 +60,8 @@ def is_valid(unit: Unit) -> bool:
     return unit[0] >= 0 and unit[1] > 0
 
 
-def _units(raw: bytes) -> list[Unit]:
-    return list(_UNIT.iter_unpack(raw[:len(raw) - len(raw) % CQ_STORE_UNIT_SIZE]))
+def _units(raw: bytes) -> Iterator[Unit]:
+    return _UNIT.iter_unpack(memoryview(raw)[:len(raw) - len(raw) % CQ_STORE_UNIT_SIZE])
 
 
 def _read_file(mf: MappedFile, start: int = 0, end: int | None = None) -> bytes:
@@ -74,6 +75,27 @@ def _read_file(mf: MappedFile, start: int = 0, end: int | None = None) -> bytes:
         return b""
     finally:
         mf.release()
+
+
+def _rev_units(mf: MappedFile, chunk: int = 4096) -> Iterator[tuple[int, Unit]]:
+    """(unit number in the file, unit) from the last written unit down, read in chunks from
+    the end: truncation and retention usually decide on the last few units of a file."""
+    end = mf.read_position // CQ_STORE_UNIT_SIZE
+    while end > 0:
+        start = max(0, end - chunk)
+        raw = _read_file(mf, start * CQ_STORE_UNIT_SIZE, end * CQ_STORE_UNIT_SIZE)
+        if len(raw) < (end - start) * CQ_STORE_UNIT_SIZE:
+            return
+        for i in range(end - start - 1, -1, -1):
+            yield start + i, _UNIT.unpack_from(raw, i * CQ_STORE_UNIT_SIZE)
+        end = start
+
+
+def _last_real(mf: MappedFile) -> Unit | None:
+    for _, unit in _rev_units(mf):
+        if is_valid(unit) and not is_filler(unit):
+            return unit
+    return None
 
 
 class ConsumeQueue:
@@ -258,7 +280,8 @@ class ConsumeQueue:
         later = self.mfq.last_file is not mf
         if mf is not None and not later:
             rel = offset - mf.file_from_offset
-            if not any(mf.view[rel:]):
+            tail = _read_file(mf, rel)
+            if tail.count(0) == len(tail):
                 mf.set_positions(rel)  # already zeros on disk: no sync needed
                 return
         if offset < self.mfq.max_wrote_offset():
@@ -266,15 +289,15 @@ class ConsumeQueue:
 
     def truncate_dirty(self, phy_offset: int) -> None:
         """Cut every unit whose commitLogOffset >= phy_offset. Units are in commitlog order, so
-        they form a suffix; fillers directly before it stay. Crash-safe via truncate_to."""
+        they form a suffix; fillers directly before it stay. truncate_to zeroes and syncs the
+        cut before deleting later files; should a crash leave some of those, recovery must
+        call truncate_dirty(commitlog end) after recover(), as RocketMQ does."""
         with self._write_lock:
             cut: int | None = None
             kept_end = 0
             for mf in reversed(self.mfq.snapshot()):
-                units = _units(_read_file(mf))
                 base = mf.file_from_offset // CQ_STORE_UNIT_SIZE
-                for i in range(len(units) - 1, -1, -1):
-                    unit = units[i]
+                for i, unit in _rev_units(mf):
                     if is_filler(unit) or not is_valid(unit):
                         continue
                     if unit[0] >= phy_offset:
@@ -300,6 +323,9 @@ class ConsumeQueue:
     def _correct_min(self, min_phy_offset: int) -> None:
         files = self.mfq.snapshot()
         for mf in files:
+            last = _last_real(mf)
+            if last is None or last[0] < min_phy_offset:
+                continue  # the whole file is behind: skip it without scanning every unit
             for i, unit in enumerate(_units(_read_file(mf))):
                 if is_valid(unit) and not is_filler(unit) and unit[0] >= min_phy_offset:
                     self.min_logic_offset = mf.file_from_offset + i * CQ_STORE_UNIT_SIZE
@@ -307,20 +333,13 @@ class ConsumeQueue:
         if files:  # nothing left that is still in the commitlog: the queue is logically empty
             self.min_logic_offset = self.mfq.max_offset()
 
-    @staticmethod
-    def _last_real_phy(mf: MappedFile) -> int | None:
-        for unit in reversed(_units(_read_file(mf))):
-            if is_valid(unit) and not is_filler(unit):
-                return unit[0]
-        return None
-
     def delete_expired_files(self, min_phy_offset: int, *, now_ms: int | None = None,
                              interval_forcibly_ms: int = DESTROY_INTERVAL_FORCIBLY_MS) -> int:
         """Delete whole files (never the last) whose last unit points below min_phy_offset.
         Files still read by others are retried on the next call. Returns the count deleted."""
         def expired(mf: MappedFile) -> bool:
-            last = self._last_real_phy(mf)
-            return last is None or last < min_phy_offset
+            last = _last_real(mf)
+            return last is None or last[0] < min_phy_offset
 
         with self._write_lock:
             now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
@@ -412,6 +431,10 @@ class ConsumeQueueStore:
         """Where reput must resume: the end of the newest record any queue points at."""
         return max((cq.max_physic_offset for cq in self.queues()), default=0)
 
+    def queue_offset_table(self) -> dict[tuple[str, int], int]:
+        """Next queue offset per topic-queue, as the consume queues know it."""
+        return {(cq.topic, cq.queue_id): cq.max_offset() for cq in self.queues()}
+
     def flush(self, least_pages: int = 0) -> None:
         for cq in self.queues():
             cq.flush(least_pages)
@@ -434,18 +457,13 @@ class ConsumeQueueStore:
             queues = [self._queues.pop(k) for k in victims]
         for cq in queues:
             cq.destroy()
-            _rmdir(cq.directory)
-        _rmdir(os.path.join(self.root_dir, topic))
+        # FileIO has no rmdir. A directory left behind only makes load() bring back an
+        # empty queue, so a failure here is not worth surfacing.
+        for path in [cq.directory for cq in queues] + [os.path.join(self.root_dir, topic)]:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
 
     def close(self) -> None:
         for cq in self.queues():
             cq.close()
 
-
-def _rmdir(path: str) -> None:
-    # FileIO has no rmdir; an empty directory left behind is harmless (load skips nothing
-    # but finds no files in it), so a failure here is ignored.
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass
