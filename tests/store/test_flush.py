@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+from store.clock import ManualClock
+from store.flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
+from store.mapped_file_queue import MappedFileQueue
+from store.put_result import PutStatus
+from tests.faults import EIO, FaultyFileIO
+
+PAGE = 4096
+
+
+def setup(tmp_path, mmap=True):
+    io = FaultyFileIO()
+    q = MappedFileQueue(str(tmp_path), PAGE * 16, io, write_through_mmap=mmap)
+    clock = ManualClock()
+    errors = []
+    flushed = []
+    failure = FlushFailure(errors.append)
+    return io, q, clock, failure, errors, flushed
+
+
+def write(q, n):
+    f = q.get_last_file_for_write()
+    f.append(b"x" * n)
+    return f.file_from_offset + f.wrote_position
+
+
+def test_group_commit_releases_waiters_at_their_offset(tmp_path):
+    io, q, clock, failure, errors, flushed = setup(tmp_path)
+    svc = GroupCommitService(q, clock, failure, lambda o, s: flushed.append(o), lambda: 7,
+                             timeout_ms=5000)
+    end1 = write(q, 100)
+    w1 = svc.submit(end1)
+    end2 = write(q, 100)
+    w2 = svc.submit(end2)
+    assert not w1.done and not w2.done
+    svc.step()
+    assert w1.value is PutStatus.PUT_OK and w2.value is PutStatus.PUT_OK
+    assert q.flushed_where == end2 and flushed == [end2]
+    assert io.calls["msync"] == 1  # one flush for both waiters
+    assert svc.submit(end1).value is PutStatus.PUT_OK  # already durable: immediate
+
+
+def test_group_commit_times_out_with_flush_disk_timeout(tmp_path):
+    io, q, clock, failure, errors, flushed = setup(tmp_path)
+    svc = GroupCommitService(q, clock, failure, lambda o, s: None, lambda: 0, timeout_ms=5000)
+    end = write(q, 100)
+    w = svc.submit(end + 50)  # beyond what exists: cannot be satisfied yet
+    svc.step()
+    assert not w.done
+    clock.advance(5.0)
+    svc.step()
+    assert w.value is PutStatus.FLUSH_DISK_TIMEOUT
+
+
+def test_failed_flush_fails_waiters_and_is_never_retried(tmp_path):
+    io, q, clock, failure, errors, flushed = setup(tmp_path)
+    svc = GroupCommitService(q, clock, failure, lambda o, s: flushed.append(o), lambda: 0,
+                             timeout_ms=5000)
+    end = write(q, 100)
+    w = svc.submit(end)
+    io.fail("msync", EIO, times=1)
+    svc.step()
+    assert w.value is PutStatus.FLUSH_DISK_FAILED
+    assert errors and errors[0].cause.errno == EIO
+    assert q.flushed_where == 0
+    # the disk "recovers": still no success for data that may already be lost
+    w2 = svc.submit(end)
+    svc.step()
+    assert w2.value is PutStatus.FLUSH_DISK_FAILED
+    assert q.flushed_where == 0 and flushed == []
+
+
+def test_async_flush_least_pages_and_thorough_interval(tmp_path):
+    io, q, clock, failure, errors, flushed = setup(tmp_path)
+    svc = AsyncFlushService(q, clock, failure, lambda o, s: flushed.append((o, s)), lambda: 42,
+                            interval_ms=500, least_pages=4, thorough_interval_ms=10_000)
+    write(q, 100)
+    svc.step()
+    assert q.flushed_where == 0  # fewer than 4 dirty pages
+    end = write(q, PAGE * 4)
+    svc.step()
+    assert q.flushed_where == end and flushed == [(end, 42)]
+    end = write(q, 10)
+    svc.step()
+    assert q.flushed_where < end
+    clock.advance(10)
+    svc.step()
+    assert q.flushed_where == end
+
+
+def test_commit_service_moves_buffered_bytes_then_flush(tmp_path):
+    io, q, clock, failure, errors, flushed = setup(tmp_path, mmap=False)
+    flusher = AsyncFlushService(q, clock, failure, lambda o, s: None, lambda: 0,
+                                interval_ms=500, least_pages=0, thorough_interval_ms=10_000)
+    committer = CommitService(q, clock, failure, flusher, interval_ms=200, least_pages=4,
+                              thorough_interval_ms=200)
+    end = write(q, PAGE * 5)
+    assert q.max_offset() == 0  # not yet visible to readers
+    committer.step()
+    assert q.committed_where == end and q.max_offset() == end
+    flusher.step()
+    assert q.flushed_where == end
+    io.fail("pwrite", EIO)
+    write(q, PAGE * 5)
+    clock.advance(1)
+    committer.step()
+    assert failure.failed and errors

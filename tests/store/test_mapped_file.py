@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from store.errors import CreateFileError, DiskError
+from store.fileio import FileIO
+from store.mapped_file import MappedFile, file_name
+from tests.faults import EIO, ENOSPC, FaultyFileIO
+
+
+def make(tmp_path, io=None, mmap=True, offset=0, size=8192) -> MappedFile:
+    return MappedFile(str(tmp_path / file_name(offset)), size, io or FileIO(),
+                      write_through_mmap=mmap, create=True)
+
+
+def test_file_is_preallocated_and_named_by_offset(tmp_path):
+    mf = make(tmp_path, offset=16384)
+    assert os.path.basename(mf.path) == "00000000000000016384"
+    assert mf.file_from_offset == 16384
+    st = os.stat(mf.path)
+    assert st.st_size == 8192 and st.st_blocks * 512 >= 8192  # blocks really reserved
+    mf.close()
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+def test_positions_append_commit_flush(tmp_path, mmap):
+    mf = make(tmp_path, mmap=mmap)
+    assert mf.append(b"a" * 100) == 0
+    assert mf.append(b"b" * 50) == 100
+    assert mf.wrote_position == 150
+    assert mf.read_position == (150 if mmap else 0)
+    mf.commit()
+    assert mf.committed_position == 150 and mf.read(90, 20) == b"a" * 10 + b"b" * 10
+    assert mf.flush() == 150 and mf.flushed_position == 150
+    with open(mf.path, "rb") as f:
+        assert f.read(150) == b"a" * 100 + b"b" * 50
+    with pytest.raises(ValueError):
+        mf.append(b"x" * 9000)
+    mf.close()
+
+
+def test_least_pages_defers_small_flushes(tmp_path):
+    mf = make(tmp_path, size=4096 * 8)
+    mf.append(b"x" * 100)
+    assert mf.flush(least_pages=2) == 0
+    mf.append(b"x" * 4096 * 2)
+    assert mf.flush(least_pages=2) == 4096 * 2 + 100
+    mf.close()
+
+
+@pytest.mark.parametrize("op,mmap", [("msync", True), ("fdatasync", False)])
+def test_failed_flush_keeps_flushed_position(tmp_path, op, mmap):
+    io = FaultyFileIO()
+    mf = make(tmp_path, io, mmap=mmap)
+    mf.append(b"x" * 100)
+    mf.commit()
+    io.fail(op, EIO)
+    with pytest.raises(DiskError) as e:
+        mf.flush()
+    assert e.value.cause.errno == EIO
+    assert mf.flushed_position == 0
+    mf.close()
+
+
+def test_failed_commit_keeps_bytes_pending(tmp_path):
+    io = FaultyFileIO()
+    mf = make(tmp_path, io, mmap=False)
+    mf.append(b"x" * 100)
+    io.fail("pwrite", EIO, times=1)
+    with pytest.raises(DiskError):
+        mf.commit()
+    assert mf.committed_position == 0
+    mf.commit()
+    assert mf.committed_position == 100 and mf.read(0, 100) == b"x" * 100
+    mf.close()
+
+
+def test_enospc_at_creation_is_a_clean_refusal(tmp_path):
+    io = FaultyFileIO()
+    io.fail("preallocate", ENOSPC)
+    with pytest.raises(CreateFileError) as e:
+        make(tmp_path, io)
+    assert "No space" in str(e.value)
+    assert os.listdir(tmp_path) == []  # nothing half-created left behind
+
+
+def test_zero_from_is_durable_and_resets_positions(tmp_path):
+    mf = make(tmp_path)
+    mf.append(b"y" * 3000)
+    mf.flush()
+    mf.zero_from(1000)
+    assert mf.wrote_position == mf.flushed_position == 1000
+    with open(mf.path, "rb") as f:
+        data = f.read()
+    assert data[:1000] == b"y" * 1000 and not any(data[1000:])
+    mf.close()
+
+
+def test_destroy_waits_for_readers_until_forced(tmp_path):
+    mf = make(tmp_path)
+    assert mf.hold()
+    assert not mf.destroy(interval_forcibly_ms=1000, now_ms=0)
+    assert os.path.exists(mf.path)
+    assert not mf.hold()  # no new readers once shutting down
+    assert not mf.destroy(1000, 500)
+    assert mf.destroy(1000, 1000)  # forced after the grace period
+    assert not os.path.exists(mf.path)
+
+
+def test_destroy_after_release(tmp_path):
+    mf = make(tmp_path)
+    mf.hold()
+    assert not mf.destroy(10_000, 0)
+    mf.release()
+    assert mf.destroy(10_000, 1)
+    assert not os.path.exists(mf.path)
