@@ -73,6 +73,8 @@ class MessageStore:
         self.reput = ReputService(self.commitlog, dispatchers, self.delay_level_ms,
                                   bound=self._dispatch_bound, batch_bytes=config.reput_batch_max_bytes)
         self.reput.listeners.append(self._on_dispatched)
+        self.reput.on_error = lambda m: self.flags.set(rf.DISPATCH_ERROR, m)
+        self.reput.on_error_cleared = lambda: self.flags.clear(rf.DISPATCH_ERROR)
         self._last_dispatched_stamp = 0
         self._physic_stamp = 0
         self.flush_failure = FlushFailure(self._on_disk_error)

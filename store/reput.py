@@ -35,6 +35,10 @@ class ReputService(Service):
         self.batch_bytes = batch_bytes
         self.reput_from_offset = 0
         self.corrupt_at: int | None = None
+        self.dispatch_error: str | None = None
+        self._error_at = -1
+        self.on_error: Callable[[str], None] | None = None  # the store marks itself not writable
+        self.on_error_cleared: Callable[[], None] | None = None
         self.listeners: list[Callable[[list[DispatchRequest]], None]] = []
         self._lock = threading.Lock()  # one stepper at a time (thread or a caller catching up)
 
@@ -87,8 +91,13 @@ class ReputService(Service):
                     if kind is RecordKind.RECORD:
                         req = build_request(view, pos, size, base + pos, self.delay_level_ms)
                         if req.dispatchable:
-                            for d in self.dispatchers:
-                                d.dispatch(req)
+                            try:
+                                for d in self.dispatchers:
+                                    d.dispatch(req)
+                            except Exception as e:  # retried from this record next round
+                                self._dispatch_failed(base + pos, e)
+                                end = base + pos
+                                break
                         if listening:
                             dispatched.append(req)
                         pos += size
@@ -112,10 +121,25 @@ class ReputService(Service):
             finally:
                 f.release()
         self.reput_from_offset = offset
+        if count and self.dispatch_error is not None and offset > self._error_at:
+            self.dispatch_error = None
+            if self.on_error_cleared is not None:
+                self.on_error_cleared()
         if dispatched:
             for listener in self.listeners:
                 listener(dispatched)
         return count
 
+    def _dispatch_failed(self, offset: int, error: Exception) -> None:
+        message = f"dispatch of the record at {offset} failed: {error}"
+        if message != self.dispatch_error:
+            log.error("%s (retrying)", message)
+        self.dispatch_error = message
+        self._error_at = offset
+        if self.on_error is not None:
+            self.on_error(message)
+
     def wait_interval(self) -> float:
+        if self.dispatch_error is not None:
+            return 1.0
         return 0.001 if self.behind() else 0.005

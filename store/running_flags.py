@@ -12,6 +12,7 @@ DISK_ERROR = "DISK_ERROR"  # sticky
 DISK_FULL = "DISK_FULL"  # transient: the disk-pressure guard
 CREATE_FILE_FAILED = "CREATE_FILE_FAILED"  # transient: the next file could not be created
 SHUTDOWN = "SHUTDOWN"
+DISPATCH_ERROR = "DISPATCH_ERROR"  # transient: reput could not write a consume queue / index
 NOT_STARTED = "NOT_STARTED"
 LOGICS_QUEUE_ERROR = "LOGICS_QUEUE_ERROR"  # sticky: a consume queue or index write failed
 _STICKY = {DISK_ERROR, LOGICS_QUEUE_ERROR}

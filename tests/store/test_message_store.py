@@ -1,0 +1,199 @@
+"""The facade end to end with real files: put/get/query, restarts, disk faults, bad input."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from store import running_flags as rf
+from store.clock import ManualClock
+from store.codec import Message
+from store.config import StoreConfig
+from store.errors import StoreLocked
+from store.get_result import GetStatus
+from store.message_store import MessageStore
+from store.put_result import PutStatus
+from tests.faults import EIO, ENOSPC, EROFS, FaultyFileIO
+
+
+def config(tmp_path, **kw) -> StoreConfig:
+    base = dict(store_path_root_dir=str(tmp_path), mapped_file_size_commit_log=16 * 1024,
+                mapped_file_size_consume_queue=20 * 64, max_hash_slot_num=64, max_index_num=256)
+    base.update(kw)
+    return StoreConfig(**base)
+
+
+def msg(i: int, topic="Orders", qid=None, body=None, tag=None) -> Message:
+    return Message(topic, body if body is not None else b"m%05d" % i + b"." * 200,
+                   i % 4 if qid is None else qid,
+                   {"TAGS": tag or ("TagA" if i % 2 else "TagB"), "KEYS": f"order-{i} shared",
+                    "UNIQ_KEY": f"UNIQ{i:028d}"})
+
+
+@pytest.fixture
+def clock():
+    return ManualClock()
+
+
+def opened(tmp_path, clock, io=None, **kw) -> MessageStore:
+    s = MessageStore(config(tmp_path, **kw), io=io or FaultyFileIO(), clock=clock)
+    s.start()
+    return s
+
+
+def test_put_get_query_and_restart(tmp_path, clock):
+    s = opened(tmp_path, clock)
+    results = [s.put_message(msg(i)) for i in range(200)]
+    assert all(r.ok for r in results)
+    s.reput.catch_up()
+    got = s.get_messages("Orders", 1, 0, 32, "TagA")
+    assert got.status is GetStatus.FOUND
+    assert [m.queue_offset for m in got.messages] == list(range(32))
+    assert all(m.tags == "TagA" for m in got.messages)
+    assert s.get_messages("Orders", 0, 0, 10, "TagA").status is GetStatus.NO_MATCHED_MESSAGE
+    assert s.get_messages("Orders", 1, 50, 10).status is GetStatus.OFFSET_OVERFLOW_ONE
+    assert s.get_messages("Orders", 1, 60, 10).status is GetStatus.OFFSET_OVERFLOW_BADLY
+    assert s.get_messages("Nope", 1, 0, 10).status is GetStatus.NO_MATCHED_LOGIC_QUEUE
+    found = s.query_messages("Orders", "order-77")
+    assert [m.body[:6] for m in found] == [b"m00077"]
+    assert len(s.query_messages("Orders", "shared", max_num=500)) == 200
+    assert s.look_message_by_id(results[9].append.msg_id).body[:6] == b"m00009"
+    unique = s.query_messages("Orders", "UNIQ" + "0" * 25 + "123")
+    assert [m.uniq_key for m in unique] == ["UNIQ" + "0" * 25 + "123"]
+    s.shutdown()
+    assert not os.path.exists(tmp_path / "abort")
+
+    s = opened(tmp_path, clock)
+    assert s.recovery_report is not None and not s.recovery_report.abnormal
+    r = s.put_message(msg(200, qid=1))
+    assert r.ok and r.append.queue_offset == 50
+    s.reput.catch_up()
+    assert s.max_offset_in_queue("Orders", 1) == 51
+    s.shutdown()
+
+
+def test_offset_for_timestamp(tmp_path, clock):
+    s = opened(tmp_path, clock)
+    stamps = []
+    for i in range(20):
+        clock.advance(1)
+        stamps.append(s.put_message(msg(i, qid=0)).append.store_timestamp)
+    s.reput.catch_up()
+    assert s.offset_for_timestamp("Orders", 0, stamps[7]) == 7
+    assert s.offset_for_timestamp("Orders", 0, stamps[7] - 500) == 7
+    assert s.offset_for_timestamp("Orders", 0, stamps[-1] + 10_000) == 20
+    s.shutdown()
+
+
+def test_second_store_on_same_directory_is_refused(tmp_path, clock):
+    s = opened(tmp_path, clock)
+    with pytest.raises(StoreLocked):
+        MessageStore(config(tmp_path), clock=clock).load()
+    s.shutdown()
+
+
+@pytest.mark.parametrize("bad,status,field", [
+    (Message("bad topic!", b"x"), PutStatus.MESSAGE_ILLEGAL, "topic"),
+    (Message("T" * 128, b"x"), PutStatus.MESSAGE_ILLEGAL, "topic"),
+    (Message("SCHEDULE_TOPIC_XXXX", b"x"), PutStatus.MESSAGE_ILLEGAL, "reserved"),
+    (Message("RMQ_SYS_TRANS_HALF_TOPIC", b"x"), PutStatus.MESSAGE_ILLEGAL, "reserved"),
+    (Message("T", b"x" * (4 * 1024 * 1024 + 1)), PutStatus.MESSAGE_ILLEGAL, "body"),
+    (Message("T", b"x", properties={"k": "v" * 32767}), PutStatus.PROPERTIES_SIZE_EXCEEDED, "properties"),
+    (Message("T", b"x", properties={"TAGS": "a|b"}), PutStatus.MESSAGE_ILLEGAL, "tag"),
+    (Message("T", b"x", properties={"k\x01": "v"}), PutStatus.MESSAGE_ILLEGAL, "separator"),
+])
+def test_bad_input_is_refused_and_writes_nothing(tmp_path, clock, bad, status, field):
+    s = opened(tmp_path, clock, mapped_file_size_commit_log=8 * 1024 * 1024)
+    s.put_message(msg(0))
+    before = s.max_phy_offset()
+    res = s.put_messages([msg(1), bad])  # a bad message spoils its whole batch
+    assert res.status is status and field in res.reason
+    assert s.max_phy_offset() == before
+    assert s.put_message(msg(2)).append.queue_offset == 0  # queue offsets untouched (queue 2)
+    s.shutdown()
+
+
+def test_eio_on_sync_flush_is_never_ok_and_sticky_until_restart(tmp_path, clock):
+    io = FaultyFileIO()
+    s = MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH"), io=io, clock=clock)
+    s.start()
+    assert s.put_message(msg(0)).ok
+    io.fail("msync", EIO)
+    res = s.put_message(msg(1))
+    assert res.status is PutStatus.FLUSH_DISK_FAILED and "msync" in res.reason
+    assert not s.writable and "DISK_ERROR" in s.not_writable_reason
+    io.heal()  # the disk answers again; the store must not trust it
+    res = s.put_message(msg(2))
+    assert res.status is PutStatus.SERVICE_NOT_AVAILABLE and "msync" in res.reason
+    assert not s.writable
+    s.shutdown()
+    assert os.path.exists(tmp_path / "abort")  # unclean: the next start recovers abnormally
+    s = MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH"), io=io, clock=clock)
+    s.start()
+    assert s.recovery_report.abnormal and s.writable
+    assert s.put_message(msg(3)).ok
+    s.shutdown()
+
+
+def test_eio_under_async_flush_turns_store_not_writable(tmp_path, clock):
+    io = FaultyFileIO()
+    s = opened(tmp_path, clock, io)
+    assert s.put_message(msg(0)).ok
+    io.fail("msync", EIO)
+    s.flusher.step() if not s.flusher.running else None
+    s.flusher.stop()  # its final flush fails too
+    assert not s.writable
+    assert s.put_message(msg(1)).status is PutStatus.SERVICE_NOT_AVAILABLE
+    s.shutdown()
+
+
+def test_enospc_refuses_new_file_then_resumes_without_restart(tmp_path, clock):
+    io = FaultyFileIO()
+    s = opened(tmp_path, clock, io)
+    io.fail("preallocate", ENOSPC)
+    statuses = set()
+    for i in range(200):
+        statuses.add(s.put_message(msg(i, qid=0)).status)
+    assert PutStatus.CREATE_MAPPED_FILE_FAILED in statuses
+    stored_before = s.max_offset_in_queue("Orders", 0)
+    io.heal()
+    res = s.put_message(msg(999, qid=0))
+    assert res.ok  # space is back: no restart needed
+    s.reput.catch_up()
+    # every acknowledged message is readable, queue offsets stay contiguous
+    got = s.get_messages("Orders", 0, 0, 1000, max_bytes=1 << 30)
+    assert [m.queue_offset for m in got.messages] == list(range(len(got.messages)))
+    assert s.max_offset_in_queue("Orders", 0) >= stored_before + 1
+    s.shutdown()
+
+
+def test_read_only_directory_refuses_cleanly_and_restart_recovers(tmp_path, clock):
+    io = FaultyFileIO()
+    s = MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH"), io=io, clock=clock)
+    s.start()
+    assert s.put_message(msg(0)).ok
+    io.fail("msync", EROFS)
+    io.fail("preallocate", EROFS)
+    io.fail("open", EROFS)
+    res = s.put_messages([msg(i, qid=0) for i in range(100)])
+    assert res.status is PutStatus.CREATE_MAPPED_FILE_FAILED  # refused before writing
+    res = s.put_message(msg(1, qid=0))  # fits the current file; its flush fails
+    assert res.status is PutStatus.FLUSH_DISK_FAILED
+    assert not s.writable and "Read-only" in s.not_writable_reason
+    s.shutdown()
+    io.heal()
+    s = MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH"), io=io, clock=clock)
+    s.start()
+    assert s.writable
+    s.reput.catch_up()
+    assert s.get_messages("Orders", 0, 0, 10).messages[0].body[:6] == b"m00000"
+    s.shutdown()
+
+
+def test_disk_full_flag_is_transient(tmp_path, clock):
+    s = opened(tmp_path, clock)
+    s.flags.set(rf.DISK_FULL, "disk usage 0.95")
+    assert s.put_message(msg(0)).status is PutStatus.SERVICE_NOT_AVAILABLE
+    s.flags.clear(rf.DISK_FULL)
+    assert s.put_message(msg(0)).ok
+    s.shutdown()
