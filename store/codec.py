@@ -436,6 +436,9 @@ def check_record(buf, pos: int, limit: int, check_crc: bool = True,
         plen = _I16.unpack_from(buf, ppos)[0]
         if plen < 0 or ppos + 2 + plen != pos + total:
             return RecordKind.CORRUPT, 0
+        if plen and buf[pos + total - 1] != 2:
+            # properties always end with 0x02: a zero here is a torn tail the CRC cannot see
+            return RecordKind.CORRUPT, 0
         if check_crc:
             stored = _I32.unpack_from(buf, pos + 8)[0]
             if stored != (zlib.crc32(buf[pos + hsize:pos + hsize + body_len]) & 0x7FFFFFFF):
@@ -495,7 +498,7 @@ def _decode_valid(buf, pos: int, total: int, read_body: bool) -> MessageRecord:
     else:
         tlen = _I16.unpack_from(buf, tpos)[0]
         tstart = tpos + 2
-    topic = bytes(buf[tstart:tstart + tlen]).decode("utf-8")
+    topic = bytes(buf[tstart:tstart + tlen]).decode("utf-8", errors="replace")
     ppos = tstart + tlen
     plen = _I16.unpack_from(buf, ppos)[0]
     props_raw = bytes(buf[ppos + 2:ppos + 2 + plen])
@@ -544,7 +547,7 @@ def decode_dispatch_fields(buf, pos: int, total: int) -> tuple[int, int, int, in
     else:
         tlen = _I16.unpack_from(buf, tpos)[0]
         tstart = tpos + 2
-    topic = str(buf[tstart:tstart + tlen], "utf-8")
+    topic = str(buf[tstart:tstart + tlen], "utf-8", "replace")
     ppos = tstart + tlen
     plen = _I16.unpack_from(buf, ppos)[0]
     props = string_to_properties(str(buf[ppos + 2:ppos + 2 + plen], "utf-8", "replace")) if plen else {}
