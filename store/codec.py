@@ -258,6 +258,10 @@ def _host_field(host: str) -> tuple[bytes, int]:
     return pack_host_address(ip), port
 
 
+_TOPIC_FIELDS: dict[str, bytes] = {}  # plain dicts: cheaper per call than lru_cache here
+_HOST_FIELDS: dict[str, tuple[bytes, int]] = {}
+
+
 @dataclass(slots=True)
 class EncodedRecord:
     """An encoded record waiting for the fields only known under the put lock."""
@@ -273,20 +277,46 @@ class EncodedRecord:
 
 
 def encode(msg: Message, *, v2_allowed: bool = True, append_prop_crc: bool = False,
-           max_properties_size: int = MAX_PROPERTIES_SIZE) -> EncodedRecord:
+           max_properties_size: int = MAX_PROPERTIES_SIZE,
+           store_host: str | None = None) -> EncodedRecord:
     """Encode everything but queueOffset, physicalOffset and storeTimestamp (left zero).
-    Raises MessageIllegal / PropertiesSizeExceeded; never returns a partial record."""
+    `store_host` overrides the message's (the broker stamps its own address). Raises
+    MessageIllegal / PropertiesSizeExceeded; never returns a partial record."""
     props = msg.properties
-    props_bytes = properties_to_string(props).encode("utf-8") if props else b""
+    if props:
+        text = "".join([f"{k}\x01{v}\x02" for k, v in props.items()])
+        n = len(props)
+        if text.count("\x01") != n or text.count("\x02") != n:
+            raise MessageIllegal("property", "a name or value contains a separator character (0x01/0x02)")
+        if "" in props:
+            raise MessageIllegal("property", "empty property name")
+        tag = props.get(PROPERTY_TAGS)
+        if tag is not None and ("|" in tag or not tag.strip()):
+            raise MessageIllegal("tag", f"{tag!r} is empty or contains '|'")
+        props_bytes = text.encode("utf-8")
+    else:
+        props_bytes = b""
     if append_prop_crc:
         if props_bytes and not props_bytes.endswith(b"\x02"):
             props_bytes += b"\x02"
         props_bytes += b"__CRC32#\x01" + b"0" * 10 + b"\x02"
-    if len(props_bytes) > max_properties_size or len(props_bytes) > MAX_PROPERTIES_SIZE:
-        raise PropertiesSizeExceeded(len(props_bytes), min(max_properties_size, MAX_PROPERTIES_SIZE))
-    topic_field = _topic_field(msg.topic, v2_allowed)
-    born_addr, born_port = _host_field(msg.born_host)
-    store_addr, store_port = _host_field(msg.store_host)
+    plen = len(props_bytes)
+    if plen > max_properties_size or plen > MAX_PROPERTIES_SIZE:
+        raise PropertiesSizeExceeded(plen, min(max_properties_size, MAX_PROPERTIES_SIZE))
+    topic = msg.topic
+    topic_field = _TOPIC_FIELDS.get(topic) if v2_allowed else None
+    if topic_field is None:
+        topic_field = _topic_field(topic, v2_allowed)
+        if v2_allowed and len(_TOPIC_FIELDS) < 65536:
+            _TOPIC_FIELDS[topic] = topic_field
+    born = _HOST_FIELDS.get(msg.born_host) or _host_field(msg.born_host)
+    shost = store_host or msg.store_host
+    stored = _HOST_FIELDS.get(shost) or _host_field(shost)
+    if len(_HOST_FIELDS) < 4096:
+        _HOST_FIELDS[msg.born_host] = born
+        _HOST_FIELDS[shost] = stored
+    born_addr, born_port = born
+    store_addr, store_port = stored
     sys_flag = msg.sys_flag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
     born_v6 = len(born_addr) == 16
     store_v6 = len(store_addr) == 16
@@ -294,22 +324,20 @@ def encode(msg: Message, *, v2_allowed: bool = True, append_prop_crc: bool = Fal
         sys_flag |= SysFlag.BORNHOST_V6
     if store_v6:
         sys_flag |= SysFlag.STOREHOST_V6
-    header = _HEADERS[(born_v6, store_v6)]
     body = msg.body
-    hsize = header.size
-    total = hsize + len(body) + len(topic_field) + 2 + len(props_bytes)
-    buf = bytearray(total)
-    header.pack_into(buf, 0, total, MAGIC_V2 if len(msg.topic) > 127 else MAGIC_V1,
-                     body_crc(body), msg.queue_id, msg.flag, 0, 0, sys_flag, msg.born_timestamp,
-                     born_addr, born_port, 0, store_addr, store_port, msg.reconsume_times,
-                     msg.prepared_transaction_offset, len(body))
-    pos = hsize + len(body)
-    buf[hsize:pos] = body
-    buf[pos:pos + len(topic_field)] = topic_field
-    pos += len(topic_field)
-    _I16.pack_into(buf, pos, len(props_bytes))
-    buf[pos + 2:] = props_bytes
-    return EncodedRecord(buf, 48 + (20 if born_v6 else 8), append_prop_crc, sys_flag & SysFlag.TRANSACTION_MASK)
+    blen = len(body)
+    header = _HEADERS[(born_v6, store_v6)]
+    total = header.size + blen + len(topic_field) + 2 + plen
+    buf = bytearray(header.pack(
+        total, MAGIC_V2 if len(topic) > 127 else MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF,
+        msg.queue_id, msg.flag, 0, 0, sys_flag, msg.born_timestamp, born_addr, born_port, 0,
+        store_addr, store_port, msg.reconsume_times, msg.prepared_transaction_offset, blen))
+    buf += body
+    buf += topic_field
+    buf += plen.to_bytes(2, "big")
+    buf += props_bytes
+    return EncodedRecord(buf, 56 if not born_v6 else 68, append_prop_crc,
+                         sys_flag & SysFlag.TRANSACTION_MASK)
 
 
 def patch_record(buf, pos: int, queue_offset: int, physical_offset: int, store_timestamp: int,

@@ -1,0 +1,334 @@
+"""Delay-level and deliver-at messages (store/schedule.py), stepped by hand with a ManualClock."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from store import codec
+from store import running_flags as rf
+from store.clock import ManualClock
+from store.codec import Message, SysFlag
+from store.config import StoreConfig
+from store.dispatch import SCHEDULE_TOPIC
+from store.errors import MessageIllegal
+from store.message_store import MessageStore
+from store.put_result import PutStatus
+from store.schedule import (DELAY_OFFSET_FILE, ScheduleService, attach, put_scheduled,
+                            rebuild_real_message, to_schedule)
+
+LEVELS = StoreConfig(store_path_root_dir="/tmp/x").delay_levels_ms()
+NOW = 1_700_000_000_000
+MAX_DELAY = 3 * 24 * 3600
+
+
+def config(tmp_path, **kw) -> StoreConfig:
+    base = dict(store_path_root_dir=str(tmp_path), mapped_file_size_commit_log=64 * 1024,
+                mapped_file_size_consume_queue=20 * 100, max_hash_slot_num=64, max_index_num=256)
+    base.update(kw)
+    return StoreConfig(**base)
+
+
+def open_store(tmp_path, clock, **kw) -> MessageStore:
+    s = MessageStore(config(tmp_path, **kw), clock=clock)
+    s.load()
+    s.flags.clear(rf.NOT_STARTED)  # writable without starting the service threads
+    return s
+
+
+def msg(name: str, topic="Orders", qid=3, **props) -> Message:
+    p = {"TAGS": "TagA", "KEYS": f"{name} shared", "UNIQ_KEY": f"UNIQ-{name}", "custom": "x"}
+    p.update({k: str(v) for k, v in props.items()})
+    return Message(topic, f"body-{name}".encode(), qid, p, flag=7, born_timestamp=NOW - 1000,
+                   born_host="10.0.0.1:5555", reconsume_times=2)
+
+
+def real(store, topic="Orders", qid=3) -> list:
+    store.reput.catch_up()
+    out, offset = [], 0
+    while True:
+        got = store.get_messages(topic, qid, offset, 64)
+        if not got.messages:
+            return out
+        out += got.messages
+        offset = got.next_begin_offset
+
+
+def bodies(store, topic="Orders", qid=3) -> list[bytes]:
+    return [m.body for m in real(store, topic, qid)]
+
+
+def tick(store, service, seconds=0.0) -> None:
+    store.clock.advance(seconds)
+    store.reput.catch_up()
+    service.step()
+    store.reput.catch_up()
+
+
+@pytest.fixture
+def clock():
+    return ManualClock(NOW)
+
+
+@pytest.fixture
+def store(tmp_path, clock):
+    s = open_store(tmp_path, clock)
+    yield s
+    s.shutdown()
+
+
+# -- to_schedule --------------------------------------------------------------------------------
+def test_to_schedule_delay_level():
+    m = msg("a", DELAY=2, TIMER_DELIVER_MS=NOW + 99_000)
+    out = to_schedule(m, LEVELS, NOW, MAX_DELAY)
+    assert (out.topic, out.queue_id) == (SCHEDULE_TOPIC, 1)
+    assert out.properties["REAL_TOPIC"] == "Orders" and out.properties["REAL_QID"] == "3"
+    assert out.properties["DELAY"] == "2"
+    assert "TIMER_DELIVER_MS" not in out.properties  # a delay level wins over a timer
+    assert out.body == m.body and out.flag == 7 and out.reconsume_times == 2
+    assert m.topic == "Orders" and "REAL_TOPIC" not in m.properties  # input untouched
+
+
+def test_to_schedule_clamps_level_and_ignores_others():
+    out = to_schedule(msg("a", DELAY=30), LEVELS, NOW, MAX_DELAY)
+    assert out.queue_id == 17 and out.properties["DELAY"] == "18"
+    plain = msg("b")
+    assert to_schedule(plain, LEVELS, NOW, MAX_DELAY) is plain
+    zero = msg("c", DELAY=0)
+    assert to_schedule(zero, LEVELS, NOW, MAX_DELAY) is zero
+    for tran in (SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE):
+        prepared = msg("d", DELAY=3)
+        prepared.sys_flag = tran
+        assert to_schedule(prepared, LEVELS, NOW, MAX_DELAY) is prepared
+    committed = msg("e", DELAY=3)
+    committed.sys_flag = SysFlag.TRANSACTION_COMMIT_TYPE
+    assert to_schedule(committed, LEVELS, NOW, MAX_DELAY).topic == SCHEDULE_TOPIC
+    with pytest.raises(MessageIllegal):
+        to_schedule(msg("f", DELAY="soon"), LEVELS, NOW, MAX_DELAY)
+
+
+def test_to_schedule_timestamps():
+    out = to_schedule(msg("a", TIMER_DELIVER_MS=NOW + 7000), LEVELS, NOW, MAX_DELAY)
+    assert (out.topic, out.queue_id) == (SCHEDULE_TOPIC, len(LEVELS))
+    assert out.properties["TIMER_DELIVER_MS"] == str(NOW + 7000)
+    rel = to_schedule(msg("b", TIMER_DELAY_SEC=30), LEVELS, NOW, MAX_DELAY)
+    assert rel.properties["TIMER_DELIVER_MS"] == str(NOW + 30_000)
+    assert "TIMER_DELAY_SEC" not in rel.properties
+    rel_ms = to_schedule(msg("c", TIMER_DELAY_MS=1500), LEVELS, NOW, MAX_DELAY)
+    assert rel_ms.properties["TIMER_DELIVER_MS"] == str(NOW + 1500)
+    past = msg("d", TIMER_DELIVER_MS=NOW - 1)
+    assert to_schedule(past, LEVELS, NOW, MAX_DELAY) is past
+    assert to_schedule(msg("e", TIMER_DELIVER_MS=NOW + MAX_DELAY * 1000), LEVELS, NOW,
+                       MAX_DELAY).topic == SCHEDULE_TOPIC
+    with pytest.raises(MessageIllegal) as e:
+        to_schedule(msg("f", TIMER_DELIVER_MS=NOW + MAX_DELAY * 1000 + 1), LEVELS, NOW, MAX_DELAY)
+    assert e.value.field == "delivery time"
+    with pytest.raises(MessageIllegal):
+        to_schedule(msg("g", TIMER_DELIVER_MS="tomorrow"), LEVELS, NOW, MAX_DELAY)
+
+
+def test_rebuild_real_message_requires_real_topic():
+    rec = codec.decode(codec.encode(msg("a", DELAY=1)).data)
+    with pytest.raises(MessageIllegal):
+        rebuild_real_message(rec)
+
+
+# -- delivery --------------------------------------------------------------------------------
+def test_delay_level_2_delivered_after_5s(store, clock):
+    original = msg("a", DELAY=2)
+    r = put_scheduled(store, [original])
+    assert r.ok
+    store_ts = r.append.store_timestamp
+    store.reput.catch_up()
+    sched = store.get_messages(SCHEDULE_TOPIC, 1, 0).messages
+    assert len(sched) == 1
+    assert sched[0].properties["REAL_TOPIC"] == "Orders" and sched[0].properties["REAL_QID"] == "3"
+    units = list(store.cq_store.find(SCHEDULE_TOPIC, 1).iter_units(0, 10))
+    assert units[0][3] == store_ts + 5000
+    assert store.max_offset_in_queue("Orders", 3) == 0
+
+    svc = ScheduleService(store, clock)
+    tick(store, svc)
+    tick(store, svc, 4.9)
+    assert real(store) == []
+    assert svc.delivery_lag_ms() == 0
+    tick(store, svc, 0.2)
+    got = real(store)
+    assert len(got) == 1
+    m = got[0]
+    assert m.body == original.body and m.tags == "TagA" and m.keys == ["a", "shared"]
+    assert m.uniq_key == "UNIQ-a" and m.properties["custom"] == "x"
+    for gone in ("DELAY", "REAL_TOPIC", "REAL_QID", "TIMER_DELIVER_MS"):
+        assert gone not in m.properties
+    assert (m.flag, m.born_timestamp, m.born_host, m.reconsume_times) == \
+        (7, NOW - 1000, "10.0.0.1:5555", 2)
+    assert [x.body for x in store.query_messages("Orders", "UNIQ-a")] == [original.body]
+    assert svc.offset_table() == {2: 1}
+    assert svc.stats.delivered == 1
+    tick(store, svc, 10)
+    assert len(real(store)) == 1  # delivered once
+
+
+def test_level_18_and_clamped_level(store, clock):
+    assert put_scheduled(store, [msg("a", DELAY=18), msg("b", DELAY=30)]).ok
+    svc = ScheduleService(store, clock)
+    tick(store, svc, 2 * 3600 - 1)
+    assert real(store) == []
+    tick(store, svc, 2)
+    assert bodies(store) == [b"body-a", b"body-b"]
+    assert svc.offset_table()[18] == 2
+
+
+def test_levels_are_independent_and_in_order(store, clock):
+    assert put_scheduled(store, [msg("slow", DELAY=3)]).ok  # 10 s
+    clock.advance(1)
+    assert put_scheduled(store, [msg("fast1", DELAY=1)]).ok  # 1 s
+    clock.advance(0.5)
+    assert put_scheduled(store, [msg("fast2", DELAY=1)]).ok
+    svc = ScheduleService(store, clock)
+    tick(store, svc, 0.6)
+    assert bodies(store) == [b"body-fast1"]
+    tick(store, svc, 0.5)
+    assert bodies(store) == [b"body-fast1", b"body-fast2"]
+    tick(store, svc, 8)
+    assert bodies(store)[-1] == b"body-slow"
+
+
+def test_deliver_at_timestamps(store, clock):
+    svc = ScheduleService(store, clock)
+    assert put_scheduled(store, [msg("late", TIMER_DELIVER_MS=NOW + 60_000)]).ok
+    assert put_scheduled(store, [msg("seven", TIMER_DELIVER_MS=NOW + 7000)]).ok
+    assert put_scheduled(store, [msg("three", TIMER_DELAY_SEC=3)]).ok
+    past = put_scheduled(store, [msg("past", TIMER_DELIVER_MS=NOW - 5000)])
+    assert past.ok
+    assert bodies(store) == [b"body-past"]  # stored straight into the real topic
+    store.reput.catch_up()
+    assert store.max_offset_in_queue(SCHEDULE_TOPIC, 18) == 3
+    tick(store, svc, 2.9)
+    assert bodies(store) == [b"body-past"]
+    tick(store, svc, 0.1)
+    assert bodies(store) == [b"body-past", b"body-three"]  # not held back by "late"
+    tick(store, svc, 3.9)
+    assert bodies(store)[-1] == b"body-three"
+    tick(store, svc, 0.1)
+    assert bodies(store)[-1] == b"body-seven"
+    assert svc.offset_table()[19] == 0  # "late" (index 0) still pending
+    tick(store, svc, 53)
+    assert bodies(store) == [b"body-past", b"body-three", b"body-seven", b"body-late"]
+    assert svc.offset_table()[19] == 3
+
+
+def test_too_far_in_the_future_rejected(store):
+    r = put_scheduled(store, [msg("a", TIMER_DELIVER_MS=NOW + (MAX_DELAY + 1) * 1000)])
+    assert r.status is PutStatus.MESSAGE_ILLEGAL and "delivery time" in r.reason
+    assert put_scheduled(store, [msg("b", topic=SCHEDULE_TOPIC, DELAY=1)]).status \
+        is PutStatus.MESSAGE_ILLEGAL  # producers cannot write the schedule topic directly
+    store.reput.catch_up()
+    assert store.max_offset_in_queue(SCHEDULE_TOPIC, 18) == 0
+
+
+def test_offsets_survive_restart_without_redelivery(tmp_path, clock):
+    s = open_store(tmp_path, clock)
+    assert put_scheduled(s, [msg("a", DELAY=1)]).ok
+    clock.advance(2)
+    assert put_scheduled(s, [msg("b", DELAY=1),
+                             msg("late", TIMER_DELIVER_MS=clock.now_ms() + 60_000),
+                             msg("soon", TIMER_DELIVER_MS=clock.now_ms() + 3000)]).ok
+    svc = attach(s)
+    assert s.extra_services[-1] is svc
+    tick(s, svc, 0)
+    assert bodies(s) == [b"body-a"]
+    tick(s, svc, 3)
+    assert bodies(s) == [b"body-a", b"body-b", b"body-soon"]
+    with open(os.path.join(str(tmp_path), DELAY_OFFSET_FILE)) as f:
+        data = json.load(f)
+    assert data["offsetTable"] == {"1": 2, "19": 0}  # "late" holds the timestamp watermark
+    s.shutdown()
+
+    s = open_store(tmp_path, clock)
+    svc = ScheduleService(s, clock)
+    assert svc.offset_table() == {1: 2, 19: 0}
+    tick(s, svc, 1)
+    assert bodies(s) == [b"body-a", b"body-b", b"body-soon"]  # nothing delivered twice
+    assert put_scheduled(s, [msg("c", DELAY=1)]).ok
+    tick(s, svc, 1)
+    assert bodies(s) == [b"body-a", b"body-b", b"body-soon", b"body-c"]
+    tick(s, svc, 60)
+    assert bodies(s) == [b"body-a", b"body-b", b"body-soon", b"body-c", b"body-late"]
+    assert svc.offset_table() == {1: 3, 19: 2}
+    s.shutdown()
+
+    s = open_store(tmp_path, clock)
+    svc = ScheduleService(s, clock)
+    tick(s, svc, 3600)
+    assert len(bodies(s)) == 5
+    assert svc.stats.delivered == 0
+    s.shutdown()
+
+
+def test_put_failure_keeps_offset_and_retries(store, clock):
+    assert put_scheduled(store, [msg("a", DELAY=1), msg("t", TIMER_DELAY_SEC=1)]).ok
+    svc = ScheduleService(store, clock)
+    store.flags.set(rf.DISK_FULL, "test")
+    tick(store, svc, 2)
+    tick(store, svc, 1)
+    assert real(store) == []
+    assert svc.offset_table().get(1, 0) == 0 and svc.offset_table().get(19, 0) == 0
+    assert svc.stats.put_failures >= 2 and "SERVICE_NOT_AVAILABLE" in svc.stats.last_failure
+    assert svc.delivery_lag_ms() >= 2000
+    store.flags.clear(rf.DISK_FULL)
+    tick(store, svc)
+    assert sorted(bodies(store)) == [b"body-a", b"body-t"]
+    assert svc.offset_table()[1] == 1 and svc.offset_table()[19] == 1
+    assert svc.stats.dropped == 0
+
+
+def test_offset_below_queue_min_is_raised(store, clock):
+    r = put_scheduled(store, [msg("gone", DELAY=1), msg("kept", DELAY=1)])
+    assert r.ok
+    store.reput.catch_up()
+    cq = store.cq_store.find(SCHEDULE_TOPIC, 0)
+    cq.correct_min_offset(r.appends[1].wrote_offset)  # as if retention removed the first
+    assert cq.min_offset() == 1
+    svc = ScheduleService(store, clock)
+    tick(store, svc, 2)
+    assert bodies(store) == [b"body-kept"]
+    assert svc.offset_table()[1] == 2
+
+
+def test_unusable_schedule_message_is_dropped(store, clock):
+    bad = msg("bad", DELAY=1)
+    bad.topic, bad.queue_id = SCHEDULE_TOPIC, 0  # no REAL_TOPIC
+    sys_topic = to_schedule(msg("sys", DELAY=1), LEVELS, NOW, MAX_DELAY)
+    sys_topic.properties["REAL_TOPIC"] = "TBW102"  # refused for good by the store
+    ok = to_schedule(msg("ok", DELAY=1), LEVELS, NOW, MAX_DELAY)
+    assert store.put_messages([bad, sys_topic, ok], allow_system_topic=True).ok
+    svc = ScheduleService(store, clock)
+    tick(store, svc, 2)
+    assert bodies(store) == [b"body-ok"]
+    assert svc.stats.dropped == 2 and svc.offset_table()[1] == 3
+
+
+def test_slave_delivers_nothing(tmp_path, clock):
+    s = open_store(tmp_path, clock, broker_role="SLAVE")
+    assert put_scheduled(s, [msg("a", DELAY=1)]).ok
+    svc = ScheduleService(s, clock)
+    tick(s, svc, 5)
+    assert real(s) == []
+    s.shutdown()
+
+
+def test_many_due_messages_across_rounds(store, clock):
+    batch = [msg(f"m{i}", qid=i % 2, DELAY=1) for i in range(150)]
+    assert put_scheduled(store, batch).ok
+    timers = [msg(f"t{i}", qid=2, TIMER_DELIVER_MS=NOW + 1000 + (150 - i)) for i in range(150)]
+    assert put_scheduled(store, timers).ok
+    svc = ScheduleService(store, clock, max_timer_pending=40)
+    tick(store, svc, 2)
+    assert len(real(store, qid=0)) == 75 and len(real(store, qid=1)) == 75
+    delivered = bodies(store, qid=2)
+    assert sorted(delivered) == sorted(m.body for m in timers)
+    # earliest delivery time first within the read-ahead window of 40 units
+    assert delivered[:40] == [m.body for m in reversed(timers[:40])]
+    assert svc.offset_table() == {1: 150, 19: 150}
