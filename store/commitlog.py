@@ -104,7 +104,7 @@ class CommitLog:
         if not skip:
             self.topic_queue_table[key] = queue_offset + 1
         self.last_store_timestamp = now
-        return AppendResult(phy, n, queue_offset, now, self._msg_id_prefix + f"{phy:016X}")
+        return AppendResult(phy, n, queue_offset, now, self._msg_id_prefix)
 
     def _append_blank(self, f: MappedFile) -> None:
         remaining = f.remaining

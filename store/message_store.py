@@ -33,7 +33,7 @@ from .put_result import AppendResult, PutResult, PutStatus
 from .reader import MessageReader, TagFilter
 from .get_result import GetMessageResult
 from .reput import ReputService
-from .validation import check_message
+from .validation import check_topic
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +89,8 @@ class MessageStore:
         self.reader = MessageReader(self.commitlog, self.cq_store, self.index_service,
                                     max_bytes=config.max_transfer_bytes_on_message_in_memory,
                                     max_count=config.max_msgs_num_batch)
+        self._valid_topics: set[str] = set()
+        self._valid_topics_sys: set[str] = set()
         self.extra_services: list = []  # retention, schedule: attached by their modules
         self.recovery_report: recovery.RecoveryReport | None = None
         self._loaded = False
@@ -232,18 +234,17 @@ class MessageStore:
         if not self.flags.writable:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self.flags.reason)
         c = self.config
+        encode = codec.encode
+        v2, prop_crc = c.auto_message_version_on_topic_len, c.enabled_append_prop_crc
+        max_props, host = c.max_properties_size, c.store_host
         try:
             encoded = []
             for m in msgs:
-                check_message(m, max_body=c.max_message_size, max_properties=c.max_properties_size,
-                              allow_system_topic=allow_system_topic)
-                if not m.store_host or m.store_host == "127.0.0.1:10911":
-                    m.store_host = c.store_host
+                self._check(m, allow_system_topic)
                 if not m.born_timestamp:
                     m.born_timestamp = self.clock.now_ms()
-                encoded.append((codec.encode(m, v2_allowed=c.auto_message_version_on_topic_len,
-                                             append_prop_crc=c.enabled_append_prop_crc,
-                                             max_properties_size=c.max_properties_size),
+                encoded.append((encode(m, v2_allowed=v2, append_prop_crc=prop_crc,
+                                       max_properties_size=max_props, store_host=host),
                                 m.topic, m.queue_id))
         except PropertiesSizeExceeded as e:
             return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason=str(e))
@@ -259,14 +260,30 @@ class MessageStore:
             return PutResult(PutStatus.UNKNOWN_ERROR, reason=str(e))
         except ValueError as e:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=str(e))
-        self.stats.put_messages += len(appends)
-        self.stats.put_bytes += sum(a.wrote_bytes for a in appends)
+        stats = self.stats
+        stats.put_messages += len(appends)
+        stats.put_bytes += appends[-1].end_offset - appends[0].wrote_offset
         if not c.is_sync_flush:
             if self.committer is not None:
                 self.committer.wakeup()
             elif not c.flush_commit_log_timed:
                 self.flusher.wakeup()
         return PutResult(PutStatus.PUT_OK, tuple(appends))
+
+    def _check(self, m: Message, allow_system_topic: bool) -> None:
+        """Topic (cached once valid), body size, queue id; properties are checked by encode."""
+        topic = m.topic
+        if topic not in (self._valid_topics_sys if allow_system_topic else self._valid_topics):
+            check_topic(topic, allow_system=allow_system_topic)
+            (self._valid_topics_sys if allow_system_topic else self._valid_topics).add(topic)
+        body = m.body
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise MessageIllegal("body", "must be bytes")
+        if len(body) > self.config.max_message_size:
+            raise MessageIllegal("body", f"{len(body)} bytes exceeds maxMessageSize "
+                                         f"{self.config.max_message_size}")
+        if m.queue_id < 0:
+            raise MessageIllegal("queue id", f"{m.queue_id} is negative")
 
     def durability(self, end_offset: int) -> Completion[PutStatus]:
         """Resolves when the flush policy holds for everything below end_offset."""

@@ -27,22 +27,35 @@ class PutStatus(Enum):
                         PutStatus.FLUSH_SLAVE_TIMEOUT, PutStatus.SLAVE_NOT_AVAILABLE)
 
 
-@dataclass(frozen=True, slots=True)
 class AppendResult:
-    """Where one record landed in the commitlog."""
+    """Where one record landed in the commitlog. A plain slots class: one is built per record
+    under the put lock, so it stays cheap; the message id is formatted only when asked for."""
 
-    wrote_offset: int
-    wrote_bytes: int
-    queue_offset: int
-    store_timestamp: int
-    msg_id: str
+    __slots__ = ("wrote_offset", "wrote_bytes", "queue_offset", "store_timestamp", "_id_prefix")
+
+    def __init__(self, wrote_offset: int, wrote_bytes: int, queue_offset: int,
+                 store_timestamp: int, id_prefix: str) -> None:
+        self.wrote_offset = wrote_offset
+        self.wrote_bytes = wrote_bytes
+        self.queue_offset = queue_offset
+        self.store_timestamp = store_timestamp
+        self._id_prefix = id_prefix
+
+    @property
+    def msg_id(self) -> str:
+        """Offset message id: store host + physical offset, uppercase hex."""
+        return f"{self._id_prefix}{self.wrote_offset:016X}"
 
     @property
     def end_offset(self) -> int:
         return self.wrote_offset + self.wrote_bytes
 
+    def __repr__(self) -> str:
+        return (f"AppendResult(wrote_offset={self.wrote_offset}, wrote_bytes={self.wrote_bytes}, "
+                f"queue_offset={self.queue_offset}, store_timestamp={self.store_timestamp})")
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(slots=True)
 class PutResult:
     status: PutStatus
     appends: tuple[AppendResult, ...] = ()

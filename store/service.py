@@ -32,7 +32,8 @@ class Service:
         self._thread.start()
 
     def wakeup(self) -> None:
-        self._wake.set()
+        if not self._wake.is_set():  # set() takes a condition lock: skip when already awake
+            self._wake.set()
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stopping.set()
