@@ -33,9 +33,11 @@ from .put_result import AppendResult, PutResult, PutStatus
 from .reader import MessageReader, TagFilter
 from .get_result import GetMessageResult
 from .reput import ReputService
+from .schedule import _TIMER_PROPS, to_schedule
 from .validation import check_topic
 
 log = logging.getLogger(__name__)
+_SCHEDULING_PROPS = frozenset((codec.PROPERTY_DELAY_TIME_LEVEL, *_TIMER_PROPS))
 
 
 @dataclass
@@ -48,8 +50,9 @@ class StoreStats:
 
 class MessageStore:
     def __init__(self, config: StoreConfig, *, io: FileIO = DEFAULT_FILE_IO,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, auto_services: bool = True) -> None:
         self.config = config
+        self.auto_services = auto_services
         self.io = io
         self.clock = clock
         self.root = config.store_path_root_dir
@@ -161,11 +164,23 @@ class MessageStore:
         with self._lifecycle:
             if not self._loaded:
                 self.load()
+            if self.auto_services:
+                self._attach_default_services()
             self.abort.create()
             for s in self._services():
                 s.start()
             self.flags.clear(rf.NOT_STARTED)
             self._started = True
+
+    def _attach_default_services(self) -> None:
+        """Retention and the schedule (delay) service run with every store unless a caller
+        attached its own instances (tests inject clocks and disk-usage functions)."""
+        from . import retention, schedule  # they import this module's types
+        kinds = {type(s) for s in self.extra_services}
+        if retention.RetentionService not in kinds:
+            retention.attach(self)
+        if schedule.ScheduleService not in kinds:
+            schedule.attach(self)
 
     def _services(self) -> list:
         services = [self.flusher, self.reput, self.logics_flush]
@@ -241,6 +256,10 @@ class MessageStore:
             encoded = []
             for m in msgs:
                 self._check(m, allow_system_topic)
+                props = m.properties
+                if props and not _SCHEDULING_PROPS.isdisjoint(props):
+                    m = to_schedule(m, self._delay_levels, self.clock.now_ms(),
+                                    c.timer_max_delay_sec)
                 if not m.born_timestamp:
                     m.born_timestamp = self.clock.now_ms()
                 encoded.append((encode(m, v2_allowed=v2, append_prop_crc=prop_crc,

@@ -197,3 +197,22 @@ def test_disk_full_flag_is_transient(tmp_path, clock):
     s.flags.clear(rf.DISK_FULL)
     assert s.put_message(msg(0)).ok
     s.shutdown()
+
+
+def test_delay_message_goes_through_the_schedule_topic(tmp_path, clock):
+    s = opened(tmp_path, clock)
+    m = msg(1, qid=2)
+    m.properties["DELAY"] = "1"  # 1 s
+    r = s.put_message(m)
+    assert r.ok
+    s.reput.catch_up()
+    assert s.max_offset_in_queue("Orders", 2) == 0
+    assert s.max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 0) == 1
+    from store.schedule import ScheduleService
+    svc = next(x for x in s.extra_services if isinstance(x, ScheduleService))
+    clock.advance(1.5)
+    svc.step()
+    s.reput.catch_up()
+    got = s.get_messages("Orders", 2, 0, 10).messages
+    assert [g.body for g in got] == [m.body] and "DELAY" not in got[0].properties
+    s.shutdown()
