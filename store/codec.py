@@ -168,7 +168,8 @@ def format_host(ip: str, port: int) -> str:
 
 
 # -- Java String.hashCode -----------------------------------------------------------------
-_POW31 = [pow(31, i, 1 << 32) for i in range(512)][::-1]
+_POW31 = [pow(31, i, 1 << 32) for i in range(256)][::-1]
+_POW_BY_LEN = [_POW31[len(_POW31) - n:] for n in range(len(_POW31) + 1)]  # no slicing per call
 
 
 def java_string_hash(s: str) -> int:
@@ -179,8 +180,8 @@ def java_string_hash(s: str) -> int:
         raw = s.encode("utf-16-be")
         units = struct.unpack(f">{len(raw) // 2}H", raw)
     n = len(units)
-    if n <= len(_POW31):
-        h = sum(map(mul, units, _POW31[len(_POW31) - n:])) & 0xFFFFFFFF
+    if n < len(_POW_BY_LEN):
+        h = sum(map(mul, units, _POW_BY_LEN[n])) & 0xFFFFFFFF
     else:
         h = 0
         for u in units:
@@ -283,6 +284,9 @@ def encode(msg: Message, *, v2_allowed: bool = True, append_prop_crc: bool = Fal
     `store_host` overrides the message's (the broker stamps its own address). Raises
     MessageIllegal / PropertiesSizeExceeded; never returns a partial record."""
     props = msg.properties
+    if append_prop_crc and PROP_CRC_NAME in props:
+        # RocketMQ drops a client-supplied tail name before appending its own
+        props = {k: v for k, v in props.items() if k != PROP_CRC_NAME}
     if props:
         text = "".join([f"{k}\x01{v}\x02" for k, v in props.items()])
         n = len(props)

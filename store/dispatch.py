@@ -14,6 +14,7 @@ from . import codec
 from .codec import SysFlag
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_TAG_CODES: dict[str, int] = {}
 
 
 @dataclass(slots=True)
@@ -70,7 +71,14 @@ def build_request(buf, pos: int, total: int, physical_offset: int,
         tcode = schedule_tags_code(props, store_ts, delay_level_ms)
     else:
         tag = props.get(codec.PROPERTY_TAGS)
-        tcode = codec.java_string_hash(tag) if tag else 0
+        if tag:
+            tcode = _TAG_CODES.get(tag)
+            if tcode is None:
+                tcode = codec.java_string_hash(tag)
+                if len(_TAG_CODES) < 65536:  # tags repeat; keys are unique and not cached
+                    _TAG_CODES[tag] = tcode
+        else:
+            tcode = 0
     return DispatchRequest(topic, queue_id, physical_offset, total, tcode, store_ts, queue_offset,
                            props.get(codec.PROPERTY_KEYS, ""),
                            props.get(codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), sys_flag,
