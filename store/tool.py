@@ -40,12 +40,13 @@ from typing import Any, Callable, Iterator
 
 from . import codec
 from .checkpoint import StoreCheckpoint
-from .codec import Message, MessageRecord, RecordKind, SysFlag
+from .codec import Message, MessageRecord, RecordKind
 from .config import FIELD_BY_KEY, StoreConfig, key_for, load_config_file, parse_properties
 from .dispatch import SCHEDULE_TOPIC, build_request
 from .errors import ConfigError, StoreError
 from .index_file import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, index_key_hash
 from .index_service import build_key
+from .reader import TagFilter
 
 log = logging.getLogger(__name__)
 
@@ -1543,6 +1544,12 @@ def cmd_put(args) -> int:
 def cmd_get(args) -> int:
     if not os.path.isdir(args.dir):
         raise UsageError(f"{args.dir}: no such directory")
+    if not os.path.isdir(os.path.join(args.dir, "commitlog")):
+        raise UsageError(f"{args.dir}: not a store directory (no commitlog/)")
+    try:
+        TagFilter.parse(args.tag_filter)
+    except ValueError as e:
+        raise UsageError(str(e))
     config = build_store_config(args.dir, args.config)
     progress = Progress(_progress_enabled(args))
     try:
@@ -1560,11 +1567,8 @@ def cmd_get(args) -> int:
             _emit(f"{'QOFFSET':>8} {'OFFSET':>12} {'SIZE':>6} {'TAGS':<8} {'KEYS':<16} "
                   f"{'STORE_TIME':<29} BODY")
         while shown < args.count:
-            try:
-                result = store.get_messages(args.topic, args.queue, offset, args.count - shown,
-                                            args.tag_filter)
-            except ValueError as e:
-                raise UsageError(str(e))
+            result = store.get_messages(args.topic, args.queue, offset, args.count - shown,
+                                        args.tag_filter)
             status = result.status
             for rec in result.messages:
                 if args.json:
@@ -1592,7 +1596,7 @@ def cmd_get(args) -> int:
 # ---------------------------------------------------------------------------------------------
 # demo
 # ---------------------------------------------------------------------------------------------
-def _demo_body(i: int, topic: str, rng: random.Random) -> bytes:
+def _demo_body(i: int, topic: str, rng: random.Random, max_pad: int) -> bytes:
     roll = rng.random()
     if roll < 0.6:
         pad = rng.randint(0, 120)
@@ -1602,6 +1606,7 @@ def _demo_body(i: int, topic: str, rng: random.Random) -> bytes:
         pad = rng.randint(2000, 8000)
     else:
         pad = rng.randint(16_000, 64_000)
+    pad = min(pad, max_pad)
     doc = {"id": i, "topic": topic, "amount": round(rng.uniform(1, 1000), 2),
            "note": "".join(rng.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(min(pad, 64)))}
     text = json.dumps(doc)
@@ -1622,6 +1627,7 @@ def cmd_demo(args) -> int:
     config = build_store_config(root, args.config, args.file_size)
     progress = Progress(_progress_enabled(args))
     rng = random.Random(args.seed)
+    max_pad = max(0, min(config.max_message_size, config.mapped_file_size_commit_log // 4) - 256)
     ids = UniqIdGen()
     t0 = time.monotonic()
     try:
@@ -1642,7 +1648,7 @@ def cmd_demo(args) -> int:
                 tag = DEMO_TAGS[(i // (len(DEMO_TOPICS) * DEMO_QUEUES)) % len(DEMO_TAGS)]
                 props = {codec.PROPERTY_TAGS: tag, codec.PROPERTY_KEYS: f"order-{i}",
                          codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX: ids.next()}
-                batch.append(Message(topic, _demo_body(i, topic, rng), queue, props))
+                batch.append(Message(topic, _demo_body(i, topic, rng, max_pad), queue, props))
             result = store.put_messages(batch)
             if not result.ok:
                 failed = result
