@@ -116,7 +116,8 @@ class MessageStore:
                                         interval_ms=c.commit_interval_commit_log,
                                         least_pages=c.commit_commit_log_least_pages,
                                         thorough_interval_ms=c.commit_commit_log_thorough_interval)
-                          if c.transient_store_pool_enable and not c.is_sync_flush else None)
+                          if (c.transient_store_pool_enable or c.write_without_mmap)
+                          and not c.is_sync_flush else None)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def load(self, progress=None) -> recovery.RecoveryReport:
