@@ -1,5 +1,10 @@
 """A one-shot result that a background service fills in and a waiter blocks on (threads) or
-subscribes to (asyncio, via a callback that uses call_soon_threadsafe)."""
+subscribes to (asyncio, via a callback that uses call_soon_threadsafe).
+
+Built on a bare lock held until completion rather than threading.Event: the group commit
+creates one per put and wakes it from the flush thread, and Event's Condition machinery costs
+several extra futex calls and GIL handoffs per wake-up.
+"""
 from __future__ import annotations
 
 import threading
@@ -9,42 +14,62 @@ T = TypeVar("T")
 
 
 class Completion(Generic[T]):
-    __slots__ = ("_event", "_value", "_callbacks", "_lock", "deadline")
+    __slots__ = ("_gate", "_value", "_done", "_callbacks", "_cb_lock", "deadline")
 
     def __init__(self, deadline: float = 0.0) -> None:
-        self._event = threading.Event()
+        self._gate = threading.Lock()
+        self._gate.acquire()  # released once, by complete()
         self._value: T | None = None
-        self._callbacks: list[Callable[[T], None]] = []
-        self._lock = threading.Lock()
+        self._done = False
+        self._callbacks: list[Callable[[T], None]] | None = None
+        self._cb_lock: threading.Lock | None = None  # made only if a callback is registered
         self.deadline = deadline  # monotonic seconds after which a service times it out
 
     def complete(self, value: T) -> bool:
         """Set the value once; later calls are ignored. Returns True if this call set it."""
-        with self._lock:
-            if self._event.is_set():
-                return False
+        if self._done:
+            return False
+        cb_lock = self._cb_lock
+        if cb_lock is not None:
+            with cb_lock:
+                if self._done:
+                    return False
+                self._value = value
+                self._done = True
+                callbacks, self._callbacks = self._callbacks, None
+        else:
             self._value = value
-            self._event.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for cb in callbacks:
-            cb(value)
+            self._done = True
+            callbacks = None
+        self._gate.release()
+        if callbacks:
+            for cb in callbacks:
+                cb(value)
         return True
 
     @property
     def done(self) -> bool:
-        return self._event.is_set()
+        return self._done
 
     @property
     def value(self) -> T | None:
         return self._value
 
     def wait(self, timeout: float | None = None) -> T | None:
-        self._event.wait(timeout)
+        if self._done:
+            return self._value
+        if self._gate.acquire(timeout=-1 if timeout is None else max(0.0, timeout)):
+            self._gate.release()  # let any other waiter through as well
         return self._value
 
     def add_callback(self, cb: Callable[[T], None]) -> None:
-        with self._lock:
-            if not self._event.is_set():
+        """Run cb(value) on completion (in the completing thread), or now if already done."""
+        if self._cb_lock is None:
+            self._cb_lock = threading.Lock()
+        with self._cb_lock:
+            if not self._done:
+                if self._callbacks is None:
+                    self._callbacks = []
                 self._callbacks.append(cb)
                 return
         cb(self._value)  # type: ignore[arg-type]

@@ -217,9 +217,17 @@ class ConsumeQueue:
                 self._on_repeat(index, unit, request)
                 return
             if index > expected:
-                log.warning("%s-%d: queue offset %d but %d expected; filling the gap",
-                            self.topic, self.queue_id, index, expected)
-                self._append_fillers(index - expected)
+                if index - expected > max(2 * self.mfq.file_size // CQ_STORE_UNIT_SIZE, 1024):
+                    # A queue offset this far ahead comes from a damaged record (its queue
+                    # offset is outside the body CRC). Filling the gap could create thousands
+                    # of files; like RocketMQ, write it at the expected position instead.
+                    log.error("%s-%d: queue offset %d is far beyond the expected %d (damaged "
+                              "record at phy %d?); written at %d", self.topic, self.queue_id,
+                              index, expected, request.commit_log_offset, expected)
+                else:
+                    log.warning("%s-%d: queue offset %d but %d expected; filling the gap",
+                                self.topic, self.queue_id, index, expected)
+                    self._append_fillers(index - expected)
             self.mfq.get_last_file_for_write().append(unit)
             self.max_physic_offset = request.commit_log_offset + request.msg_size
 

@@ -371,3 +371,20 @@ def test_truncate_and_retention_scan_across_read_chunks(tmp_path):
     assert cq.delete_expired_files(1000 + 4999 * 10) == 0  # unit 4999 is the last of file 0
     assert cq.delete_expired_files(1000 + 5000 * 10) == 1
     assert cq.min_offset() == 5000
+
+
+def test_huge_queue_offset_from_a_damaged_record_does_not_fill_millions_of_units(tmp_path):
+    from store.consume_queue import ConsumeQueue
+    from store.dispatch import DispatchRequest
+    from store.fileio import FileIO
+
+    cq = ConsumeQueue("T", 0, str(tmp_path), 20 * 8, FileIO())
+    cq.load()
+
+    def req(qo: int, phy: int) -> DispatchRequest:
+        return DispatchRequest("T", 0, phy, 100, 0, 1, qo, "", None, 0, 0, {})
+
+    cq.put(req(0, 0))
+    cq.put(req(1 << 40, 100))  # a flipped bit in the queue offset field
+    assert cq.max_offset() == 2
+    assert len(os.listdir(os.path.join(str(tmp_path), "T", "0"))) == 1
