@@ -126,7 +126,7 @@ class StoreCheckpoint:
         from an interrupted flush is ignored; the next flush overwrites it."""
         cp = cls(path, io)
         try:
-            data = _read_all(io, path)
+            data = io.read_file(path)
         except FileNotFoundError:
             return cp
         except OSError as e:
@@ -178,23 +178,6 @@ class StoreCheckpoint:
             f"confirm_phy_offset={self.confirm_phy_offset})"
         )
 
-
-def _read_all(io: FileIO, path: str) -> bytes:
-    """Whole content of `path` through `io` (pread may return short reads)."""
-    fd = io.open_ro(path)
-    try:
-        size = io.file_size(fd)
-        chunks: list[bytes] = []
-        offset = 0
-        while offset < size:
-            chunk = io.pread(fd, size - offset, offset, path)
-            if not chunk:  # the file shrank under us; return what is there
-                break
-            chunks.append(chunk)
-            offset += len(chunk)
-        return b"".join(chunks)
-    finally:
-        io.close(fd)
 
 
 def checkpoint_path(store_dir: str) -> str:

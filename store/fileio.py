@@ -93,6 +93,23 @@ class FileIO:
         self._check("pread", path)
         return os.pread(fd, size, offset)
 
+    def read_file(self, path: str) -> bytes:
+        """The whole content of a small file (pread may return short reads)."""
+        fd = self.open_ro(path)
+        try:
+            size = self.file_size(fd)
+            chunks: list[bytes] = []
+            offset = 0
+            while offset < size:
+                chunk = self.pread(fd, size - offset, offset, path)
+                if not chunk:  # the file shrank under us; return what is there
+                    break
+                chunks.append(chunk)
+                offset += len(chunk)
+            return b"".join(chunks)
+        finally:
+            self.close(fd)
+
     def msync(self, mm: mmap.mmap, offset: int, length: int, path: str) -> None:
         """msync(MS_SYNC) of [offset, offset+length), widened to page boundaries."""
         self._check("msync", path)

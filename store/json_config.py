@@ -72,7 +72,7 @@ class JsonConfigFile:
     def _read(self, path: str) -> tuple[dict[str, Any] | None, OSError | str | None]:
         """(object, None) when good; (None, None) when missing; (None, problem) otherwise."""
         try:
-            raw = _read_all(self.io, path)
+            raw = self.io.read_file(path)
         except FileNotFoundError:
             return None, None
         except OSError as e:
@@ -90,7 +90,7 @@ class JsonConfigFile:
             try:
                 self._ensure_dir(os.path.dirname(os.path.abspath(self.path)))
                 try:
-                    current = _read_all(self.io, self.path)
+                    current = self.io.read_file(self.path)
                 except FileNotFoundError:
                     current = None
                 # Only a parseable main file becomes the backup: copying a damaged one would
@@ -121,22 +121,6 @@ def _parse(raw: bytes) -> dict[str, Any] | str:
         return f"top level is {type(obj).__name__}, not an object"
     return obj
 
-
-def _read_all(io: FileIO, path: str) -> bytes:
-    fd = io.open_ro(path)
-    try:
-        size = io.file_size(fd)
-        chunks: list[bytes] = []
-        offset = 0
-        while offset < size:
-            chunk = io.pread(fd, size - offset, offset, path)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            offset += len(chunk)
-        return b"".join(chunks)
-    finally:
-        io.close(fd)
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,12 @@ from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitSe
 from .index_service import IndexService
 from .logics_flush import LogicsFlushService
 from .markers import AbortMarker, StoreLock
-from .put_result import AppendResult, PutResult, PutStatus
+from .put_result import PutResult, PutStatus
 from .reader import MessageReader, TagFilter
 from .get_result import GetMessageResult
 from .reput import ReputService
 from .schedule import _TIMER_PROPS, to_schedule
-from .validation import check_topic
+from .validation import check_message
 
 log = logging.getLogger(__name__)
 _SCHEDULING_PROPS = frozenset((codec.PROPERTY_DELAY_TIME_LEVEL, *_TIMER_PROPS))
@@ -256,7 +256,9 @@ class MessageStore:
         try:
             encoded = []
             for m in msgs:
-                self._check(m, allow_system_topic)
+                check_message(m, max_body=c.max_message_size, allow_system_topic=allow_system_topic,
+                              known_topics=self._valid_topics_sys if allow_system_topic
+                              else self._valid_topics)
                 props = m.properties
                 if props and not _SCHEDULING_PROPS.isdisjoint(props):
                     m = to_schedule(m, self._delay_levels, self.clock.now_ms(),
@@ -289,21 +291,6 @@ class MessageStore:
             elif not c.flush_commit_log_timed:
                 self.flusher.wakeup()
         return PutResult(PutStatus.PUT_OK, tuple(appends))
-
-    def _check(self, m: Message, allow_system_topic: bool) -> None:
-        """Topic (cached once valid), body size, queue id; properties are checked by encode."""
-        topic = m.topic
-        if topic not in (self._valid_topics_sys if allow_system_topic else self._valid_topics):
-            check_topic(topic, allow_system=allow_system_topic)
-            (self._valid_topics_sys if allow_system_topic else self._valid_topics).add(topic)
-        body = m.body
-        if not isinstance(body, (bytes, bytearray, memoryview)):
-            raise MessageIllegal("body", "must be bytes")
-        if len(body) > self.config.max_message_size:
-            raise MessageIllegal("body", f"{len(body)} bytes exceeds maxMessageSize "
-                                         f"{self.config.max_message_size}")
-        if m.queue_id < 0:
-            raise MessageIllegal("queue id", f"{m.queue_id} is negative")
 
     def durability(self, end_offset: int) -> Completion[PutStatus]:
         """Resolves when the flush policy holds for everything below end_offset."""

@@ -6,7 +6,7 @@ import re
 
 from . import codec
 from .codec import Message
-from .errors import MessageIllegal, PropertiesSizeExceeded
+from .errors import MessageIllegal
 
 TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 MAX_TOPIC_LENGTH = 127
@@ -43,32 +43,20 @@ def check_topic(topic: str, *, allow_system: bool = False) -> None:
         raise MessageIllegal("topic", f"{topic} is a reserved system topic")
 
 
-def check_properties(props: dict[str, str], limit: int) -> None:
-    size = 0
-    for k, v in props.items():
-        if not isinstance(k, str) or not isinstance(v, str):
-            raise MessageIllegal("property", f"{k!r} must map a string to a string")
-        if not k:
-            raise MessageIllegal("property", "empty property name")
-        if "\x01" in k or "\x02" in k or "\x01" in v or "\x02" in v:
-            raise MessageIllegal("property", f"{k!r} contains a separator character (0x01/0x02)")
-        size += len(k.encode("utf-8")) + len(v.encode("utf-8")) + 2
-    if size > limit:
-        raise PropertiesSizeExceeded(size, limit)
-    tag = props.get(codec.PROPERTY_TAGS)
-    if tag is not None and ("|" in tag or not tag.strip()):
-        raise MessageIllegal("tag", f"{tag!r} is empty or contains '|'")
-
-
-def check_message(msg: Message, *, max_body: int, max_properties: int,
-                  allow_system_topic: bool = False, queue_count: int | None = None) -> None:
-    check_topic(msg.topic, allow_system=allow_system_topic)
-    if not isinstance(msg.body, (bytes, bytearray, memoryview)):
+def check_message(msg: Message, *, max_body: int, allow_system_topic: bool = False,
+                  known_topics: set[str] | None = None) -> None:
+    """Topic, body and queue id. Properties (separators, tag, size) are checked by
+    codec.encode while it serializes them, so they are walked once per put.
+    `known_topics` caches topics already found valid: the check is on the put path."""
+    topic = msg.topic
+    if known_topics is None or topic not in known_topics:
+        check_topic(topic, allow_system=allow_system_topic)
+        if known_topics is not None:
+            known_topics.add(topic)
+    body = msg.body
+    if not isinstance(body, (bytes, bytearray, memoryview)):
         raise MessageIllegal("body", "must be bytes")
-    if len(msg.body) > max_body:
-        raise MessageIllegal("body", f"{len(msg.body)} bytes exceeds maxMessageSize {max_body}")
-    if msg.queue_id < 0 or (queue_count is not None and msg.queue_id >= queue_count):
-        raise MessageIllegal("queue id", f"{msg.queue_id} is out of range")
-    check_properties(msg.properties, max_properties)
-    if msg.sys_flag & ~0xFF & ~(0x7 << 8):
-        raise MessageIllegal("sysFlag", f"unknown bits in 0x{msg.sys_flag:x}")
+    if len(body) > max_body:
+        raise MessageIllegal("body", f"{len(body)} bytes exceeds maxMessageSize {max_body}")
+    if msg.queue_id < 0:
+        raise MessageIllegal("queue id", f"{msg.queue_id} is negative")
