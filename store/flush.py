@@ -64,14 +64,19 @@ class _FlushBase(Service):
         if self.failure.failed:
             return False
         before = self.queue.flushed_where
-        stamp = self.stamp()  # taken first: the flush covers at least what was appended by now
+        # Taken first: the store time of the newest record appended so far, and where it ends.
+        stamp = self.stamp()
+        wrote = self.queue.max_wrote_offset()
         try:
             after = self.queue.flush(least_pages)
         except DiskError as e:
             self.failure.record(e)
             return False
         if after > before:
-            self.on_flushed(after, stamp)
+            # The stamp goes to the checkpoint only when the flush covered that record: with
+            # least pages a later file can stay unflushed, and a too-new physicMsgTimestamp
+            # would make abnormal recovery start after data that never reached the disk.
+            self.on_flushed(after, stamp if after >= wrote else 0)
         return True
 
 

@@ -46,7 +46,9 @@ class LogicsFlushService(Service):
         try:
             self.cq_store.flush(least)
             index_stamp = self.index_service.flush() if self.index_service is not None else 0
-            if least == 0 or logics_stamp:
+            if least == 0:
+                # Only a thorough flush covers every queue up to the stamp (RocketMQ does the
+                # same); after a least-pages round some units may still be in memory only.
                 self.checkpoint.logics_msg_timestamp = max(self.checkpoint.logics_msg_timestamp,
                                                            logics_stamp)
             self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,

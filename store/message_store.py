@@ -396,7 +396,8 @@ class MessageStore:
         self._last_dispatched_stamp = requests[-1].store_timestamp
 
     def _on_flushed(self, offset: int, stamp: int) -> None:
-        self._physic_stamp = stamp
+        if stamp:
+            self._physic_stamp = stamp
         self.reput.wakeup()
 
     def _on_disk_error(self, error: DiskError) -> None:

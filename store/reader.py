@@ -97,14 +97,14 @@ class MessageReader:
             result.status = GetStatus.MESSAGE_WAS_REMOVING
         return result
 
-    def _decode_at(self, phy: int, size: int) -> codec.DecodeResult | None:
+    def _decode_at(self, phy: int, size: int | None) -> codec.DecodeResult | None:
         try:
             return self.commitlog.get_message(phy, size)
         except OffsetOutOfRange:
             return None
 
     def look_message_by_offset(self, phy: int, size: int | None = None) -> MessageRecord | None:
-        decoded = self._decode_at(phy, size) if size is not None else self._decode_at(phy, None)  # type: ignore[arg-type]
+        decoded = self._decode_at(phy, size)
         return decoded if isinstance(decoded, MessageRecord) else None
 
     def look_message_by_id(self, msg_id: str) -> MessageRecord | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-from . import codec
 from .codec import Message
 from .errors import MessageIllegal
 

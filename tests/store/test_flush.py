@@ -106,3 +106,14 @@ def test_commit_service_moves_buffered_bytes_then_flush(tmp_path):
     clock.advance(1)
     committer.step()
     assert failure.failed and errors
+
+
+def test_checkpoint_stamp_only_when_the_flush_covered_the_newest_record(tmp_path):
+    io, q, clock, failure, errors, flushed = setup(tmp_path)
+    svc = AsyncFlushService(q, clock, failure, lambda o, s: flushed.append((o, s)), lambda: 99,
+                            interval_ms=500, least_pages=4, thorough_interval_ms=10_000)
+    write(q, PAGE * 16)  # fills the first file exactly
+    write(q, 10)  # a few bytes in the next file: under least pages, not flushed
+    svc.step()
+    assert q.flushed_where == PAGE * 16
+    assert flushed == [(PAGE * 16, 0)]  # no stamp: the newest record is not on disk

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+from store.checkpoint import StoreCheckpoint
+from store.clock import ManualClock
+from store.consume_queue import ConsumeQueueStore
+from store.dispatch import DispatchRequest
+from store.fileio import FileIO
+from store.logics_flush import LogicsFlushService
+
+
+def test_logics_timestamp_advances_only_on_a_thorough_flush(tmp_path):
+    io = FileIO()
+    cqs = ConsumeQueueStore(str(tmp_path / "cq"), 20 * 1024, io)
+    cp = StoreCheckpoint(str(tmp_path / "checkpoint"), io)
+    clock = ManualClock()
+    svc = LogicsFlushService(cqs, None, cp, clock, dispatched_stamp=lambda: 5000,
+                             physic_stamp=lambda: 4000, on_failure=lambda e: None,
+                             interval_ms=1000, least_pages=2, thorough_interval_ms=60_000)
+    cqs.dispatch(DispatchRequest("T", 0, 0, 100, 0, 5000, 0, "", None, 0, 0, {}))
+    svc.step()  # least-pages round: the unit may still be in memory only
+    assert cp.logics_msg_timestamp == 0 and cp.physic_msg_timestamp == 4000
+    clock.advance(60)
+    svc.step()  # thorough round
+    assert cp.logics_msg_timestamp == 5000
+    assert StoreCheckpoint.load(cp.path, io).logics_msg_timestamp == 5000
+    cqs.close()
