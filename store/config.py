@@ -104,6 +104,20 @@ class StoreConfig:
     duplication_enable: bool = False
     timer_max_delay_sec: int = 3 * 24 * 3600  # later delivery timestamps are illegal
     reput_batch_max_bytes: int = 4 * 1024 * 1024  # ours, not RocketMQ's
+    # -- replication (RocketMQ's HA keys; the transport is a gRPC stream on listenPort) --
+    ha_master_address: str = ""  # host:port of the master, for a SLAVE
+    ha_send_heartbeat_interval: int = 5000
+    ha_housekeeping_interval: int = 20_000  # a stream silent this long is closed
+    ha_transfer_batch_size: int = 1024 * 1024  # RocketMQ: 32 KiB over raw TCP; gRPC wants more
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
+    ha_max_time_slave_not_catchup: int = 15_000
+    in_sync_replicas: int = 1  # counts the master; SYNC_MASTER waits for max(1, this - 1) slaves
+    min_in_sync_replicas: int = 1  # counts the master; fewer in sync refuses puts
+    all_ack_in_sync_state_set: bool = False  # SYNC_MASTER waits for every in-sync slave
+    sync_from_last_file: bool = False  # an empty slave starts at the master's last file
+    ha_max_in_flight_bytes: int = 8 * 1024 * 1024  # ours: unacknowledged bytes per slave
+    ha_reconnect_min_backoff: int = 200  # ours: slave reconnect backoff, doubling
+    ha_reconnect_max_backoff: int = 5000
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -148,6 +162,14 @@ class StoreConfig:
     @property
     def is_sync_flush(self) -> bool:
         return self.flush_disk_type == "SYNC_FLUSH"
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role == "SLAVE"
+
+    @property
+    def is_sync_master(self) -> bool:
+        return self.broker_role == "SYNC_MASTER"
 
     def delay_levels_ms(self) -> tuple[int, ...]:
         """Delay of each level in ms; level 1 is index 0."""
@@ -230,7 +252,10 @@ _RANGES: dict[str, tuple[int, int]] = {
         "max_transfer_bytes_on_message_in_memory", "max_transfer_count_on_message_in_memory",
         "max_transfer_bytes_on_message_in_disk", "max_transfer_count_on_message_in_disk",
         "default_query_max_num", "max_msgs_num_batch", "timer_max_delay_sec",
-        "reput_batch_max_bytes")},
+        "reput_batch_max_bytes", "ha_send_heartbeat_interval", "ha_housekeeping_interval",
+        "ha_transfer_batch_size", "ha_max_gap_not_in_sync", "ha_max_time_slave_not_catchup",
+        "in_sync_replicas", "min_in_sync_replicas", "ha_max_in_flight_bytes",
+        "ha_reconnect_min_backoff", "ha_reconnect_max_backoff")},
     **{name: (0, _BIG) for name in (
         "flush_interval_commit_log", "flush_commit_log_least_pages",
         "flush_commit_log_thorough_interval", "commit_interval_commit_log",

@@ -74,6 +74,19 @@ ROCKETMQ_DEFAULTS = {
     "duplication_enable": False,
     "timer_max_delay_sec": 3 * 24 * 3600,
     "reput_batch_max_bytes": 4 * 1024 * 1024,
+    "ha_master_address": "",
+    "ha_send_heartbeat_interval": 5000,
+    "ha_housekeeping_interval": 20000,
+    "ha_transfer_batch_size": 1024 * 1024,  # ours: RocketMQ's 32 KiB is for raw TCP
+    "ha_max_gap_not_in_sync": 256 * 1024 * 1024,
+    "ha_max_time_slave_not_catchup": 15000,
+    "in_sync_replicas": 1,
+    "min_in_sync_replicas": 1,
+    "all_ack_in_sync_state_set": False,
+    "sync_from_last_file": False,
+    "ha_max_in_flight_bytes": 8 * 1024 * 1024,  # ours
+    "ha_reconnect_min_backoff": 200,  # ours
+    "ha_reconnect_max_backoff": 5000,  # ours
 }
 
 
