@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from . import codec, recovery, running_flags as rf
 from .checkpoint import StoreCheckpoint
@@ -72,7 +72,10 @@ class MessageStore:
                               if config.message_index_enable else None)
         self._delay_levels = config.delay_levels_ms()
         dispatchers = [self.cq_store] + ([self.index_service] if self.index_service else [])
-        self.confirm_offset: int | None = None  # set by replication; None = not bounded
+        # Replication sets where dispatch must stop (the master: min of in-sync acks; a slave:
+        # what its master confirmed). None: not bounded (a standalone store).
+        self.confirm_source: Callable[[], int] | None = None
+        self.append_listeners: list[Callable[[int], None]] = []  # called with the new end
         self.reput = ReputService(self.commitlog, dispatchers, self.delay_level_ms,
                                   bound=self._dispatch_bound, batch_bytes=config.reput_batch_max_bytes)
         self.reput.listeners.append(self._on_dispatched)
@@ -282,6 +285,8 @@ class MessageStore:
             return PutResult(PutStatus.UNKNOWN_ERROR, reason=str(e))
         except ValueError as e:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=str(e))
+        for listener in self.append_listeners:
+            listener(appends[-1].end_offset)
         stats = self.stats
         stats.put_messages += len(appends)
         stats.put_bytes += appends[-1].end_offset - appends[0].wrote_offset
@@ -321,6 +326,23 @@ class MessageStore:
             self.commitlog.topic_queue_table = recovery.rebuild_queue_table(
                 self.commitlog, self.cq_store.queue_offset_table(), self.reput.reput_from_offset)
 
+    def prepare_for_writes(self) -> int:
+        """A replica becoming master: cut a torn tail (a chunk that ended mid-record),
+        dispatch everything it holds and rebuild the queue offsets from it. Returns the end."""
+        with self.reput._lock:
+            end = recovery.valid_end_from(self.commitlog, self.reput.reput_from_offset,
+                                          self.config.check_crc_on_recover)
+        if end < self.commitlog.max_wrote_offset():
+            log.warning("cutting a torn replicated tail at %d (was %d)", end,
+                        self.commitlog.max_wrote_offset())
+            self.truncate(end)
+        self.confirm_source = None
+        self.reput.catch_up()
+        with self.reput._lock:
+            self.commitlog.topic_queue_table = recovery.rebuild_queue_table(
+                self.commitlog, self.cq_store.queue_offset_table(), self.reput.reput_from_offset)
+        return end
+
     # -- reading ----------------------------------------------------------------------------
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
                      tag_expression: str | None = None, max_bytes: int | None = None) -> GetMessageResult:
@@ -357,6 +379,16 @@ class MessageStore:
         return self.commitlog.max_offset()
 
     @property
+    def confirm_offset(self) -> int | None:
+        source = self.confirm_source
+        return None if source is None else source()
+
+    @confirm_offset.setter
+    def confirm_offset(self, value: int | None) -> None:
+        """A fixed bound (tests, tools); replication installs a live `confirm_source`."""
+        self.confirm_source = None if value is None else (lambda: value)
+
+    @property
     def flushed_offset(self) -> int:
         return self.commitlog.flushed_where
 
@@ -388,8 +420,10 @@ class MessageStore:
         bound = self.commitlog.max_offset()
         if self.config.is_sync_flush:
             bound = min(bound, self.commitlog.flushed_where)  # RocketMQ #8240
-        if self.confirm_offset is not None:
-            bound = min(bound, self.confirm_offset)
+        confirm = self.confirm_offset
+        if confirm is not None:
+            bound = min(bound, confirm)
+            self.checkpoint.confirm_phy_offset = confirm  # persisted with the next checkpoint
         return bound
 
     def _on_dispatched(self, requests) -> None:

@@ -132,6 +132,30 @@ def recover_commitlog(commitlog: CommitLog, *, abnormal: bool, dispatch_from: in
     return report
 
 
+def valid_end_from(commitlog: CommitLog, offset: int, check_crc: bool = True) -> int:
+    """The end of the valid records that follow `offset` (a record boundary) up to the
+    written end: where a replica's torn tail (a chunk that ended mid-record) begins."""
+    end = commitlog.max_offset()
+    while offset < end:
+        f = commitlog.queue.find_by_offset(offset)
+        if f is None:
+            return offset
+        base = f.file_from_offset
+        pos, limit = offset - base, min(f.read_position, end - base)
+        while pos < limit:
+            kind, n = codec.check_record(f.view, pos, limit, check_crc)
+            if kind is RecordKind.RECORD:
+                pos += n
+            elif kind is RecordKind.BLANK:
+                pos = f.file_size
+            else:
+                return base + pos
+        if pos < f.file_size:
+            return base + pos
+        offset = base + f.file_size
+    return min(offset, end)
+
+
 def rebuild_queue_table(commitlog: CommitLog, cq_offsets: dict[tuple[str, int], int],
                         undispatched_from: int) -> dict[tuple[str, int], int]:
     """Next queue offset per topic-queue: the consume queues' ends, raised by records in

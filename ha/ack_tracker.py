@@ -1,0 +1,280 @@
+"""The master's view of its slaves: acks, the in-sync set, the confirm offset and the puts that
+wait for replication. No I/O; time comes from an injected Clock (monotonic seconds).
+
+Rules (after RocketMQ's auto-switch SyncStateSet upkeep and GroupTransferService):
+
+* Caught up: an ack at or beyond the master max recorded at the slave's last transfer means
+  the slave had everything the master had at that transfer's time; an ack at or beyond the
+  current master max means it is caught up now.
+* Join (on an ack): a connected slave enters the in-sync set when it caught up within
+  `max_catchup_ms`, lags by at most `max_gap` bytes, and its ack is >= the confirm offset, so
+  that adding it never lowers the confirm offset.
+* Leave: on disconnect (or a new session), or in `refresh` when it lags by more than
+  `max_gap` or has not caught up for longer than `max_catchup_ms`.
+* Confirm offset: min(ack of every in-sync slave, master max); master max when no slave is in
+  sync. The value handed out never decreases.
+* Replication wait for a put ending at `end_offset`: PUT_OK once `required_acks()` in-sync
+  slaves acked >= end_offset (with all_ack: every in-sync slave, and at least one);
+  FLUSH_SLAVE_TIMEOUT when `expire`/`refresh` runs after the deadline.
+
+The master itself counts towards `min_in_sync_replicas` (as in RocketMQ), but a put always
+waits for at least one slave (RocketMQ 5 does not wait at all when inSyncReplicas <= 1).
+
+One lock guards all state. Completions are resolved after it is released: their callbacks may
+call back into the tracker, and the lock is not reentrant.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from store.clock import Clock
+from store.completion import Completion
+from store.errors import ConfigError
+from store.put_result import PutStatus
+
+
+@dataclass(frozen=True)
+class SlaveAckState:
+    """One slave, for status output."""
+
+    slave_id: str
+    ack_offset: int
+    flushed_offset: int
+    in_sync: bool
+    last_ack_age_ms: int
+    last_caught_up_age_ms: int  # -1 if never caught up
+
+
+class _Slave:
+    __slots__ = ("ack_offset", "flushed_offset", "last_ack_at", "transfer_max", "transfer_at",
+                 "caught_up_at")
+
+    def __init__(self, ack_offset: int, now: float) -> None:
+        self.ack_offset = ack_offset
+        self.flushed_offset = 0
+        self.last_ack_at = now  # the handshake counts as the first sign of life
+        self.transfer_max: int | None = None  # master max at the last transfer/heartbeat
+        self.transfer_at = 0.0
+        self.caught_up_at: float | None = None
+
+
+class _Waiter:
+    __slots__ = ("end_offset", "completion")
+
+    def __init__(self, end_offset: int, completion: Completion[PutStatus]) -> None:
+        self.end_offset = end_offset
+        self.completion = completion
+
+
+class AckTracker:
+    def __init__(self, clock: Clock, *, max_gap: int, max_catchup_ms: int, in_sync_replicas: int,
+                 min_in_sync_replicas: int, all_ack: bool) -> None:
+        for name, value, low in (("max_gap", max_gap, 0), ("max_catchup_ms", max_catchup_ms, 0),
+                                 ("in_sync_replicas", in_sync_replicas, 1),
+                                 ("min_in_sync_replicas", min_in_sync_replicas, 1)):
+            if value < low:
+                raise ConfigError(f"{name} must be >= {low}, got {value}")
+        self._clock = clock
+        self._max_gap = max_gap
+        self._max_catchup_s = max_catchup_ms / 1000.0
+        self._in_sync_replicas = in_sync_replicas
+        self._min_in_sync_replicas = min_in_sync_replicas
+        self._all_ack = all_ack
+        self._lock = threading.Lock()
+        self._slaves: dict[str, _Slave] = {}
+        self._in_sync: set[str] = set()
+        self._confirmed = 0  # highest confirm offset handed out
+        self._waiters: list[_Waiter] = []
+
+    # -- slave sessions -----------------------------------------------------------------------
+    def connect(self, slave_id: str, ack_offset: int) -> None:
+        """A slave session started (after the handshake) at ack_offset; not in sync yet. A new
+        session of a known slave replaces the old one."""
+        with self._lock:
+            self._in_sync.discard(slave_id)
+            self._slaves[slave_id] = _Slave(ack_offset, self._clock.monotonic())
+            released = self._take_released()
+        _resolve(released, PutStatus.PUT_OK)
+
+    def disconnect(self, slave_id: str) -> None:
+        """Forget the slave; it leaves the in-sync set at once."""
+        with self._lock:
+            self._slaves.pop(slave_id, None)
+            self._in_sync.discard(slave_id)
+            # With all_ack a smaller set can release waiters the departed slave was blocking.
+            released = self._take_released()
+        _resolve(released, PutStatus.PUT_OK)
+
+    def on_transfer(self, slave_id: str, master_max: int) -> None:
+        """The master sent this slave everything below master_max (or a heartbeat at it)."""
+        with self._lock:
+            slave = self._slaves.get(slave_id)
+            if slave is not None:  # a late call for a closed session is ignored
+                slave.transfer_max = master_max
+                slave.transfer_at = self._clock.monotonic()
+
+    def on_ack(self, slave_id: str, ack_offset: int, flushed_offset: int, master_max: int) -> None:
+        """Record an ack, update caught-up time and membership, release satisfied waiters."""
+        with self._lock:
+            slave = self._slaves.get(slave_id)
+            if slave is None:
+                return
+            now = self._clock.monotonic()
+            # Acks of one session only move forward (TCP keeps them ordered); max() keeps a
+            # confused slave from un-acking data a waiter was already released for.
+            slave.ack_offset = max(slave.ack_offset, ack_offset)
+            slave.flushed_offset = max(slave.flushed_offset, flushed_offset)
+            slave.last_ack_at = now
+            if slave.transfer_max is not None and slave.ack_offset >= slave.transfer_max:
+                slave.caught_up_at = max(slave.caught_up_at or 0.0, slave.transfer_at)
+            if slave.ack_offset >= master_max:
+                slave.caught_up_at = now
+            if (slave_id not in self._in_sync
+                    and self._recently_caught_up(slave, now)
+                    and master_max - slave.ack_offset <= self._max_gap
+                    and slave.ack_offset >= self._confirm_locked(master_max)):
+                self._in_sync.add(slave_id)
+            released = self._take_released()
+        _resolve(released, PutStatus.PUT_OK)
+
+    def refresh(self, master_max: int) -> None:
+        """Housekeeping: drop lagging slaves from the set, recompute the confirm offset,
+        release what the smaller set allows, then time out due waiters. Safe at any time."""
+        with self._lock:
+            now = self._clock.monotonic()
+            for slave_id in list(self._in_sync):
+                slave = self._slaves[slave_id]
+                if (master_max - slave.ack_offset > self._max_gap
+                        or not self._recently_caught_up(slave, now)):
+                    self._in_sync.discard(slave_id)
+            self._confirm_locked(master_max)
+            released = self._take_released()
+            expired = self._take_expired(now)
+        _resolve(released, PutStatus.PUT_OK)
+        _resolve(expired, PutStatus.FLUSH_SLAVE_TIMEOUT)
+
+    # -- queries ------------------------------------------------------------------------------
+    def confirm_offset(self, master_max: int) -> int:
+        """min(ack of every in-sync slave, master_max), master_max with none in sync. Never
+        decreases while this tracker lives: consumers read up to it, and a message they saw
+        must not disappear from view within one master term (a new term builds a new tracker)."""
+        with self._lock:
+            return self._confirm_locked(master_max)
+
+    def in_sync_ids(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._in_sync)
+
+    def in_sync_count(self) -> int:
+        """In-sync slaves (the master not included)."""
+        with self._lock:
+            return len(self._in_sync)
+
+    def enough_in_sync(self) -> bool:
+        """The master plus its in-sync slaves reach min_in_sync_replicas (else a put is
+        answered IN_SYNC_REPLICAS_NOT_ENOUGH)."""
+        with self._lock:
+            return 1 + len(self._in_sync) >= self._min_in_sync_replicas
+
+    def required_acks(self) -> int:
+        """Slave acks a put needs: every in-sync slave with all_ack, else in_sync_replicas - 1
+        (the master's own copy counts); at least 1 either way."""
+        with self._lock:
+            return self._required_locked()
+
+    def ack_offset(self, slave_id: str) -> int | None:
+        with self._lock:
+            slave = self._slaves.get(slave_id)
+            return None if slave is None else slave.ack_offset
+
+    def states(self, master_max: int) -> list[SlaveAckState]:
+        """Every connected slave, sorted by id. (master_max is accepted for the callers'
+        convenience; the reported values do not depend on it.)"""
+        del master_max
+        with self._lock:
+            now = self._clock.monotonic()
+            return [SlaveAckState(
+                slave_id=slave_id,
+                ack_offset=s.ack_offset,
+                flushed_offset=s.flushed_offset,
+                in_sync=slave_id in self._in_sync,
+                last_ack_age_ms=_age_ms(now, s.last_ack_at),
+                last_caught_up_age_ms=-1 if s.caught_up_at is None else _age_ms(now, s.caught_up_at),
+            ) for slave_id, s in sorted(self._slaves.items())]
+
+    # -- replication waits --------------------------------------------------------------------
+    def wait(self, end_offset: int, timeout_ms: int) -> Completion[PutStatus]:
+        """A completion resolved PUT_OK once enough in-sync slaves acked end_offset (at once if
+        they already have), or FLUSH_SLAVE_TIMEOUT by expire/refresh after the deadline."""
+        with self._lock:
+            completion: Completion[PutStatus] = Completion(
+                self._clock.monotonic() + timeout_ms / 1000.0)
+            satisfied = self._released_up_to()
+            if satisfied is None or end_offset > satisfied:
+                self._waiters.append(_Waiter(end_offset, completion))
+                return completion
+        completion.complete(PutStatus.PUT_OK)
+        return completion
+
+    def expire(self) -> int:
+        """Time out every waiter whose deadline passed; returns how many."""
+        with self._lock:
+            expired = self._take_expired(self._clock.monotonic())
+        _resolve(expired, PutStatus.FLUSH_SLAVE_TIMEOUT)
+        return len(expired)
+
+    def fail_all(self, status: PutStatus) -> None:
+        """Resolve every waiter with status (role change, shutdown)."""
+        with self._lock:
+            waiters, self._waiters = self._waiters, []
+        _resolve(waiters, status)
+
+    # -- internals (call with the lock held) -----------------------------------------------------
+    def _recently_caught_up(self, slave: _Slave, now: float) -> bool:
+        return slave.caught_up_at is not None and now - slave.caught_up_at <= self._max_catchup_s
+
+    def _confirm_locked(self, master_max: int) -> int:
+        value = min([self._slaves[s].ack_offset for s in self._in_sync] + [master_max])
+        self._confirmed = max(self._confirmed, value)
+        return self._confirmed
+
+    def _required_locked(self) -> int:
+        if self._all_ack:
+            return max(1, len(self._in_sync))
+        return max(1, self._in_sync_replicas - 1)
+
+    def _released_up_to(self) -> int | None:
+        """Highest end offset a waiter may have and be satisfied now; None if none can be.
+        Satisfaction is monotonic in the end offset, so one threshold decides every waiter:
+        the required-th highest ack among in-sync slaves."""
+        acks = sorted((self._slaves[s].ack_offset for s in self._in_sync), reverse=True)
+        needed = self._required_locked()
+        if len(acks) < needed:  # with all_ack this only happens when the set is empty
+            return None
+        return acks[needed - 1]
+
+    def _take_released(self) -> list[_Waiter]:
+        threshold = self._released_up_to()
+        if threshold is None or not self._waiters:
+            return []
+        released = [w for w in self._waiters if w.end_offset <= threshold]
+        if released:
+            self._waiters = [w for w in self._waiters if w.end_offset > threshold]
+        return released
+
+    def _take_expired(self, now: float) -> list[_Waiter]:
+        expired = [w for w in self._waiters if w.completion.deadline <= now]
+        if expired:
+            self._waiters = [w for w in self._waiters if w.completion.deadline > now]
+        return expired
+
+
+def _resolve(waiters: list[_Waiter], status: PutStatus) -> None:
+    # Outside the tracker's lock: completion callbacks may call back into the tracker.
+    for w in waiters:
+        w.completion.complete(status)
+
+
+def _age_ms(now: float, then: float) -> int:
+    return max(0, int(round((now - then) * 1000)))

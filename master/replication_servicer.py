@@ -1,0 +1,158 @@
+"""gRPC adapter of the master side: one `MasterConnection` per slave stream, driving a
+`ha.master_session.MasterSession`.
+
+Threads per stream: gRPC's handler thread runs `outgoing()` (the response generator: chunks
+read from the commitlog, heartbeats, the Welcome); a reader thread feeds the slave's Hello,
+Acks and Nacks to the session. The session is only touched under the connection's lock.
+"""
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from typing import Callable, Iterator
+
+import grpc
+
+from ha.master_session import Acked, Connected, Disconnect, MasterSession, Send
+from proto import replication_pb2 as pb
+from proto import replication_pb2_grpc as pb_grpc
+from store.errors import OffsetOutOfRange
+
+from .role import MasterRole
+
+log = logging.getLogger(__name__)
+
+
+class MasterConnection:
+    def __init__(self, role: MasterRole, peer: str, context: grpc.ServicerContext) -> None:
+        c = role.config
+        self.role = role
+        self.peer = peer
+        self.context = context
+        self.session = MasterSession(role.broker_name, batch_size=c.ha_transfer_batch_size,
+                                     max_in_flight=c.ha_max_in_flight_bytes,
+                                     heartbeat_interval_ms=c.ha_send_heartbeat_interval)
+        self.slave_id = ""
+        self._cond = threading.Condition()
+        self._outbox: collections.deque[pb.MasterMessage] = collections.deque()
+        self.close_reason: str | None = None
+        self.last_received = role.clock.monotonic()
+        self.bytes_sent = 0
+
+    # -- slave -> master (reader thread) ------------------------------------------------------
+    def read_from(self, requests: Iterator[pb.SlaveMessage]) -> None:
+        try:
+            for msg in requests:
+                self.last_received = self.role.clock.monotonic()
+                self.feed(msg)
+                if self.close_reason is not None:
+                    return
+            self.close("the slave closed the stream")
+        except grpc.RpcError as e:
+            self.close(f"stream from the slave failed: {e.code().name if e.code() else e}")
+        except Exception as e:  # never leave the stream open after a bug: close and say why
+            log.exception("replication stream from %s failed", self.peer)
+            self.close(f"master error: {e}")
+
+    def feed(self, msg: pb.SlaveMessage) -> None:
+        role = self.role
+        with self._cond:
+            actions = self.session.on_message(msg, role.view())
+        for action in actions:
+            if isinstance(action, Send):
+                with self._cond:
+                    self._outbox.append(action.message)
+            elif isinstance(action, Connected):
+                self.slave_id = action.slave_id
+                role.tracker.connect(action.slave_id, action.start_offset)
+                log.info("slave %s (%s) connected, resuming at %d", action.slave_id, self.peer,
+                         action.start_offset)
+            elif isinstance(action, Acked):
+                role.tracker.on_ack(action.slave_id, action.offset, action.flushed_offset,
+                                    role.store.max_phy_offset())
+                role.on_acked()
+            elif isinstance(action, Disconnect):
+                self.close(action.reason)
+        self.wakeup()
+
+    # -- master -> slave (gRPC handler thread) ------------------------------------------------
+    def outgoing(self) -> Iterator[pb.MasterMessage]:
+        role, session = self.role, self.session
+        clock = role.clock
+        while True:
+            with self._cond:
+                if self.close_reason is not None:
+                    return
+                if self._outbox:
+                    msg = self._outbox.popleft()
+                    plan = None
+                else:
+                    view = role.view()
+                    plan = session.poll(view, int(clock.monotonic() * 1000))
+                    if plan is None:
+                        self._cond.wait(0.5)
+                        continue
+            if plan is not None:
+                try:
+                    data = (role.store.commitlog.read_chunk(plan.offset, plan.max_bytes,
+                                                            plan.offset + plan.max_bytes)
+                            if plan.max_bytes else b"")
+                except OffsetOutOfRange as e:
+                    self.close(f"cannot read {plan.offset}: {e}")
+                    return
+                with self._cond:
+                    msg = session.build_chunk(plan, data, view)
+                    session.sent(plan, len(data), int(clock.monotonic() * 1000))
+                    caught_up = session.next_send >= view.max_offset
+                if caught_up and self.slave_id:
+                    role.tracker.on_transfer(self.slave_id, view.max_offset)
+                self.bytes_sent += len(data)
+            yield msg
+
+    def wakeup(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def close(self, reason: str) -> None:
+        with self._cond:
+            if self.close_reason is not None:
+                return
+            self.close_reason = reason
+            self.session.close(reason)
+            self._cond.notify_all()
+        log.warning("replication stream of %s closed: %s", self.slave_id or self.peer, reason)
+        # The handler may be blocked in gRPC flow control (a paused slave): cancel the call.
+        threading.Thread(target=self._cancel_later, daemon=True).start()
+
+    def _cancel_later(self) -> None:
+        threading.Event().wait(1.0)  # give the handler a moment to end with the reason
+        if self.context.is_active():
+            self.context.cancel()
+
+
+class ReplicationServicer(pb_grpc.ReplicationServicer):
+    """Thin adapter: finds the current master role and hands the stream to a connection."""
+
+    def __init__(self, master_role: Callable[[], MasterRole | None],
+                 not_master_reason: Callable[[], str]) -> None:
+        self._master_role = master_role
+        self._not_master_reason = not_master_reason
+
+    def Stream(self, request_iterator, context):  # noqa: N802 (gRPC naming)
+        role = self._master_role()
+        if role is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, self._not_master_reason())
+        conn = MasterConnection(role, context.peer(), context)
+        if not role.add_connection(conn):
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this node is no longer master")
+        reader = threading.Thread(target=conn.read_from, args=(request_iterator,),
+                                  name=f"repl-reader-{context.peer()}", daemon=True)
+        reader.start()
+        try:
+            yield from conn.outgoing()
+        finally:
+            conn.close(conn.close_reason or "stream ended")
+            role.remove_connection(conn)
+        if conn.close_reason and not conn.close_reason.startswith("the slave closed"):
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, conn.close_reason)

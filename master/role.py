@@ -1,0 +1,165 @@
+"""The master role of a node: the write path with its replication wait, the ack tracker, and
+the registry of replication streams.
+
+    put_messages -> [SYNC_MASTER: refuse if fewer in sync than minInSyncReplicas]
+                 -> MessageStore.put_messages (append + flush policy)
+                 -> [SYNC_MASTER: wait until the required in-sync slaves acked the end,
+                     FLUSH_SLAVE_TIMEOUT after slaveTimeout]
+
+The confirm offset (min of the in-sync acks and the master's max) bounds the master's own
+reput, so consumers never read what a failover could take away.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Sequence
+
+from ha.ack_tracker import AckTracker, SlaveAckState
+from ha.epoch import EpochCache
+from ha.master_session import MasterView
+from store import codec
+from store.clock import Clock
+from store.codec import Message
+from store.message_store import MessageStore
+from store.put_result import PutResult, PutStatus
+from store.service import Service
+
+if TYPE_CHECKING:
+    from .replication_servicer import MasterConnection
+
+log = logging.getLogger(__name__)
+
+
+class _Housekeeping(Service):
+    """Shrinks the in-sync set, times out sync waiters and closes silent streams."""
+    name = "master-housekeeping"
+
+    def __init__(self, role: "MasterRole") -> None:
+        super().__init__()
+        self.role = role
+
+    def step(self) -> None:
+        self.role.housekeeping()
+
+    def wait_interval(self) -> float:
+        return 0.05
+
+
+class MasterRole:
+    def __init__(self, store: MessageStore, epochs: EpochCache, broker_name: str,
+                 clock: Clock, *, sync_master: bool) -> None:
+        c = store.config
+        self.sync_master = sync_master
+        self.store = store
+        self.config = c
+        self.epochs = epochs
+        self.broker_name = broker_name
+        self.clock = clock
+        self.tracker = AckTracker(clock, max_gap=c.ha_max_gap_not_in_sync,
+                                  max_catchup_ms=c.ha_max_time_slave_not_catchup,
+                                  in_sync_replicas=c.in_sync_replicas,
+                                  min_in_sync_replicas=c.min_in_sync_replicas,
+                                  all_ack=c.all_ack_in_sync_state_set)
+        self._lock = threading.Lock()
+        self._connections: set[MasterConnection] = set()
+        self._housekeeping = _Housekeeping(self)
+        self.closed = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        self.store.confirm_source = self.confirm_offset
+        self.store.append_listeners.append(self._on_append)
+        self._housekeeping.start()
+        log.info("master of %s in epoch %d from offset %d", self.broker_name,
+                 self.epochs.last_epoch, self.store.max_phy_offset())
+
+    def stop(self, reason: str = "this node stopped being master") -> None:
+        self.closed = True
+        self._housekeeping.stop()
+        if self._on_append in self.store.append_listeners:
+            self.store.append_listeners.remove(self._on_append)
+        for conn in self.connections():
+            conn.close(reason)
+        self.tracker.fail_all(PutStatus.SERVICE_NOT_AVAILABLE)
+        end = self.confirm_offset()
+        self.store.confirm_source = lambda: end  # nothing new becomes visible until a new role
+
+    # -- writes -----------------------------------------------------------------------------
+    def put_messages(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
+        if self.closed:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="this node is no longer master")
+        sync = self.sync_master and _wants_wait(msgs)
+        if sync and not self.tracker.enough_in_sync():
+            return PutResult(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, reason=(
+                f"{1 + self.tracker.in_sync_count()} replicas in sync (master included), "
+                f"minInSyncReplicas={self.config.min_in_sync_replicas}"))
+        result = self.store.put_messages(msgs, allow_system_topic=allow_system_topic)
+        if result.status is not PutStatus.PUT_OK or not sync:
+            return result
+        timeout_ms = self.config.slave_timeout
+        waiter = self.tracker.wait(result.end_offset, timeout_ms)
+        status = waiter.wait(timeout_ms / 1000.0 + 0.5)
+        if status is None:
+            waiter.complete(PutStatus.FLUSH_SLAVE_TIMEOUT)
+            status = waiter.value
+        reason = ""
+        if status is PutStatus.FLUSH_SLAVE_TIMEOUT:
+            reason = (f"not acknowledged by {self.tracker.required_acks()} in-sync slave(s) within "
+                      f"slaveTimeout={timeout_ms} ms (stored on the master)")
+        return PutResult(status, result.appends, reason)
+
+    # -- replication ------------------------------------------------------------------------
+    def view(self) -> MasterView:
+        max_offset = self.store.max_phy_offset()
+        return MasterView(self.store.min_phy_offset(), max_offset,
+                          self.tracker.confirm_offset(max_offset), self.epochs,
+                          self.config.mapped_file_size_commit_log)
+
+    def confirm_offset(self) -> int:
+        return self.tracker.confirm_offset(self.store.max_phy_offset())
+
+    def add_connection(self, conn: "MasterConnection") -> bool:
+        with self._lock:
+            if self.closed:
+                return False
+            self._connections.add(conn)
+            return True
+
+    def remove_connection(self, conn: "MasterConnection") -> None:
+        with self._lock:
+            self._connections.discard(conn)
+        if conn.slave_id and not any(c.slave_id == conn.slave_id for c in self.connections()):
+            self.tracker.disconnect(conn.slave_id)
+        self.store.reput.wakeup()
+
+    def connections(self) -> list["MasterConnection"]:
+        with self._lock:
+            return list(self._connections)
+
+    def on_acked(self) -> None:
+        self.store.reput.wakeup()  # the confirm offset may have moved
+
+    def housekeeping(self) -> None:
+        before = self.tracker.in_sync_ids()
+        self.tracker.refresh(self.store.max_phy_offset())
+        after = self.tracker.in_sync_ids()
+        if before != after:
+            log.info("in-sync set %s -> %s", sorted(before), sorted(after))
+        now = self.clock.monotonic()
+        limit = self.config.ha_housekeeping_interval / 1000.0
+        for conn in self.connections():
+            if now - conn.last_received > limit:
+                conn.close(f"nothing from slave {conn.slave_id or conn.peer} for "
+                           f"{self.config.ha_housekeeping_interval} ms")
+
+    def _on_append(self, end_offset: int) -> None:
+        for conn in self.connections():
+            conn.wakeup()
+
+    def slave_states(self) -> list[SlaveAckState]:
+        return self.tracker.states(self.store.max_phy_offset())
+
+
+def _wants_wait(msgs: Sequence[Message]) -> bool:
+    return any(m.properties.get(codec.PROPERTY_WAIT_STORE_MSG_OK, "true") != "false" for m in msgs)

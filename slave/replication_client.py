@@ -1,0 +1,187 @@
+"""gRPC adapter of the slave side: connects to the master, drives a `ha.slave_session.SlaveSession`
+and carries out its actions on the store, reconnecting with backoff.
+
+Per session: this thread reads the master's messages and applies them in order (truncate,
+record epoch, append verbatim, confirm, ack); gRPC pulls the slave's messages from
+`_requests()`, which also sends an Ack every haSendHeartbeatInterval and cancels the call when
+the master has been silent for haHousekeepingInterval.
+
+Order on truncation (crash-safe): the epoch file first, then the commitlog. A crash in between
+leaves extra bytes attributed to the previous epoch, and the next handshake cuts them again;
+the other order could leave an epoch entry that starts beyond the data.
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Iterator
+
+import grpc
+
+from cluster.failpoints import failpoint
+from ha.epoch import EpochCache, EpochFile
+from ha.slave_session import (Append, Disconnect, RecordEpoch, SendAck, SendNack, SetConfirm,
+                              SlaveSession, Truncate)
+from proto import replication_pb2 as pb
+from proto import replication_pb2_grpc as pb_grpc
+from store.clock import Clock
+from store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+GRPC_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
+                ("grpc.max_send_message_length", 64 * 1024 * 1024)]
+
+
+class ReplicationClient:
+    def __init__(self, store: MessageStore, epochs: EpochCache, epoch_file: EpochFile,
+                 master_address: str, node_id: str, broker_name: str, clock: Clock) -> None:
+        self.store = store
+        self.config = store.config
+        self.epochs = epochs
+        self.epoch_file = epoch_file
+        self.master_address = master_address
+        self.node_id = node_id
+        self.broker_name = broker_name
+        self.clock = clock
+        self.confirm = min(store.checkpoint.confirm_phy_offset, store.max_phy_offset())
+        self.connected = False
+        self.last_error = ""
+        self.sessions = 0
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._call = None
+        self._outbox: queue.Queue[pb.SlaveMessage | None] = queue.Queue()
+        self._last_received = 0.0
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        self.store.confirm_source = lambda: self.confirm
+        self._thread = threading.Thread(target=self._run, name="replication-client", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        call = self._call
+        if call is not None:
+            call.cancel()
+        self._outbox.put(None)
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+
+    def _run(self) -> None:
+        c = self.config
+        backoff = c.ha_reconnect_min_backoff
+        while not self._stopping.is_set():
+            handshook = False
+            try:
+                handshook = self._session_once()
+            except grpc.RpcError as e:
+                detail = e.details() if hasattr(e, "details") else str(e)
+                code = e.code().name if hasattr(e, "code") and e.code() else "?"
+                self.last_error = f"{code}: {detail}"
+            except Exception as e:  # keep replicating after a bug, but say what happened
+                log.exception("replication session failed")
+                self.last_error = f"slave error: {e}"
+            self.connected = False
+            if self._stopping.is_set():
+                return
+            if handshook:
+                backoff = c.ha_reconnect_min_backoff
+            log.warning("replication from %s ended (%s); reconnecting in %d ms",
+                        self.master_address, self.last_error, backoff)
+            self._stopping.wait(backoff / 1000.0)
+            backoff = min(backoff * 2, c.ha_reconnect_max_backoff)
+
+    # -- one session -------------------------------------------------------------------------
+    def _session_once(self) -> bool:
+        store = self.store
+        session = SlaveSession(self.node_id, self.broker_name, epochs=self.epochs,
+                               min_offset=store.min_phy_offset(), max_offset=store.max_phy_offset(),
+                               file_size=self.config.mapped_file_size_commit_log,
+                               sync_from_last_file=self.config.sync_from_last_file)
+        self._outbox = queue.Queue()
+        self._outbox.put(session.start())
+        self._last_received = self.clock.monotonic()
+        handshook = False
+        with grpc.insecure_channel(self.master_address, options=GRPC_OPTIONS) as channel:
+            call = pb_grpc.ReplicationStub(channel).Stream(self._requests(session))
+            self._call = call
+            if self._stopping.is_set():
+                call.cancel()
+            try:
+                for msg in call:
+                    self._last_received = self.clock.monotonic()
+                    for action in session.on_message(msg):
+                        if not self._apply(action, session):
+                            self.last_error = session.close_reason
+                            call.cancel()
+                            return handshook
+                    if not handshook and session.expected_offset is not None and \
+                            msg.WhichOneof("body") == "welcome":
+                        handshook = True
+                        self.connected = True
+                        self.sessions += 1
+                        self.last_error = ""
+                        log.info("following %s from offset %d", self.master_address,
+                                 session.expected_offset)
+            finally:
+                self._call = None
+                self._outbox.put(None)
+        self.last_error = self.last_error or "the master ended the stream"
+        return handshook
+
+    def _requests(self, session: SlaveSession) -> Iterator[pb.SlaveMessage]:
+        c = self.config
+        outbox = self._outbox
+        interval = c.ha_send_heartbeat_interval / 1000.0
+        while True:
+            try:
+                msg = outbox.get(timeout=min(interval, 1.0))
+            except queue.Empty:
+                if self.clock.monotonic() - self._last_received > c.ha_housekeeping_interval / 1000.0:
+                    self.last_error = (f"nothing from the master for {c.ha_housekeeping_interval} ms")
+                    call = self._call
+                    if call is not None:
+                        call.cancel()
+                    return
+                if session.state.value in ("following", "resending"):
+                    msg = self._ack(session.expected_offset)
+                else:
+                    continue
+            if msg is None:
+                return
+            yield msg
+
+    def _ack(self, offset: int) -> pb.SlaveMessage:
+        return pb.SlaveMessage(ack=pb.Ack(max_offset=offset, flushed_offset=self.store.flushed_offset))
+
+    def _apply(self, action, session: SlaveSession) -> bool:
+        store = self.store
+        if isinstance(action, Append):
+            store.append_raw(action.offset, action.data)
+        elif isinstance(action, SendAck):
+            self._outbox.put(self._ack(action.offset))
+        elif isinstance(action, SetConfirm):
+            if action.offset != self.confirm:
+                self.confirm = action.offset
+                store.reput.wakeup()
+        elif isinstance(action, RecordEpoch):
+            self.epochs.append(action.epoch, action.start_offset)
+            self.epoch_file.save(self.epochs)
+        elif isinstance(action, Truncate):
+            log.warning("diverged from the master: truncating %d -> %d", store.max_phy_offset(),
+                        action.offset)
+            if self.epochs.truncate_from(action.offset):
+                self.epoch_file.save(self.epochs)
+            self.confirm = min(self.confirm, action.offset)
+            store.truncate(action.offset)
+            failpoint("slave.after_truncate")
+        elif isinstance(action, SendNack):
+            log.warning("re-requesting from %d: %s", action.offset, action.reason)
+            self._outbox.put(pb.SlaveMessage(nack=pb.Nack(offset=action.offset, reason=action.reason)))
+        elif isinstance(action, Disconnect):
+            log.warning("leaving the master: %s", action.reason)
+            return False
+        return True
