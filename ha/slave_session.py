@@ -95,6 +95,7 @@ class SlaveSession:
         self.state = SlaveState.NEW
         self.expected_offset = max_offset
         self.master_epoch = 0
+        self.master_max_offset = 0  # as of the last Welcome or chunk
         self.crc_failures = 0
         self.close_reason = ""
 
@@ -145,6 +146,7 @@ class SlaveSession:
             self.epochs.truncate_from(point)
             self.max_offset = point
         self.master_epoch = w.epoch
+        self.master_max_offset = w.master_max_offset
         self.expected_offset = point
         self.state = SlaveState.FOLLOWING
         actions += [SetConfirm(min(w.confirm_offset, point)), SendAck(point)]
@@ -154,6 +156,7 @@ class SlaveSession:
     def _on_chunk(self, c: pb.Chunk) -> list[SlaveAction]:
         if self.state not in (SlaveState.FOLLOWING, SlaveState.RESENDING):
             return self._close(f"chunk before the handshake finished (state {self.state.value})")
+        self.master_max_offset = max(self.master_max_offset, c.master_max_offset)
         if not c.data:  # heartbeat
             return [SetConfirm(min(c.confirm_offset, self.expected_offset)),
                     SendAck(self.expected_offset)]

@@ -34,6 +34,24 @@ def _load_fallocate():  # pragma: no cover - depends on the libc at hand
 _fallocate = _load_fallocate()
 
 
+def _load_msync():  # pragma: no cover - depends on the libc at hand
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.msync
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        fn.restype = ctypes.c_int
+        return fn
+    except (OSError, AttributeError):
+        return None
+
+
+# CPython 3.11's mmap.flush() holds the GIL for the whole msync, so a flush of a few MiB stalls
+# every other thread of the node (puts, replication, reput). ctypes releases the GIL around
+# foreign calls, so msync through libc lets the other threads run while the disk works.
+_msync = _load_msync()
+_MS_SYNC = getattr(mmap, "MS_SYNC", 4)
+
+
 class FileIO:
     """Thin wrappers over the OS calls the store uses. Subclass and override `_check` to inject
     faults: it is called with the operation name and path before the real call."""
@@ -114,7 +132,19 @@ class FileIO:
         """msync(MS_SYNC) of [offset, offset+length), widened to page boundaries."""
         self._check("msync", path)
         start = offset - offset % PAGE_SIZE
-        mm.flush(start, offset + length - start)
+        size = offset + length - start
+        if _msync is None or size <= 0:
+            mm.flush(start, size)
+            return
+        anchor = ctypes.c_char.from_buffer(mm, start)  # pins the mapping while we read its address
+        address = ctypes.addressof(anchor)
+        try:
+            rc = _msync(address, size, _MS_SYNC)
+        finally:
+            del anchor
+        if rc != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
 
     def fdatasync(self, fd: int, path: str) -> None:
         self._check("fdatasync", path)

@@ -1,0 +1,280 @@
+"""Replication benchmarks: slave catch-up over gRPC by chunk size, and the sync-replicated put
+rate with 8 producer threads next to the same without replication, in one run.
+
+    python -m tests.perf.bench_replication [--quick] [--json out.json] [--compare old.json]
+           [--chunks 32,128,256,512,1024]
+
+- catch-up: a master node process serves a pre-filled store; an empty slave node process
+  copies it; the time from the slave's start until its max offset equals the master's gives
+  MB/s (CRC-32C on both sides, the slave appending to its mmap'd files and running reput).
+  The ceiling measured in the same run: the same Chunk messages over a bare gRPC stream
+  between two processes, without store, CRC or disk.
+- put rate: a master node in this process (so the producers call its write path directly, as
+  the messaging service will), 8 threads putting single 1 KiB messages: SYNC_MASTER with one
+  slave process, then ASYNC_MASTER without slaves, same store settings.
+
+Figures move with the machine's load: compare the ratios measured side by side.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent import futures
+
+import grpc
+
+from cluster.admin_client import AdminClient
+from cluster.node import Node
+from cluster.node_config import NodeConfig
+from proto import replication_pb2 as rpb
+from proto import replication_pb2_grpc as rpb_grpc
+from slave.replication_client import GRPC_OPTIONS
+from store.config import StoreConfig
+from store.message_store import MessageStore
+from store.put_result import PutStatus
+
+from .bench_store import (FULL, QUICK, REPO_ROOT, Context, load_json, make_message, print_compare,
+                          print_table, to_json)
+
+MiB = 1 << 20
+TOKEN = "bench-token"
+THREADS = 8
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- node processes ------------------------------------------------------------------------------
+def start_node(root: str, name: str, props: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    props = {"brokerIP1": "127.0.0.1", "listenPort": str(port), "adminToken": TOKEN,
+             "storePathRootDir": os.path.join(root, name), **props}
+    conf = os.path.join(root, f"{name}.conf")
+    with open(conf, "w", encoding="utf-8") as f:
+        f.write("".join(f"{k}={v}\n" for k, v in props.items()))
+    log = open(os.path.join(root, f"{name}.log"), "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "cluster", "node", "--config", conf],
+                            stdout=subprocess.PIPE, stderr=log, cwd=REPO_ROOT,
+                            env={**os.environ, "PYTHONPATH": REPO_ROOT})
+    line = proc.stdout.readline() if proc.stdout else b""
+    if not line:
+        raise RuntimeError(f"{name} did not start: see {root}/{name}.log")
+    return proc, json.loads(line)["address"]
+
+
+def stop_node(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def fill_store(directory: str, mib: int) -> int:
+    store = MessageStore(StoreConfig(store_path_root_dir=directory))
+    store.start()
+    try:
+        i = 0
+        while store.max_phy_offset() < mib * MiB:
+            batch = [make_message(i + k) for k in range(64)]
+            i += 64
+            assert store.put_messages(batch).status is PutStatus.PUT_OK
+        return store.max_phy_offset()
+    finally:
+        store.shutdown()
+
+
+# -- catch-up ------------------------------------------------------------------------------------
+def bench_catchup(ctx: Context, chunks_kib: list[int], mib: int) -> None:
+    root = ctx.tmpdir("repl")
+    master_dir = os.path.join(root, "master")
+    total = fill_store(master_dir, mib)
+    print(f"catch-up of {total / MiB:.0f} MiB (1 GiB files, 1 KiB messages) by chunk size:", flush=True)
+    best = (0.0, 0)
+    for kib in chunks_kib:
+        master, address = start_node(root, "master", {"brokerRole": "ASYNC_MASTER",
+                                                      "haTransferBatchSize": str(kib * 1024)})
+        slave = None
+        try:
+            t0 = time.perf_counter()
+            slave, slave_address = start_node(root, f"slave-{kib}", {
+                "brokerRole": "SLAVE", "brokerId": "1", "haMasterAddress": address})
+            with AdminClient(slave_address, TOKEN) as client:
+                while client.status().max_offset < total:
+                    time.sleep(0.02)
+            dt = time.perf_counter() - t0
+        finally:
+            if slave is not None:
+                slave.kill()
+                slave.wait()
+            stop_node(master)
+            shutil.rmtree(os.path.join(root, f"slave-{kib}"), ignore_errors=True)
+        rate = total / MiB / dt
+        ctx.add(f"catchup_{kib}k", f"catch-up, {kib} KiB chunks", rate, "MB/s", 200,
+                note="includes the slave process start (~1 s)" if kib == chunks_kib[0] else "")
+        best = max(best, (rate, kib))
+    ceiling = bare_stream_rate(total, best[1] * 1024)
+    ctx.add("catchup_ceiling", f"bare gRPC stream of Chunk messages, {best[1]} KiB", ceiling, "MB/s")
+    ctx.add("catchup_ratio", "best catch-up / bare stream", best[0] / ceiling, "x")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+class _BlobServicer(rpb_grpc.ReplicationServicer):
+    def __init__(self, total: int, chunk: int) -> None:
+        self.blob = os.urandom(chunk)
+        self.total = total
+
+    def Stream(self, request_iterator, context):  # noqa: N802
+        next(request_iterator)
+        sent = 0
+        while sent < self.total:
+            yield rpb.MasterMessage(chunk=rpb.Chunk(offset=sent, data=self.blob))
+            sent += len(self.blob)
+
+
+def _serve_blob(port: int, total: int, chunk: int, ready) -> None:
+    server = grpc.server(futures.ThreadPoolExecutor(4), options=GRPC_OPTIONS)
+    rpb_grpc.add_ReplicationServicer_to_server(_BlobServicer(total, chunk), server)
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    ready.set()
+    server.wait_for_termination(600)
+
+
+def bare_stream_rate(total: int, chunk: int) -> float:
+    mp = multiprocessing.get_context("spawn")
+    port = free_port()
+    ready = mp.Event()
+    proc = mp.Process(target=_serve_blob, args=(port, total, chunk, ready), daemon=True)
+    proc.start()
+    try:
+        ready.wait(30)
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=GRPC_OPTIONS) as channel:
+            stub = rpb_grpc.ReplicationStub(channel)
+            t0 = time.perf_counter()
+            got = 0
+            for msg in stub.Stream(iter([rpb.SlaveMessage(hello=rpb.Hello())])):
+                got += len(msg.chunk.data)
+            dt = time.perf_counter() - t0
+        return got / MiB / dt
+    finally:
+        proc.terminate()
+        proc.join(10)
+
+
+# -- put rate ------------------------------------------------------------------------------------
+def put_rate(ctx: Context, root: str, role: str, with_slave: bool, seconds: float) -> float:
+    port = free_port()
+    store_cfg = StoreConfig(store_path_root_dir=os.path.join(root, f"m-{role}-{with_slave}"),
+                            broker_role=role, listen_port=port, broker_ip1="127.0.0.1")
+    node = Node(NodeConfig(admin_token=TOKEN, store=store_cfg))
+    node.start()
+    slave = None
+    try:
+        if with_slave:
+            slave, _ = start_node(root, f"s-{role}", {"brokerRole": "SLAVE", "brokerId": "1",
+                                                       "haMasterAddress": node.address})
+            deadline = time.monotonic() + 30
+            while not node.master.tracker.in_sync_ids():
+                if time.monotonic() > deadline:
+                    raise RuntimeError("slave did not join the in-sync set")
+                time.sleep(0.05)
+        counts = [0] * THREADS
+        failures = [0] * THREADS
+        stop = threading.Event()
+
+        def producer(t: int) -> None:
+            i = t
+            while not stop.is_set():
+                r = node.put_messages([make_message(i)])
+                i += THREADS
+                if r.status is PutStatus.PUT_OK:
+                    counts[t] += 1
+                else:
+                    failures[t] += 1
+
+        threads = [threading.Thread(target=producer, args=(t,)) for t in range(THREADS)]
+        for th in threads:
+            th.start()
+        time.sleep(0.3)  # warm-up
+        start_count, t0 = sum(counts), time.perf_counter()
+        time.sleep(seconds)
+        done, dt = sum(counts) - start_count, time.perf_counter() - t0
+        stop.set()
+        for th in threads:
+            th.join()
+        if sum(failures):
+            print(f"  ({sum(failures)} puts not PUT_OK)")
+        return done / dt
+    finally:
+        if slave is not None:
+            stop_node(slave)
+        node.stop()
+
+
+def bench_put(ctx: Context, seconds: float) -> None:
+    root = ctx.tmpdir("put")
+    print(f"put rate, {THREADS} threads, single 1 KiB messages, master in this process:", flush=True)
+    sync = put_rate(ctx, root, "SYNC_MASTER", True, seconds)
+    ctx.add("put_sync_repl", "SYNC_MASTER + 1 slave", sync, "msg/s")
+    plain = put_rate(ctx, root, "ASYNC_MASTER", False, seconds)
+    ctx.add("put_no_repl", "ASYNC_MASTER, no slave", plain, "msg/s")
+    ctx.add("put_ratio", "sync-replicated / unreplicated", sync / plain, "x")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.perf.bench_replication",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="64 MiB catch-up, 2 chunk sizes, 2 s puts")
+    p.add_argument("--chunks", default="32,128,256,512,1024", help="chunk sizes in KiB")
+    p.add_argument("--mib", type=int, default=None, help="catch-up size (default 512, quick 64)")
+    p.add_argument("--only", default="catchup,put")
+    p.add_argument("--json", metavar="OUT")
+    p.add_argument("--compare", metavar="OLD")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    old = load_json(args.compare) if args.compare else None
+    root = tempfile.mkdtemp(prefix=".bench-repl-", dir=os.path.join(REPO_ROOT, "tests", "perf"))
+    ctx = Context(QUICK if args.quick else FULL, root, False, 0)
+    chunks = [int(c) for c in args.chunks.split(",")]
+    if args.quick:
+        chunks = [chunks[0], chunks[-1]]
+    t0 = time.perf_counter()
+    try:
+        if "catchup" in args.only:
+            bench_catchup(ctx, chunks, args.mib or (64 if args.quick else 512))
+        if "put" in args.only:
+            bench_put(ctx, 2.0 if args.quick else 5.0)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print_table(ctx.results)
+    args.profile = False
+    args.switch_interval = None
+    data = to_json(ctx, args, time.perf_counter() - t0)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+    if old is not None:
+        print_compare(old, data, args.compare, "this run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
