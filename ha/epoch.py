@@ -165,15 +165,13 @@ class EpochCache:
             return self._starts[i] if i < len(self._starts) else None
 
     def truncate_from(self, offset: int) -> bool:
-        """Forget epochs that start strictly after `offset`, after the commitlog was cut there.
-
-        An entry starting exactly at `offset` is kept: it covers nothing now, but if it is the
-        current epoch it is still the one the next byte is written in, and if a later epoch
-        arrives it is simply left with an empty range. (RocketMQ's truncateSuffixByOffset also
-        drops it; keeping it is why equal start offsets are allowed.) True if anything changed.
-        """
+        """Forget epochs that start at or after `offset`, after a replica's commitlog was cut
+        there (RocketMQ's truncateSuffixByOffset): they cover no bytes any more, and the next
+        chunk records the epoch its bytes really belong to. Keeping an empty entry at the cut
+        would make the slave refuse the master's older epoch for those offsets forever.
+        True if anything changed."""
         with self._lock:
-            i = bisect.bisect_right(self._starts, offset)
+            i = bisect.bisect_left(self._starts, offset)
             if i == len(self._entries):
                 return False
             del self._entries[i:]

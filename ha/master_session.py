@@ -10,7 +10,7 @@ asks `poll()` what to send next, reads those bytes from the commitlog and report
     poll() -> the next chunk: from next_send, at most batch_size bytes, never past the
               master's max offset or an epoch boundary (the commitlog read never crosses a
               file), at most max_in_flight bytes beyond the last ack; or a heartbeat when
-              nothing was sent for heartbeat_interval_ms.
+              nothing was sent for heartbeat_interval_ms or the confirm offset moved.
 
 Refusals (each ends the stream with a reason the slave logs):
 - a Hello from another broker group, or a second Hello;
@@ -96,6 +96,7 @@ class MasterSession:
         self.flushed = 0
         self.nacks_in_row = 0
         self.last_sent_ms: int | None = None
+        self.confirm_sent = -1  # slaves learn a new confirm offset without waiting for data
         self.close_reason = ""
 
     # -- from the slave --------------------------------------------------------------------
@@ -185,13 +186,15 @@ class MasterSession:
             room = self.max_in_flight - (self.next_send - self.acked)
             return ChunkPlan(self.next_send, min(self.batch_size, end - self.next_send, room),
                              entry.epoch, entry.start_offset)
-        if self.last_sent_ms is None or now_ms - self.last_sent_ms >= self.heartbeat_interval_ms:
+        if (self.last_sent_ms is None or now_ms - self.last_sent_ms >= self.heartbeat_interval_ms
+                or view.confirm_offset > self.confirm_sent):
             last = view.epochs.last
             return ChunkPlan(self.next_send, 0, last.epoch if last else 0,
                              last.start_offset if last else 0)
         return None
 
     def build_chunk(self, plan: ChunkPlan, data: bytes, view: MasterView) -> pb.MasterMessage:
+        self.confirm_sent = max(self.confirm_sent, view.confirm_offset)
         return pb.MasterMessage(chunk=pb.Chunk(
             offset=plan.offset, data=data, epoch=plan.epoch,
             epoch_start_offset=plan.epoch_start_offset, confirm_offset=view.confirm_offset,

@@ -141,10 +141,12 @@ class SlaveSession:
         if point != w.start_offset:
             return self._close(f"master says resume at {w.start_offset} but the epochs give {point}")
         actions: list[SlaveAction] = []
-        if not self.empty and point < self.max_offset:
+        # Cut the log beyond the point, and epochs that start at or after it even when no byte
+        # is cut (an epoch this node began as master but wrote nothing in): the master's
+        # bytes from `point` on belong to the master's epochs.
+        if self.epochs.truncate_from(point) or (not self.empty and point < self.max_offset):
             actions.append(Truncate(point))
-            self.epochs.truncate_from(point)
-            self.max_offset = point
+            self.max_offset = min(self.max_offset, point)
         self.master_epoch = w.epoch
         self.master_max_offset = w.master_max_offset
         self.expected_offset = point

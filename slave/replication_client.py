@@ -190,7 +190,8 @@ class ReplicationClient:
             if self.epochs.truncate_from(action.offset):
                 self.epoch_file.save(self.epochs)
             self.confirm = min(self.confirm, action.offset)
-            store.truncate(action.offset)
+            if action.offset < store.max_phy_offset():
+                store.truncate(action.offset)
             failpoint("slave.after_truncate")
         elif isinstance(action, SendNack):
             log.warning("re-requesting from %d: %s", action.offset, action.reason)

@@ -181,12 +181,12 @@ def test_lookups():
     assert c.next_boundary_after(400) is None
 
 
-def test_truncate_from_keeps_an_entry_starting_at_the_cut():
+def test_truncate_from_drops_entries_starting_at_or_after_the_cut():
     c = cache((1, 0), (2, 100), (3, 200))
-    assert c.truncate_from(100)
+    assert c.truncate_from(101)
     assert c.entries == (EpochEntry(1, 0), EpochEntry(2, 100))
-    assert not c.truncate_from(100)
-    assert c.truncate_from(99)
+    assert not c.truncate_from(101)
+    assert c.truncate_from(100)  # epoch 2 covers no bytes any more
     assert c.entries == (EpochEntry(1, 0),)
     c.append(4, 99)
 
