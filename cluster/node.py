@@ -79,6 +79,12 @@ class Node:
         c = self.config
         token, self.token_source = resolve_token(c.admin_token, c.admin_token_file,
                                                  c.default_token_path)
+        if c.store.is_slave:
+            # A slave serves only what its master confirmed. Recovery dispatches up to the
+            # store's confirm bound, so set it (the confirm offset persisted in the checkpoint)
+            # before load; otherwise a restarted slave would serve its unconfirmed tail.
+            store = self.store
+            store.confirm_source = lambda: store.checkpoint.confirm_phy_offset
         self.store.load()
         self.store.start()
         self.epochs = self.epoch_file.load()

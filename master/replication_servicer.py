@@ -14,6 +14,7 @@ from typing import Callable, Iterator
 
 import grpc
 
+from cluster.failpoints import should_corrupt
 from ha.master_session import Acked, Connected, Disconnect, MasterSession, Send
 from proto import replication_pb2 as pb
 from proto import replication_pb2_grpc as pb_grpc
@@ -50,7 +51,8 @@ class MasterConnection:
                     return
             self.close("the slave closed the stream")
         except grpc.RpcError as e:
-            self.close(f"stream from the slave failed: {e.code().name if e.code() else e}")
+            code = e.code() if hasattr(e, "code") else None  # the server side's RpcError has none
+            self.close(f"stream from the slave failed: {code.name if code else 'cancelled'}")
         except Exception as e:  # never leave the stream open after a bug: close and say why
             log.exception("replication stream from %s failed", self.peer)
             self.close(f"master error: {e}")
@@ -103,6 +105,10 @@ class MasterConnection:
                     return
                 with self._cond:
                     msg = session.build_chunk(plan, data, view)
+                    if data and should_corrupt("master.corrupt_next_chunk"):  # tests only
+                        corrupted = bytearray(data)
+                        corrupted[len(corrupted) // 2] ^= 0xFF  # after the CRC was computed
+                        msg.chunk.data = bytes(corrupted)
                     session.sent(plan, len(data), int(clock.monotonic() * 1000))
                     caught_up = session.next_send >= view.max_offset
                 if caught_up and self.slave_id:

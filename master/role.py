@@ -138,7 +138,10 @@ class MasterRole:
             return list(self._connections)
 
     def on_acked(self) -> None:
-        self.store.reput.wakeup()  # the confirm offset may have moved
+        # The confirm offset may have moved: dispatch here, and tell the slaves.
+        self.store.reput.wakeup()
+        for conn in self.connections():
+            conn.wakeup()
 
     def housekeeping(self) -> None:
         before = self.tracker.in_sync_ids()

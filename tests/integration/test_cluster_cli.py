@@ -1,0 +1,192 @@
+"""`python -m cluster local` and `python -m cluster status` as an operator runs them: three
+node processes, a shared 0600 admin token, the status table, bearer-token checks, gRPC health,
+and a clean stop on SIGINT."""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from cluster.admin_client import AdminClient
+from proto import admin_pb2 as pb
+from proto import admin_pb2_grpc as pb_grpc
+
+from .harness import ROOT, free_port, messages, wait_until
+
+
+def _free_base_port() -> int:
+    """A port P with P, P+10 and P+20 free (the local cluster's three nodes)."""
+    for _ in range(100):
+        base = free_port()
+        if base + 20 > 65535:
+            continue
+        try:
+            socks = []
+            for p in (base, base + 10, base + 20):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no free base port")
+
+
+def _pid_gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return True
+
+
+class LocalCluster:
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.base = _free_base_port()
+        env = {**os.environ, "PYTHONPATH": ROOT}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cluster", "local", "--dir", root, "--base-port", str(self.base)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+            start_new_session=True, text=True)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.output: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> None:
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no {text!r} in output:\n{''.join(self.output)}") from None
+            if line is None:
+                raise AssertionError(f"exited before {text!r}:\n{''.join(self.output)}")
+            self.output.append(line)
+            if text in line:
+                return
+
+    def info(self) -> dict:
+        with open(os.path.join(self.root, "cluster.json"), encoding="utf-8") as f:
+            return json.load(f)
+
+    def node_pids(self) -> list[int]:
+        try:
+            return [n["pid"] for n in self.info()["nodes"]]
+        except (OSError, ValueError):
+            return []
+
+    def kill_all(self) -> None:
+        """Teardown: whatever still runs dies, by pid (nodes are in their own sessions)."""
+        for pid in [*self.node_pids(), self.proc.pid]:
+            if not _pid_gone(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@pytest.fixture
+def local_cluster(workdir):
+    cluster = LocalCluster(os.path.join(workdir, "cluster"))
+    try:
+        yield cluster
+    finally:
+        cluster.kill_all()
+
+
+def test_local_cluster_status_auth_health_and_clean_stop(local_cluster):
+    lc = local_cluster
+    lc.wait_for("local cluster up")
+    lc.wait_for("Ctrl-C stops the nodes cleanly")
+    info = lc.info()
+    names = [n["name"] for n in info["nodes"]]
+    assert names == ["master", "slave1", "slave2"]
+    token_file = os.path.join(lc.root, "admin.token")
+    assert os.path.abspath(info["token_file"]) == os.path.abspath(token_file)
+    assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
+    token = open(token_file, encoding="utf-8").read().strip()
+    master_address = info["nodes"][0]["address"]
+    assert master_address == f"127.0.0.1:{lc.base}"
+
+    with AdminClient(master_address, token, timeout=10) as admin:
+        wait_until(lambda: len(admin.status().in_sync_set) == 2, 30, "both slaves in sync")
+        for b in range(3):
+            r = admin.send(messages("CliTopic", 10, start=b * 10))
+            assert r.status == "PUT_OK", (r.status, r.reason)
+        top = admin.status().max_offset
+    for n in info["nodes"][1:]:
+        with AdminClient(n["address"], token, timeout=10) as admin:
+            wait_until(lambda: admin.status().dispatched_offset == top, 20, f"{n['name']} dispatched")
+            got = admin.query("CliTopic", "key-7").messages
+            assert [m.keys for m in got] == ["key-7"]
+
+    out = subprocess.run([sys.executable, "-m", "cluster", "status", "--cluster-dir", lc.root],
+                         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT},
+                         timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    table = out.stdout
+    rows = {line.split()[0]: line for line in table.splitlines() if line.startswith("broker-a:")}
+    assert "SYNC_MASTER" in rows["broker-a:0"], table
+    for sid in ("broker-a:1", "broker-a:2"):
+        assert "SLAVE" in rows[sid] and f"following {master_address}" in rows[sid], table
+        assert str(top) in rows[sid], table
+    assert "in-sync: broker-a:1, broker-a:2" in table, table
+    repl = [line for line in table.splitlines() if line.startswith("  broker-a:")]
+    assert len(repl) == 2 and all("IN-SYNC" in line for line in repl), table
+
+    # Bearer token: missing or wrong -> UNAUTHENTICATED; health needs none.
+    with grpc.insecure_channel(master_address) as channel:
+        stub = pb_grpc.AdminStub(channel)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.GetNodeStatus(pb.NodeStatusRequest(), timeout=10)
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with pytest.raises(grpc.RpcError) as e:
+            stub.SendMessages(pb.SendMessagesRequest(messages=messages("CliTopic", 1)), timeout=10,
+                              metadata=(("authorization", "Bearer wrong-token"),))
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        health = health_pb2_grpc.HealthStub(channel)
+        for service in ("", "rmqstore.admin.v1.Admin", "rmqstore.replication.v1.Replication"):
+            r = health.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+            assert r.status == health_pb2.HealthCheckResponse.SERVING, service
+    with AdminClient(master_address, "wrong-token", timeout=10) as admin:
+        with pytest.raises(grpc.RpcError) as e:
+            admin.status()
+        assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    with AdminClient(master_address, token, timeout=10) as admin:
+        assert admin.status().max_offset == top  # the refused send wrote nothing
+
+    pids = lc.node_pids()
+    assert len(pids) == 3
+    os.kill(lc.proc.pid, signal.SIGINT)
+    assert lc.proc.wait(60) == 0
+    lc.wait_for("local cluster stopped")
+    wait_until(lambda: all(_pid_gone(pid) for pid in pids), 10, "node processes gone")
+    for name in names:
+        store = os.path.join(lc.root, name)
+        assert os.path.isdir(os.path.join(store, "commitlog"))
+        assert not os.path.exists(os.path.join(store, "abort")), f"{name} left an abort file"
