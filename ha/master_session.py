@@ -8,8 +8,8 @@ asks `poll()` what to send next, reads those bytes from the commitlog and report
     Ack    -> Acked (for the ack tracker)                            or Disconnect
     Nack   -> rewind to the re-requested offset                      or Disconnect
     poll() -> the next chunk: from next_send, at most batch_size bytes, never past the
-              master's max offset or an epoch boundary (the commitlog read never crosses a
-              file), at most max_in_flight bytes beyond the last ack; or a heartbeat when
+              master's max offset, a commitlog file's end or an epoch boundary, at most
+              max_in_flight bytes beyond the last ack; or a heartbeat when
               nothing was sent for heartbeat_interval_ms or the confirm offset moved.
 
 Refusals (each ends the stream with a reason the slave logs):
@@ -179,28 +179,34 @@ class MasterSession:
             entry = view.epochs.entry_at(self.next_send)
             if entry is None:  # bytes older than the first epoch: cannot label them
                 entry = view.epochs.entries[0] if len(view.epochs) else EpochEntry(0, 0)
-            end = view.max_offset
+            file_end = (self.next_send // view.file_size + 1) * view.file_size
+            end = min(view.max_offset, file_end)
             boundary = view.epochs.next_boundary_after(self.next_send)
             if boundary is not None:
                 end = min(end, boundary)
             room = self.max_in_flight - (self.next_send - self.acked)
+            self.confirm_sent = max(self.confirm_sent, view.confirm_offset)
             return ChunkPlan(self.next_send, min(self.batch_size, end - self.next_send, room),
                              entry.epoch, entry.start_offset)
         if (self.last_sent_ms is None or now_ms - self.last_sent_ms >= self.heartbeat_interval_ms
                 or view.confirm_offset > self.confirm_sent):
+            self.confirm_sent = max(self.confirm_sent, view.confirm_offset)
             last = view.epochs.last
             return ChunkPlan(self.next_send, 0, last.epoch if last else 0,
                              last.start_offset if last else 0)
         return None
 
     def build_chunk(self, plan: ChunkPlan, data: bytes, view: MasterView) -> pb.MasterMessage:
-        self.confirm_sent = max(self.confirm_sent, view.confirm_offset)
+        """The Chunk for `plan` (pure: callable outside the caller's lock; the CRC is the
+        costly part). `data` must be exactly the planned bytes."""
         return pb.MasterMessage(chunk=pb.Chunk(
             offset=plan.offset, data=data, epoch=plan.epoch,
             epoch_start_offset=plan.epoch_start_offset, confirm_offset=view.confirm_offset,
             master_max_offset=view.max_offset, crc32c=crc32c(data) if data else 0))
 
     def sent(self, plan: ChunkPlan, nbytes: int, now_ms: int) -> None:
+        """Record `plan` as sent (call right after poll(), before the bytes are read, so the
+        next poll can plan the following chunk while this one is built)."""
         if plan.offset == self.next_send:
             self.next_send += nbytes
         self.last_sent_ms = now_ms

@@ -1,14 +1,16 @@
 """gRPC adapter of the master side: one `MasterConnection` per slave stream, driving a
 `ha.master_session.MasterSession`.
 
-Threads per stream: gRPC's handler thread runs `outgoing()` (the response generator: chunks
-read from the commitlog, heartbeats, the Welcome); a reader thread feeds the slave's Hello,
-Acks and Nacks to the session. The session is only touched under the connection's lock.
+Threads per stream: gRPC's handler thread runs `outgoing()` (the response generator), fed by
+a builder thread that plans chunks with the session, reads them from the commitlog and
+checksums them; a reader thread feeds the slave's Hello, Acks and Nacks to the session. The
+session is only touched under the connection's lock.
 """
 from __future__ import annotations
 
 import collections
 import logging
+import queue
 import threading
 from typing import Callable, Iterator
 
@@ -78,43 +80,87 @@ class MasterConnection:
                 self.close(action.reason)
         self.wakeup()
 
-    # -- master -> slave (gRPC handler thread) ------------------------------------------------
+    # -- master -> slave ----------------------------------------------------------------------
+    # A builder thread plans, reads and checksums the next chunks while gRPC's handler thread
+    # sends the previous one: the CRC (the costly part) overlaps the network instead of
+    # alternating with it. At most PREFETCH built messages wait.
+    PREFETCH = 2
+
     def outgoing(self) -> Iterator[pb.MasterMessage]:
-        role, session = self.role, self.session
-        clock = role.clock
+        ready: queue.Queue[pb.MasterMessage | None] = queue.Queue(self.PREFETCH)
+        builder = threading.Thread(target=self._build_loop, args=(ready,),
+                                   name=f"repl-builder-{self.peer}", daemon=True)
+        builder.start()
         while True:
-            with self._cond:
+            try:
+                msg = ready.get(timeout=0.5)
+            except queue.Empty:
                 if self.close_reason is not None:
                     return
-                if self._outbox:
-                    msg = self._outbox.popleft()
-                    plan = None
-                else:
-                    view = role.view()
-                    plan = session.poll(view, int(clock.monotonic() * 1000))
-                    if plan is None:
-                        self._cond.wait(0.5)
-                        continue
-            if plan is not None:
-                try:
-                    data = (role.store.commitlog.read_chunk(plan.offset, plan.max_bytes,
-                                                            plan.offset + plan.max_bytes)
-                            if plan.max_bytes else b"")
-                except OffsetOutOfRange as e:
-                    self.close(f"cannot read {plan.offset}: {e}")
-                    return
-                with self._cond:
-                    msg = session.build_chunk(plan, data, view)
-                    if data and should_corrupt("master.corrupt_next_chunk"):  # tests only
-                        corrupted = bytearray(data)
-                        corrupted[len(corrupted) // 2] ^= 0xFF  # after the CRC was computed
-                        msg.chunk.data = bytes(corrupted)
-                    session.sent(plan, len(data), int(clock.monotonic() * 1000))
-                    caught_up = session.next_send >= view.max_offset
-                if caught_up and self.slave_id:
-                    role.tracker.on_transfer(self.slave_id, view.max_offset)
-                self.bytes_sent += len(data)
+                continue
+            if msg is None:
+                return
             yield msg
+
+    def _build_loop(self, ready: "queue.Queue[pb.MasterMessage | None]") -> None:
+        try:
+            while True:
+                msg = self._next_message()
+                if msg is None:
+                    return
+                while True:
+                    try:
+                        ready.put(msg, timeout=0.5)
+                        break
+                    except queue.Full:
+                        if self.close_reason is not None:
+                            return
+        except Exception as e:  # a bug must end the stream with a reason, not hang it
+            log.exception("building chunks for %s failed", self.peer)
+            self.close(f"master error: {e}")
+        finally:
+            try:
+                ready.put_nowait(None)
+            except queue.Full:
+                pass  # the handler notices close_reason on its next timeout
+
+    def _next_message(self) -> pb.MasterMessage | None:
+        """The next message to send (None once closed): planned under the lock, read and
+        checksummed outside it so acks are not held up by the CRC."""
+        role, session = self.role, self.session
+        now = lambda: int(role.clock.monotonic() * 1000)  # noqa: E731
+        with self._cond:
+            while True:
+                if self.close_reason is not None:
+                    return None
+                if self._outbox:
+                    return self._outbox.popleft()
+                view = role.view()
+                plan = session.poll(view, now())
+                if plan is not None:
+                    session.sent(plan, plan.max_bytes, now())
+                    caught_up = session.next_send >= view.max_offset
+                    break
+                self._cond.wait(0.5)
+        try:
+            data = (role.store.commitlog.read_chunk(plan.offset, plan.max_bytes,
+                                                    plan.offset + plan.max_bytes)
+                    if plan.max_bytes else b"")
+        except OffsetOutOfRange as e:
+            self.close(f"cannot read {plan.offset}: {e}")
+            return None
+        if len(data) != plan.max_bytes:
+            self.close(f"read {len(data)} bytes at {plan.offset}, planned {plan.max_bytes}")
+            return None
+        msg = session.build_chunk(plan, data, view)
+        if data and should_corrupt("master.corrupt_next_chunk"):  # tests only
+            corrupted = bytearray(data)
+            corrupted[len(corrupted) // 2] ^= 0xFF  # after the CRC was computed
+            msg.chunk.data = bytes(corrupted)
+        if caught_up and self.slave_id:
+            role.tracker.on_transfer(self.slave_id, view.max_offset)
+        self.bytes_sent += len(data)
+        return msg
 
     def wakeup(self) -> None:
         with self._cond:
