@@ -26,6 +26,8 @@ call back into the tracker, and the lock is not reentrant.
 from __future__ import annotations
 
 import threading
+
+from store.yielding_lock import YieldingLock
 from dataclasses import dataclass
 
 from store.clock import Clock
@@ -81,7 +83,7 @@ class AckTracker:
         self._in_sync_replicas = in_sync_replicas
         self._min_in_sync_replicas = min_in_sync_replicas
         self._all_ack = all_ack
-        self._lock = threading.Lock()
+        self._lock = YieldingLock()  # taken by every sync put and every ack: must not convoy
         self._slaves: dict[str, _Slave] = {}
         self._in_sync: set[str] = set()
         self._confirmed = 0  # highest confirm offset handed out

@@ -22,6 +22,7 @@ Refusals (each ends the stream with a reason the slave logs):
 """
 from __future__ import annotations
 
+import collections
 import enum
 from dataclasses import dataclass
 
@@ -83,7 +84,8 @@ class MasterState(enum.Enum):
 
 class MasterSession:
     def __init__(self, broker_name: str, *, batch_size: int, max_in_flight: int,
-                 heartbeat_interval_ms: int, max_nacks: int = 3) -> None:
+                 heartbeat_interval_ms: int, max_nacks: int = 3,
+                 max_partial_in_flight: int = 2) -> None:
         self.broker_name = broker_name
         self.batch_size = batch_size
         self.max_in_flight = max(max_in_flight, batch_size)
@@ -97,6 +99,11 @@ class MasterSession:
         self.nacks_in_row = 0
         self.last_sent_ms: int | None = None
         self.confirm_sent = -1  # slaves learn a new confirm offset without waiting for data
+        # Ends of the chunks not acknowledged yet. With this many in flight, a chunk smaller
+        # than batch_size waits for an ack, so puts that arrive meanwhile share the next chunk
+        # instead of queueing one small chunk each on the slave (sync puts from many threads).
+        self.max_partial_in_flight = max_partial_in_flight
+        self._unacked_ends: collections.deque[int] = collections.deque()
         self.close_reason = ""
 
     # -- from the slave --------------------------------------------------------------------
@@ -156,6 +163,9 @@ class MasterSession:
         if a.max_offset > self.acked:
             self.nacks_in_row = 0
         self.acked = a.max_offset
+        ends = self._unacked_ends
+        while ends and ends[0] <= a.max_offset:
+            ends.popleft()
         self.flushed = a.flushed_offset
         return [Acked(self.slave_id, a.max_offset, a.flushed_offset)]
 
@@ -168,6 +178,7 @@ class MasterSession:
             return self._close(f"slave {self.slave_id} re-requested {self.nacks_in_row} times in a "
                                f"row (last: {n.reason})")
         self.next_send = n.offset
+        self._unacked_ends.clear()  # everything from the Nack on is sent again
         return []
 
     # -- to the slave ----------------------------------------------------------------------
@@ -175,7 +186,10 @@ class MasterSession:
         """The next chunk to send, a heartbeat, or None (wait for new data or acks)."""
         if self.state is not MasterState.STREAMING:
             return None
-        if self.next_send < view.max_offset and self.next_send - self.acked < self.max_in_flight:
+        available = view.max_offset - self.next_send
+        if (available > 0 and self.next_send - self.acked < self.max_in_flight
+                and (available >= self.batch_size
+                     or len(self._unacked_ends) < self.max_partial_in_flight)):
             entry = view.epochs.entry_at(self.next_send)
             if entry is None:  # bytes older than the first epoch: cannot label them
                 entry = view.epochs.entries[0] if len(view.epochs) else EpochEntry(0, 0)
@@ -209,6 +223,8 @@ class MasterSession:
         next poll can plan the following chunk while this one is built)."""
         if plan.offset == self.next_send:
             self.next_send += nbytes
+            if nbytes:
+                self._unacked_ends.append(self.next_send)
         self.last_sent_ms = now_ms
 
     def close(self, reason: str) -> list[MasterAction]:

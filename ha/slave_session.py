@@ -8,7 +8,7 @@ sends what the actions say.
     Welcome                  -> [Truncate], SetConfirm, SendAck      or Disconnect
     Chunk (data)             -> [RecordEpoch], Append, SetConfirm, SendAck
     Chunk (bad CRC)          -> SendNack (re-request from the expected offset)   or Disconnect
-    Chunk (empty: heartbeat) -> SetConfirm, SendAck
+    Chunk (empty: heartbeat) -> SetConfirm        (the adapter acks every heartbeat interval)
 
 Rules:
 - a chunk must start exactly at the slave's end (`expected_offset`); after a Nack, chunks the
@@ -159,9 +159,8 @@ class SlaveSession:
         if self.state not in (SlaveState.FOLLOWING, SlaveState.RESENDING):
             return self._close(f"chunk before the handshake finished (state {self.state.value})")
         self.master_max_offset = max(self.master_max_offset, c.master_max_offset)
-        if not c.data:  # heartbeat
-            return [SetConfirm(min(c.confirm_offset, self.expected_offset)),
-                    SendAck(self.expected_offset)]
+        if not c.data:  # heartbeat: the periodic Ack answers it (acking each would double
+            return [SetConfirm(min(c.confirm_offset, self.expected_offset))]  # the traffic)
         if c.offset != self.expected_offset:
             if self.state is SlaveState.RESENDING:
                 return []  # sent before the master saw our Nack

@@ -62,7 +62,9 @@ class MasterRole:
                                   min_in_sync_replicas=c.min_in_sync_replicas,
                                   all_ack=c.all_ack_in_sync_state_set)
         self._lock = threading.Lock()
-        self._connections: set[MasterConnection] = set()
+        # Copy-on-write: every put reads it (to wake the senders) without taking a lock,
+        # since a lock taken by every put convoys under the GIL.
+        self._connections: tuple[MasterConnection, ...] = ()
         self._housekeeping = _Housekeeping(self)
         self.closed = False
 
@@ -123,19 +125,18 @@ class MasterRole:
         with self._lock:
             if self.closed:
                 return False
-            self._connections.add(conn)
+            self._connections = (*self._connections, conn)
             return True
 
     def remove_connection(self, conn: "MasterConnection") -> None:
         with self._lock:
-            self._connections.discard(conn)
+            self._connections = tuple(c for c in self._connections if c is not conn)
         if conn.slave_id and not any(c.slave_id == conn.slave_id for c in self.connections()):
             self.tracker.disconnect(conn.slave_id)
         self.store.reput.wakeup()
 
-    def connections(self) -> list["MasterConnection"]:
-        with self._lock:
-            return list(self._connections)
+    def connections(self) -> tuple["MasterConnection", ...]:
+        return self._connections
 
     def on_acked(self) -> None:
         # The confirm offset may have moved: dispatch here, and tell the slaves.

@@ -11,7 +11,6 @@ Truncation is crash-safe (MappedFileQueue.truncate_to zeroes and syncs before it
 """
 from __future__ import annotations
 
-import threading
 from typing import Iterable, Sequence
 
 from . import codec
@@ -22,6 +21,7 @@ from .fileio import FileIO
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
 from .put_result import AppendResult
+from .yielding_lock import YieldingLock
 
 _SKIP_QUEUE_OFFSET = (SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE)
 
@@ -32,7 +32,7 @@ class CommitLog:
         self.queue = MappedFileQueue(directory, file_size, io, write_through_mmap=write_through_mmap)
         self.file_size = file_size
         self.clock = clock
-        self.put_lock = threading.Lock()
+        self.put_lock = YieldingLock()  # a plain Lock convoys under the GIL (see the module)
         # next queue offset per (topic, queue id): assigned under the put lock
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.last_store_timestamp = 0
