@@ -31,6 +31,7 @@ from proto import replication_pb2 as pb
 from proto import replication_pb2_grpc as pb_grpc
 from store.clock import Clock
 from store.message_store import MessageStore
+from store.put_result import PutStatus
 
 log = logging.getLogger(__name__)
 GRPC_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -176,6 +177,14 @@ class ReplicationClient:
         if isinstance(action, Append):
             store.append_raw(action.offset, action.data)
         elif isinstance(action, SendAck):
+            if self.config.is_sync_flush and action.offset > store.flushed_offset:
+                # A SYNC_FLUSH slave acks only what is on its disk, so a sync master's
+                # acknowledgement means "on the slaves' disks", not just in their memory.
+                status = store.durability(action.offset).wait(
+                    self.config.sync_flush_timeout / 1000.0 + 1)
+                if status is not PutStatus.PUT_OK:
+                    session.close_reason = f"flush failed on this slave: {status}"
+                    return False
             self._outbox.put(self._ack(action.offset))
         elif isinstance(action, SetConfirm):
             if action.offset != self.confirm:

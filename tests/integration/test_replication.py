@@ -303,3 +303,19 @@ def test_slaves_serve_reads_never_beyond_confirm(group):
     assert watch.samples >= 5 and watch.beyond >= 1, (watch.samples, watch.beyond)
     assert watch.violations == [], watch.violations[:5]
 
+
+
+# -- SYNC_FLUSH slaves ---------------------------------------------------------------------------
+def test_sync_flush_slave_acks_only_what_is_on_its_disk(group):
+    """A SYNC_FLUSH slave's ack never runs ahead of its flushed offset, so a SYNC_MASTER's
+    acknowledgement means the bytes are on the slave's disk."""
+    m = group.master("SYNC_MASTER", **FAST_HA)
+    s = group.slave(m, 1, flushDiskType="SYNC_FLUSH", **FAST_HA)
+    wait_until(in_sync(m, 1), 20, "slave in sync")
+    client = m.admin()
+    for b in range(20):
+        r = client.send(messages(TOPIC, 10, start=b * 10, queues=QUEUES))
+        assert r.status == "PUT_OK", r
+        row = m.status().slaves[0]
+        assert row.ack_offset <= row.flushed_offset, row
+    assert s.status().flushed_offset >= r.results[-1].commit_log_offset
