@@ -25,6 +25,7 @@ from .errors import DiskError
 from .mapped_file_queue import MappedFileQueue
 from .put_result import PutStatus
 from .service import Service
+from .yielding_lock import YieldingLock
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,7 @@ class GroupCommitService(_FlushBase):
         super().__init__(queue, clock, failure, on_flushed, stamp)
         self.timeout_ms = timeout_ms
         self._requests: list[tuple[int, Completion[PutStatus]]] = []
-        self._lock = threading.Lock()
+        self._lock = YieldingLock()  # every SYNC_FLUSH put takes it: must not convoy
 
     def submit(self, end_offset: int) -> Completion[PutStatus]:
         """A completion that resolves to PUT_OK once flushed >= end_offset."""
