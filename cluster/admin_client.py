@@ -1,11 +1,71 @@
 """A small client of the Admin API, shared by the CLI, the tests and the benchmarks."""
 from __future__ import annotations
 
+import os
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
 import grpc
 
 from proto import admin_pb2 as pb
 from proto import admin_pb2_grpc as pb_grpc
 from slave.replication_client import GRPC_OPTIONS
+
+from .store_export import DEFAULT_CHUNK_BYTES, ExportPathError, check_relative_path
+
+
+class ExportError(RuntimeError):
+    """export_store refused the destination or got a stream it cannot trust."""
+
+
+@dataclass
+class ExportProgress:
+    bytes_done: int
+    bytes_total: int
+    files_done: int
+    files_total: int
+    path: str  # the file the last chunk belonged to
+    seconds: float
+
+
+@dataclass
+class ExportSummary:
+    dest_dir: str
+    files: int
+    bytes: int
+    seconds: float
+    commitlog_min_offset: int
+    commitlog_end_offset: int  # the exported commitlog end (node's max offset at the start)
+    node_id: str
+    manifest: pb.ExportManifest
+
+
+def _prepare_destination(dest_dir: str) -> None:
+    if os.path.lexists(dest_dir):
+        if not os.path.isdir(dest_dir):
+            raise ExportError(f"destination {dest_dir} exists and is not a directory")
+        if os.listdir(dest_dir):
+            raise ExportError(f"destination {dest_dir} is not empty: export into a new or "
+                              f"empty directory")
+    os.makedirs(dest_dir, exist_ok=True)
+
+
+def _check_manifest(manifest: pb.ExportManifest) -> dict[str, pb.ExportFile]:
+    files: dict[str, pb.ExportFile] = {}
+    for f in manifest.files:
+        try:
+            check_relative_path(f.path)
+        except ExportPathError as e:
+            raise ExportError(f"the manifest names an unsafe path: {e}") from None
+        if f.path in files or f.path.endswith(".part"):
+            raise ExportError(f"the manifest names {f.path!r} twice or as a temporary file")
+        if f.size < 0 or f.file_length < f.size:
+            raise ExportError(f"the manifest gives {f.path} size {f.size}, length {f.file_length}")
+        files[f.path] = f
+    if sum(f.size for f in files.values()) != manifest.total_bytes:
+        raise ExportError("the manifest's total_bytes is not the sum of its file sizes")
+    return files
 
 
 class AdminClient:
@@ -47,3 +107,94 @@ class AdminClient:
     def query(self, topic: str, key: str, max_count: int = 32) -> pb.GetMessagesResponse:
         return self._call(self._stub.QueryMessages, pb.QueryMessagesRequest(
             topic=topic, key=key, max_count=max_count))
+
+    def export_store(self, dest_dir: str, include: Iterable[str] | None = None,
+                     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                     progress: Callable[[ExportProgress], None] | None = None,
+                     timeout: float | None = None) -> ExportSummary:
+        """Copy the node's store directory into `dest_dir` (which must not exist or be empty)
+        with Admin.ExportStore. Each file is written to `<file>.part`, checked against the
+        manifest size, extended to its length on the node (sparse zeros) and renamed; a broken
+        stream leaves no partial file under a final name (grpc.RpcError or ExportError is
+        raised). `timeout`: deadline of the whole export (None: none)."""
+        _prepare_destination(dest_dir)
+        started = time.monotonic()
+        call = self._stub.ExportStore(
+            pb.ExportStoreRequest(include=list(include or ()), chunk_bytes=chunk_bytes),
+            metadata=self._metadata, timeout=timeout)
+        manifest: pb.ExportManifest | None = None
+        expected: dict[str, pb.ExportFile] = {}
+        finished: set[str] = set()
+        current: pb.ExportFile | None = None
+        fh = None
+        part = ""
+        written = received = 0
+        try:
+            for msg in call:
+                which = msg.WhichOneof("payload")
+                if manifest is None:
+                    if which != "manifest":
+                        raise ExportError(f"the stream began with {which}, not the manifest")
+                    manifest = msg.manifest
+                    expected = _check_manifest(manifest)
+                    continue
+                if which == "done":
+                    missing = sorted(set(expected) - finished)
+                    if fh is not None or missing:
+                        raise ExportError(f"the export ended without {len(missing) or 1} "
+                                          f"file(s): {', '.join(missing[:5])}")
+                    break
+                if which != "chunk":
+                    raise ExportError(f"unexpected {which} in the stream")
+                chunk = msg.chunk
+                if current is None or chunk.path != current.path:
+                    if fh is not None:
+                        raise ExportError(f"{current.path} was not finished before {chunk.path}")
+                    current = expected.get(chunk.path)
+                    if current is None or chunk.path in finished:
+                        raise ExportError(f"chunk of {chunk.path!r}, not expected")
+                    final = os.path.join(dest_dir, *chunk.path.split("/"))
+                    part = final + ".part"
+                    os.makedirs(os.path.dirname(final), exist_ok=True)
+                    fh = open(part, "wb")
+                    written = 0
+                if chunk.offset != written or written + len(chunk.data) > current.size:
+                    raise ExportError(f"{current.path}: chunk at {chunk.offset} of "
+                                      f"{len(chunk.data)} bytes, but {written} of {current.size} "
+                                      f"bytes received")
+                fh.write(chunk.data)
+                written += len(chunk.data)
+                received += len(chunk.data)
+                if chunk.file_done:
+                    if written != current.size:
+                        raise ExportError(f"{current.path}: {written} bytes received, the "
+                                          f"manifest says {current.size}")
+                    if current.file_length > written:
+                        fh.truncate(current.file_length)  # the node's zeros, as a sparse tail
+                    fh.close()
+                    fh = None
+                    os.replace(part, part[:-len(".part")])
+                    finished.add(current.path)
+                if progress is not None:
+                    progress(ExportProgress(received, manifest.total_bytes, len(finished),
+                                            len(expected), current.path,
+                                            time.monotonic() - started))
+                if chunk.file_done:
+                    current = None
+            else:
+                raise ExportError("the stream ended before the export was done"
+                                  if manifest is not None else "the stream ended without a manifest")
+        except BaseException:
+            call.cancel()
+            if fh is not None:
+                fh.close()
+                try:
+                    os.unlink(part)
+                except FileNotFoundError:
+                    pass
+            raise
+        return ExportSummary(dest_dir=dest_dir, files=len(finished), bytes=received,
+                             seconds=time.monotonic() - started,
+                             commitlog_min_offset=manifest.commitlog_min_offset,
+                             commitlog_end_offset=manifest.commitlog_end_offset,
+                             node_id=manifest.node_id, manifest=manifest)

@@ -3,6 +3,7 @@ cluster.auth.BearerTokenInterceptor before any of these methods runs."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 import grpc
@@ -12,6 +13,8 @@ from proto import admin_pb2_grpc as pb_grpc
 from store import codec
 from store.codec import Message, MessageRecord
 from store.errors import StoreError
+
+from . import store_export
 
 if TYPE_CHECKING:
     from .node import Node
@@ -112,3 +115,40 @@ class AdminServicer(pb_grpc.AdminServicer):
         records = self.node.store.query_messages(request.topic, request.key, request.max_count or 32)
         return pb.GetMessagesResponse(status="FOUND" if records else "NO_MATCHED_MESSAGE",
                                       messages=[from_record(m) for m in records])
+
+    def ExportStore(self, request, context):  # noqa: N802
+        """Thin adapter of cluster.store_export: request errors -> INVALID_ARGUMENT, a failed
+        export -> ABORTED; the export is logged (who, what, how many bytes)."""
+        try:
+            export = store_export.StoreExport(
+                self.node.store, request.include, request.chunk_bytes,
+                node_id=self.node.config.node_id, role=self.node.role)
+        except store_export.ExportRequestError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        peer = context.peer()
+        stats = export.stats
+        outcome = "cancelled"
+        stream = export.messages()
+        try:
+            for i, message in enumerate(stream):
+                if i == 0:
+                    log.info("ExportStore by %s: %s, %d files, %d bytes, commitlog end %d, "
+                             "chunks of %d bytes", peer, ",".join(export.parts),
+                             len(message.manifest.files), stats.total_bytes,
+                             stats.commitlog_end_offset, export.chunk_bytes)
+                yield message
+            outcome = "done"
+        except store_export.ExportAborted as e:
+            outcome = f"aborted: {e}"
+            context.abort(grpc.StatusCode.ABORTED, str(e))
+        except store_export.ExportPathError as e:
+            outcome = f"failed: {e}"
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        except Exception as e:
+            outcome = f"failed: {e!r}"
+            raise
+        finally:
+            stream.close()  # releases what the export opened, also when the client went away
+            elapsed = time.monotonic() - stats.started
+            log.info("ExportStore by %s %s: %d/%d bytes in %d files, %.1f s", peer, outcome,
+                     stats.bytes_sent, stats.total_bytes, stats.files, elapsed)

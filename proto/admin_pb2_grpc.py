@@ -59,6 +59,11 @@ class AdminStub:
                 request_serializer=proto_dot_admin__pb2.QueryMessagesRequest.SerializeToString,
                 response_deserializer=proto_dot_admin__pb2.GetMessagesResponse.FromString,
                 _registered_method=True)
+        self.ExportStore = channel.unary_stream(
+                '/rmqstore.admin.v1.Admin/ExportStore',
+                request_serializer=proto_dot_admin__pb2.ExportStoreRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.ExportChunk.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -97,6 +102,16 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportStore(self, request, context):
+        """A copy of the node's store directory, streamed while the node runs: first one
+        ExportChunk.manifest, then ExportChunk.chunk messages (files in manifest order, each file's
+        chunks in offset order), then ExportChunk.done = true. What is consistent with what is
+        described in cluster/store_export.py. INVALID_ARGUMENT for a bad include or chunk_bytes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -124,6 +139,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.QueryMessages,
                     request_deserializer=proto_dot_admin__pb2.QueryMessagesRequest.FromString,
                     response_serializer=proto_dot_admin__pb2.GetMessagesResponse.SerializeToString,
+            ),
+            'ExportStore': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportStore,
+                    request_deserializer=proto_dot_admin__pb2.ExportStoreRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.ExportChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -261,6 +281,33 @@ class Admin:
             '/rmqstore.admin.v1.Admin/QueryMessages',
             proto_dot_admin__pb2.QueryMessagesRequest.SerializeToString,
             proto_dot_admin__pb2.GetMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportStore(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/ExportStore',
+            proto_dot_admin__pb2.ExportStoreRequest.SerializeToString,
+            proto_dot_admin__pb2.ExportChunk.FromString,
             options,
             channel_credentials,
             insecure,
