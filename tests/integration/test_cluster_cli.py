@@ -159,6 +159,26 @@ def test_local_cluster_status_auth_health_and_clean_stop(local_cluster):
     repl = [line for line in table.splitlines() if line.startswith("  broker-a:")]
     assert len(repl) == 2 and all("IN-SYNC" in line for line in repl), table
 
+    # The smoke-test commands: send to the master, read it back from a slave.
+    def cli(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "cluster", *argv, "--cluster-dir", lc.root],
+                              capture_output=True, text=True, cwd=ROOT, timeout=60,
+                              env={**os.environ, "PYTHONPATH": ROOT})
+    sent = cli("send", "--topic", "SmokeTopic", "--count", "5", "--queue", "0", "--keys", "sk-{i}",
+               "--body", "smoke {i}")
+    assert sent.returncode == 0 and "sent 5 message(s)" in sent.stdout, sent.stdout + sent.stderr
+    with AdminClient(info["nodes"][1]["address"], token, timeout=10) as admin:
+        wait_until(lambda: admin.get("SmokeTopic", 0, 0, 10).max_offset == 5, 20, "slave1 has them")
+    got = cli("get", "--node", "slave1", "--topic", "SmokeTopic", "--queue", "0", "--count", "10")
+    assert got.returncode == 0 and "FOUND: 5 message(s)" in got.stdout, got.stdout + got.stderr
+    assert "'smoke 4'" in got.stdout
+    found = cli("query", "--node", "slave2", "--topic", "SmokeTopic", "--key", "sk-3")
+    assert found.returncode == 0 and "'smoke 3'" in found.stdout, found.stdout + found.stderr
+    refused = cli("send", "--node", "slave1", "--topic", "SmokeTopic")
+    assert refused.returncode == 1 and "FAILED_PRECONDITION" in refused.stderr, refused.stderr
+    with AdminClient(master_address, token, timeout=10) as admin:
+        top = admin.status().max_offset
+
     # Bearer token: missing or wrong -> UNAUTHENTICATED; health needs none.
     with grpc.insecure_channel(master_address) as channel:
         stub = pb_grpc.AdminStub(channel)
