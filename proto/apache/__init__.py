@@ -1,0 +1,1 @@
+"""Apache namespace for protocols reproduced from public interfaces."""
