@@ -1,5 +1,6 @@
 """One node: the embedded store, its role (master or slave, switchable at runtime), and the
-gRPC server with the Replication, Admin and grpc.health.v1 services on one port.
+gRPC server with the Replication, Admin, RocketMQ 5 MessagingService (cluster/messaging/) and
+grpc.health.v1 services on one port.
 
 Start order: load and recover the store, read the epoch file, take the configured role, then
 serve. Stop order (SIGTERM): stop serving, leave the role (sync waiters answered, streams
@@ -21,6 +22,7 @@ from master.role import MasterRole
 from proto import admin_pb2 as apb
 from proto import admin_pb2_grpc
 from proto import replication_pb2_grpc
+from proto.apache.rocketmq.v2 import service_pb2_grpc as messaging_pb2_grpc
 from slave.replication_client import GRPC_OPTIONS, ReplicationClient
 from store.clock import SYSTEM_CLOCK, Clock
 from store.codec import Message
@@ -32,10 +34,11 @@ from store.service import Service
 
 from .admin_service import AdminServicer
 from .auth import BearerTokenInterceptor, resolve_token
+from .messaging import SERVICE_NAME as MESSAGING_SERVICE, MessagingService, MessagingServicer
 from .node_config import NodeConfig
 
 log = logging.getLogger(__name__)
-SERVICES = ("rmqstore.admin.v1.Admin", "rmqstore.replication.v1.Replication")
+SERVICES = ("rmqstore.admin.v1.Admin", "rmqstore.replication.v1.Replication", MESSAGING_SERVICE)
 
 
 class NotMaster(StoreError):
@@ -73,6 +76,7 @@ class Node:
         self._server: grpc.Server | None = None
         self._role_lock = threading.Lock()
         self._health_watch = _HealthWatch(self)
+        self.messaging: MessagingService | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
@@ -88,11 +92,15 @@ class Node:
         self.store.load()
         self.store.start()
         self.epochs = self.epoch_file.load()
+        self.messaging = MessagingService(self)
+        self.messaging.start()  # loads config/topics.json
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="grpc"),
                              interceptors=[BearerTokenInterceptor(token)], options=GRPC_OPTIONS)
         replication_pb2_grpc.add_ReplicationServicer_to_server(
             ReplicationServicer(lambda: self.master, self._not_master_reason), server)
         admin_pb2_grpc.add_AdminServicer_to_server(AdminServicer(self), server)
+        messaging_pb2_grpc.add_MessagingServiceServicer_to_server(
+            MessagingServicer(self.messaging), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         self.port = server.add_insecure_port(c.listen_address)
         if self.port == 0:
@@ -115,6 +123,8 @@ class Node:
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         if self._server is not None:
             self._server.stop(grace=1.0).wait(5)
+        if self.messaging is not None:
+            self.messaging.close()
         with self._role_lock:
             self._leave_role("node shutting down")
         self.store.shutdown()

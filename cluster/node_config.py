@@ -9,10 +9,20 @@ Read from a broker.conf-style file. Node keys (RocketMQ's names where RocketMQ h
     adminToken         the bearer token of the Admin API (inline)
     adminTokenFile     or a file holding it; with neither, the node generates one into
                        <storePathRootDir>/config/admin.token (mode 0600) and logs the path
+RocketMQ 5 client API (apache.rocketmq.v2.MessagingService, see cluster/messaging/):
+    advertisedAddress  IPv4 host:port clients use to reach this node (default brokerIP1:<port>)
+    groupAddresses     comma-separated IPv4 host:port of every node of the group, listed in
+                       QueryRoute (default: this node's advertised address, plus its master's
+                       address while it is a slave)
+    autoCreateTopicEnable  true: QueryRoute/SendMessage create an unknown topic (on the master,
+                       in config/topics.json) with defaultTopicQueueNums (4) queues
+    accessKey, secretKey   when both are set, every MessagingService call must carry a valid
+                       MQv2-HMAC-SHA1 `authorization` (else UNAUTHORIZED)
 Every other key is a StoreConfig key; unknown keys are logged and ignored, as RocketMQ does.
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 from dataclasses import dataclass, field
@@ -23,7 +33,22 @@ from store.errors import ConfigError
 log = logging.getLogger(__name__)
 
 NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToken",
-                       "adminTokenFile"})
+                       "adminTokenFile", "advertisedAddress", "groupAddresses",
+                       "autoCreateTopicEnable", "defaultTopicQueueNums", "accessKey", "secretKey"})
+
+
+def check_ipv4_address(key: str, value: str) -> str:
+    """`value` if it is an IPv4 literal with a port (what the official clients accept in a
+    route: several DNS names in one endpoint are refused, IPv6 literals break them)."""
+    host, sep, port = value.rpartition(":")
+    try:
+        ipaddress.IPv4Address(host)
+        ok = bool(sep) and port.isdigit() and 0 < int(port) < 65536
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"{key}={value!r}: want <IPv4 address>:<port>")
+    return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +58,12 @@ class NodeConfig:
     broker_id: int = 0
     admin_token: str = ""
     admin_token_file: str = ""
+    advertised_address: str = ""  # "" -> brokerIP1 and the port the node listens on
+    group_addresses: tuple[str, ...] = ()  # () -> derived (see the module doc)
+    auto_create_topic_enable: bool = True
+    default_topic_queue_nums: int = 4
+    access_key: str = ""
+    secret_key: str = ""
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -49,6 +80,14 @@ class NodeConfig:
                 raise ConfigError("brokerRole=SLAVE needs brokerId > 0 (0 is the master's id)")
         if self.admin_token and self.admin_token_file:
             raise ConfigError("set adminToken or adminTokenFile, not both")
+        if self.advertised_address:
+            check_ipv4_address("advertisedAddress", self.advertised_address)
+        for address in self.group_addresses:
+            check_ipv4_address("groupAddresses", address)
+        if not 1 <= self.default_topic_queue_nums <= 1024:
+            raise ConfigError(f"defaultTopicQueueNums={self.default_topic_queue_nums}: must be 1..1024")
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ConfigError("set both accessKey and secretKey, or neither")
 
     @property
     def node_id(self) -> str:
@@ -67,14 +106,27 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
     store, unknown = StoreConfig.from_properties(props, NODE_KEYS)
     if unknown:
         log.warning("ignoring unknown config keys: %s", ", ".join(unknown))
-    try:
-        broker_id = int(props.get("brokerId", "0").strip())
-    except ValueError:
-        raise ConfigError(f"brokerId={props['brokerId']!r}: must be an integer") from None
+    broker_id = _int(props, "brokerId", 0)
+    auto_create = props.get("autoCreateTopicEnable", "true").strip().lower()
+    if auto_create not in ("true", "false"):
+        raise ConfigError(f"autoCreateTopicEnable={auto_create!r}: must be true or false")
+    groups = tuple(a.strip() for a in props.get("groupAddresses", "").split(",") if a.strip())
     return NodeConfig(cluster_name=props.get("brokerClusterName", "DefaultCluster").strip(),
                       broker_name=props.get("brokerName", "broker-a").strip(),
                       broker_id=broker_id, admin_token=props.get("adminToken", "").strip(),
-                      admin_token_file=props.get("adminTokenFile", "").strip(), store=store)
+                      admin_token_file=props.get("adminTokenFile", "").strip(),
+                      advertised_address=props.get("advertisedAddress", "").strip(),
+                      group_addresses=groups, auto_create_topic_enable=auto_create == "true",
+                      default_topic_queue_nums=_int(props, "defaultTopicQueueNums", 4),
+                      access_key=props.get("accessKey", "").strip(),
+                      secret_key=props.get("secretKey", "").strip(), store=store)
+
+
+def _int(props: dict[str, str], key: str, default: int) -> int:
+    try:
+        return int(props.get(key, str(default)).strip())
+    except ValueError:
+        raise ConfigError(f"{key}={props[key]!r}: must be an integer") from None
 
 
 def load_node_config(path: str) -> NodeConfig:

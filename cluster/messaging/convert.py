@@ -1,0 +1,426 @@
+"""RocketMQ 5 (apache.rocketmq.v2) messages <-> store records, and store outcomes -> v2 codes.
+
+Send side (`to_store_messages`): validates like RocketMQ 5's proxy (SendMessageActivity) and
+raises V2Error with the matching code before anything is written. Mapping onto the record:
+
+    system_properties.message_id      -> UNIQ_KEY (required: ILLEGAL_MESSAGE_ID when blank)
+    keys (repeated)                   -> KEYS, space-joined (RocketMQ's KEY_SEPARATOR)
+    tag                               -> TAGS
+    message_group (FIFO)              -> __SHARDINGKEY (and picks the queue, see send.py)
+    delivery_timestamp (DELAY)        -> TIMER_DELIVER_MS (the store's schedule service holds the
+                                         message until then). The official clients have a bug:
+                                         they put MILLISECONDS into `seconds` for DELAY messages.
+                                         A `seconds` value >= 10**11 (year 5138 as seconds, 1973
+                                         as milliseconds) is therefore read as milliseconds.
+    trace_context                     -> TRACE_CONTEXT
+    born_timestamp                    -> the record's bornTimestamp (ms; now when absent)
+    born_host                         -> the record's bornHost (that IP, port 0; the caller's IP
+                                         when it is not an IP) and __BORNHOST (the string as sent)
+    user_properties                   -> properties as they are (names RocketMQ reserves refused)
+    body, body_encoding               -> IDENTITY: stored as is. GZIP: decompressed here and
+                                         stored plain (no COMPRESSED flag), so the index, the
+                                         Admin API, the audit and every reader see the real
+                                         body, its CRC and its size (checked against
+                                         maxMessageSize after decompression).
+    message_type TRANSACTION / LITE / PRIORITY -> NOT_IMPLEMENTED (EndTransaction, lite topics
+                                         and priorities are not implemented: storing a half
+                                         message that can never be committed would be a trap)
+
+Delivery side (`record_to_v2`): the reverse, with body_encoding IDENTITY (a record written with
+RocketMQ's zlib COMPRESSED flag is inflated), message_id = UNIQ_KEY (or the offset message id),
+born/store timestamps and hosts, queue id/offset, delivery_attempt = reconsumeTimes + 1 and a
+CRC32 body digest (8 uppercase hex digits, like the clients compute it).
+"""
+from __future__ import annotations
+
+import ipaddress
+import zlib
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from store import codec
+from store.codec import Message, MessageRecord, SysFlag
+from store.errors import MessageIllegal
+from store.put_result import PutResult, PutStatus
+from store.validation import check_topic
+
+PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
+PROPERTY_TRACE_CONTEXT = "TRACE_CONTEXT"
+PROPERTY_BORN_HOST = "__BORNHOST"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+
+# RocketMQ's MessageConst.STRING_HASH_SET plus the names this adapter writes itself: a user
+# property with one of these names would be read back as a system property.
+RESERVED_PROPERTY_NAMES = frozenset({
+    "TRACE_ON", "MSG_REGION", "KEYS", "TAGS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC",
+    "REAL_QID", "TRAN_MSG", "PGROUP", "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID",
+    "TRANSFER_FLAG", "CORRECTION_FLAG", "MQ2_FLAG", "RECONSUME_TIME", "UNIQ_KEY",
+    "MAX_RECONSUME_TIMES", "CONSUME_START_TIME", "POP_CK", "POP_CK_OFFSET", "1ST_POP_TIME",
+    "TRAN_PREPARED_QUEUE_OFFSET", "DUP_INFO", "EXTEND_UNIQ_INFO", "INSTANCE_ID", "CORRELATION_ID",
+    "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "CLUSTER", "MSG_TYPE",
+    "INNER_MULTI_QUEUE_OFFSET", "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS",
+    "TIMER_ENQUEUE_MS", "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "TIMER_OUT_MS",
+    "TIMER_DEL_UNIQKEY", "TIMER_DEL_MS", "TIMER_DELAY_LEVEL", "__BORNHOST", "BORN_TIMESTAMP",
+    "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", "__CRC32#", PROPERTY_SHARDING_KEY,
+    PROPERTY_TRACE_CONTEXT, "CHECK_IMMUNITY_TIME_IN_SECONDS", "__transactionId__",
+})
+# RocketMQ 5 proxy defaults (ProxyConfig).
+MAX_USER_PROPERTY_NUM = 128
+MAX_USER_PROPERTY_SIZE = 16 * 1024  # user properties + tag + keys, UTF-8 bytes
+MAX_MESSAGE_GROUP_SIZE = 64  # bytes; RocketMQ refuses >= this
+SECONDS_THAT_ARE_MILLIS = 10 ** 11  # see the module doc (client bug)
+
+
+class V2Error(Exception):
+    """A request refused with a v2 status code; nothing was written."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def status(self) -> d.Status:
+        return d.Status(code=self.code, message=self.message)
+
+
+def status(code: int, message: str = "") -> d.Status:
+    return d.Status(code=code, message=message or d.Code.Name(code))
+
+
+def not_implemented(what: str) -> d.Status:
+    return d.Status(code=d.NOT_IMPLEMENTED, message=f"{what} is not implemented yet by this server")
+
+
+@dataclass(frozen=True)
+class SendLimits:
+    max_body: int  # maxMessageSize (per message body, after decompression)
+    max_properties: int  # maxPropertiesSize (encoded properties of one record)
+    max_delay_ms: int  # timerMaxDelaySec in ms
+
+
+# -- validation helpers --------------------------------------------------------------------------
+def has_control_character(text: str) -> bool:
+    """Java's Character.isISOControl over the string (what the proxy refuses)."""
+    return any(c < " " or "\x7f" <= c <= "\x9f" for c in text)
+
+
+def check_topic_resource(resource: d.Resource) -> str:
+    """The topic name of a Resource; ILLEGAL_TOPIC (or NOT_IMPLEMENTED for a namespace)."""
+    if resource.resource_namespace:
+        raise V2Error(d.NOT_IMPLEMENTED, f"resource namespaces are not implemented yet "
+                                         f"(namespace {resource.resource_namespace!r})")
+    try:
+        check_topic(resource.name)
+    except MessageIllegal as e:
+        raise V2Error(d.ILLEGAL_TOPIC, str(e)) from None
+    return resource.name
+
+
+def check_group_resource(resource: d.Resource) -> str:
+    if resource.resource_namespace:
+        raise V2Error(d.NOT_IMPLEMENTED, f"resource namespaces are not implemented yet "
+                                         f"(namespace {resource.resource_namespace!r})")
+    name = resource.name
+    if name:
+        try:
+            check_topic(name)
+        except MessageIllegal as e:
+            raise V2Error(d.ILLEGAL_CONSUMER_GROUP, str(e).replace("topic", "consumer group")) from None
+    return name
+
+
+def timestamp_ms(ts: Timestamp, code: int, what: str) -> int:
+    if not 0 <= ts.nanos < 1_000_000_000 or ts.seconds < 0:
+        raise V2Error(code, f"{what} {ts.seconds}s {ts.nanos}ns is not a valid timestamp")
+    return ts.seconds * 1000 + ts.nanos // 1_000_000
+
+
+def delivery_ms(ts: Timestamp) -> int:
+    """Milliseconds of a delivery_timestamp, undoing the clients' seconds-as-millis bug."""
+    if ts.seconds >= SECONDS_THAT_ARE_MILLIS:
+        return ts.seconds
+    return timestamp_ms(ts, d.ILLEGAL_DELIVERY_TIME, "delivery_timestamp")
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    z = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = z.decompress(data, limit + 1)
+        if len(out) > limit:
+            raise V2Error(d.MESSAGE_BODY_TOO_LARGE,
+                          f"message body exceeds maxMessageSize {limit} bytes once decompressed")
+        out += z.flush()
+    except zlib.error as e:
+        raise V2Error(d.MESSAGE_CORRUPTED, f"body_encoding GZIP but the body is not gzip: {e}") from None
+    if not z.eof or z.unused_data:
+        raise V2Error(d.MESSAGE_CORRUPTED, "body_encoding GZIP but the gzip stream is truncated "
+                                           "or followed by other bytes")
+    if len(out) > limit:
+        raise V2Error(d.MESSAGE_BODY_TOO_LARGE,
+                      f"message body exceeds maxMessageSize {limit} bytes once decompressed")
+    return out
+
+
+def born_host_field(born_host: str, peer_ip: str) -> str:
+    """The record's bornHost ("ip:port"): the client's address if it is an IP, else the peer's."""
+    for candidate in (born_host.strip(), peer_ip):
+        try:
+            ip = ipaddress.ip_address(candidate)
+        except ValueError:
+            continue
+        return codec.format_host(str(ip), 0)
+    return "127.0.0.1:0"
+
+
+# -- send side ------------------------------------------------------------------------------------
+def to_store_messages(messages: Sequence[d.Message], limits: SendLimits, now_ms: int,
+                      peer_ip: str = "") -> tuple[str, list[Message]]:
+    """(topic, store messages) of one SendMessageRequest; queue ids are left 0 (the caller
+    picks the queue). Raises V2Error; the result is only built when every message is valid."""
+    if not messages:
+        raise V2Error(d.MESSAGE_CORRUPTED, "no message to send")
+    first = messages[0].topic
+    topic = check_topic_resource(first)
+    out = []
+    for i, m in enumerate(messages):
+        if m.topic != first:
+            raise V2Error(d.MESSAGE_CORRUPTED, f"message {i} is for topic {m.topic.name!r}, the "
+                                               f"batch for {topic!r}: one batch, one topic")
+        try:
+            out.append(_to_store_message(m, topic, limits, now_ms, peer_ip))
+        except V2Error as e:
+            if len(messages) > 1:
+                e.message = f"message {i}: {e.message}"
+                e.args = (e.message,)
+            raise
+    return topic, out
+
+
+_REFUSED_TYPES = {d.TRANSACTION: "TRANSACTION messages (EndTransaction)",
+                  d.LITE: "LITE messages", d.PRIORITY: "PRIORITY messages"}
+
+
+def _to_store_message(m: d.Message, topic: str, limits: SendLimits, now_ms: int,
+                      peer_ip: str) -> Message:
+    sp = m.system_properties
+    refused = _REFUSED_TYPES.get(sp.message_type)
+    if refused is None and sp.HasField("lite_topic"):
+        refused = _REFUSED_TYPES[d.LITE]
+    if refused is not None:
+        raise V2Error(d.NOT_IMPLEMENTED, f"{refused} are not implemented yet by this server")
+    if sp.message_type not in d.MessageType.values():
+        raise V2Error(d.BAD_REQUEST, f"unknown message_type {sp.message_type}")
+    # body
+    body = m.body
+    if sp.body_encoding == d.GZIP:
+        body = _gunzip(body, limits.max_body)
+    elif sp.body_encoding not in (d.IDENTITY, d.ENCODING_UNSPECIFIED):
+        raise V2Error(d.BAD_REQUEST, f"unknown body_encoding {sp.body_encoding}")
+    if not body:
+        raise V2Error(d.MESSAGE_BODY_EMPTY, "message body cannot be empty")
+    if len(body) > limits.max_body:
+        raise V2Error(d.MESSAGE_BODY_TOO_LARGE, f"message body of {len(body)} bytes exceeds "
+                                                f"maxMessageSize {limits.max_body}")
+    # user properties
+    user = m.user_properties
+    if len(user) > MAX_USER_PROPERTY_NUM:
+        raise V2Error(d.MESSAGE_PROPERTIES_TOO_LARGE,
+                      f"{len(user)} user properties, at most {MAX_USER_PROPERTY_NUM}")
+    props: dict[str, str] = {}
+    user_size = 0
+    for name in sorted(user):
+        value = user[name]
+        if not name or not name.strip():
+            raise V2Error(d.ILLEGAL_MESSAGE_PROPERTY_KEY, "property name cannot be empty or blank")
+        if name in RESERVED_PROPERTY_NAMES:
+            raise V2Error(d.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property {name!r} is used by the system")
+        if has_control_character(name):
+            raise V2Error(d.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property name {name!r} contains a "
+                                                          f"control character")
+        if has_control_character(value):
+            raise V2Error(d.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the value of property {name!r} "
+                                                          f"contains a control character")
+        props[name] = value
+        user_size += len(name.encode()) + len(value.encode())
+    # tag
+    if sp.HasField("tag") and sp.tag:
+        tag = sp.tag
+        if not tag.strip():
+            raise V2Error(d.ILLEGAL_MESSAGE_TAG, "tag cannot be blank")
+        if "|" in tag:
+            raise V2Error(d.ILLEGAL_MESSAGE_TAG, f"tag {tag!r} contains '|'")
+        if has_control_character(tag):
+            raise V2Error(d.ILLEGAL_MESSAGE_TAG, f"tag {tag!r} contains a control character")
+        props[codec.PROPERTY_TAGS] = tag
+        user_size += len(tag.encode())
+    # keys
+    keys = []
+    for key in sp.keys:
+        if not key:
+            continue
+        if not key.strip():
+            raise V2Error(d.ILLEGAL_MESSAGE_KEY, "key cannot be blank")
+        if has_control_character(key):
+            raise V2Error(d.ILLEGAL_MESSAGE_KEY, f"key {key!r} contains a control character")
+        keys.append(key)
+        user_size += len(key.encode())
+    if keys:
+        props[codec.PROPERTY_KEYS] = codec.KEY_SEPARATOR.join(keys)
+    if user_size > MAX_USER_PROPERTY_SIZE:
+        raise V2Error(d.MESSAGE_PROPERTIES_TOO_LARGE, f"user properties, tag and keys take "
+                                                      f"{user_size} bytes, at most "
+                                                      f"{MAX_USER_PROPERTY_SIZE}")
+    # message id
+    message_id = sp.message_id
+    if not message_id.strip():
+        raise V2Error(d.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
+    if has_control_character(message_id):
+        raise V2Error(d.ILLEGAL_MESSAGE_ID, "message id contains a control character")
+    props[codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = message_id
+    # message group (FIFO)
+    if sp.HasField("message_group") and sp.message_group:
+        group = sp.message_group
+        if not group.strip():
+            raise V2Error(d.ILLEGAL_MESSAGE_GROUP, "message group cannot be blank")
+        if len(group.encode()) >= MAX_MESSAGE_GROUP_SIZE:
+            raise V2Error(d.ILLEGAL_MESSAGE_GROUP, f"message group must be shorter than "
+                                                   f"{MAX_MESSAGE_GROUP_SIZE} bytes")
+        if has_control_character(group):
+            raise V2Error(d.ILLEGAL_MESSAGE_GROUP, "message group contains a control character")
+        props[PROPERTY_SHARDING_KEY] = group
+    # delivery time (DELAY)
+    if sp.HasField("delivery_timestamp"):
+        deliver = delivery_ms(sp.delivery_timestamp)
+        if deliver - now_ms > limits.max_delay_ms:
+            raise V2Error(d.ILLEGAL_DELIVERY_TIME, f"delivery time {deliver} is more than "
+                                                   f"{limits.max_delay_ms} ms ahead")
+        props[codec.PROPERTY_TIMER_DELIVER_MS] = str(deliver)
+    if sp.HasField("trace_context") and sp.trace_context:
+        if has_control_character(sp.trace_context):
+            raise V2Error(d.BAD_REQUEST, "trace_context contains a control character")
+        props[PROPERTY_TRACE_CONTEXT] = sp.trace_context
+    born_ms = 0
+    if sp.HasField("born_timestamp"):
+        born_ms = timestamp_ms(sp.born_timestamp, d.BAD_REQUEST, "born_timestamp")
+    born_host = sp.born_host.strip() or peer_ip
+    if born_host:
+        if has_control_character(born_host):
+            raise V2Error(d.BAD_REQUEST, "born_host contains a control character")
+        props[PROPERTY_BORN_HOST] = born_host
+    size = len(codec.properties_to_string(props).encode())
+    if size > limits.max_properties:
+        raise V2Error(d.MESSAGE_PROPERTIES_TOO_LARGE, f"the message's properties take {size} "
+                                                      f"bytes, at most {limits.max_properties}")
+    return Message(topic=topic, body=bytes(body), properties=props, born_timestamp=born_ms,
+                   born_host=born_host_field(sp.born_host, peer_ip))
+
+
+# -- store outcomes -> codes ----------------------------------------------------------------------
+PUT_STATUS_CODES: dict[PutStatus, int] = {
+    PutStatus.PUT_OK: d.OK,
+    PutStatus.FLUSH_DISK_TIMEOUT: d.MASTER_PERSISTENCE_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: d.SLAVE_PERSISTENCE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: d.HA_NOT_AVAILABLE,
+    PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: d.HA_NOT_AVAILABLE,
+    PutStatus.SERVICE_NOT_AVAILABLE: d.INTERNAL_SERVER_ERROR,
+    PutStatus.FLUSH_DISK_FAILED: d.INTERNAL_SERVER_ERROR,
+    PutStatus.CREATE_MAPPED_FILE_FAILED: d.INTERNAL_SERVER_ERROR,
+    PutStatus.UNKNOWN_ERROR: d.INTERNAL_SERVER_ERROR,
+    PutStatus.OS_PAGE_CACHE_BUSY: d.TOO_MANY_REQUESTS,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: d.MESSAGE_PROPERTIES_TOO_LARGE,
+    PutStatus.MESSAGE_ILLEGAL: d.BAD_REQUEST,  # refined from the reason below
+}
+# MessageIllegal("<field>", ...) reasons start with "illegal <field>".
+_ILLEGAL_FIELD_CODES = (("illegal topic", d.ILLEGAL_TOPIC), ("illegal tag", d.ILLEGAL_MESSAGE_TAG),
+                        ("illegal property", d.ILLEGAL_MESSAGE_PROPERTY_KEY),
+                        ("illegal delivery time", d.ILLEGAL_DELIVERY_TIME),
+                        ("illegal body", d.MESSAGE_BODY_TOO_LARGE))
+
+
+def put_status_code(result: PutResult) -> int:
+    if result.status is PutStatus.MESSAGE_ILLEGAL:
+        for prefix, code in _ILLEGAL_FIELD_CODES:
+            if result.reason.startswith(prefix):
+                return code
+    return PUT_STATUS_CODES.get(result.status, d.INTERNAL_SERVER_ERROR)
+
+
+def put_status_message(result: PutResult) -> str:
+    if result.status is PutStatus.PUT_OK:
+        return "OK"
+    text = f"send message failed, status {result.status.value}"
+    if result.status.stored:
+        text = f"stored, but {result.status.value}"
+    return f"{text}: {result.reason}" if result.reason else text
+
+
+# -- delivery side --------------------------------------------------------------------------------
+_HIDDEN_ON_DELIVERY = RESERVED_PROPERTY_NAMES
+
+
+def _ms_timestamp(ms: int) -> Timestamp:
+    return Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+
+
+def body_digest(body: bytes) -> d.Digest:
+    return d.Digest(type=d.CRC32, checksum=f"{zlib.crc32(body) & 0xFFFFFFFF:08X}")
+
+
+def delivered_body(record: MessageRecord) -> bytes:
+    body = record.body
+    if record.sys_flag & SysFlag.COMPRESSED:
+        try:  # RocketMQ's classic producers deflate large bodies (zlib) and set this flag
+            return zlib.decompress(body, wbits=32 + zlib.MAX_WBITS)
+        except zlib.error:
+            return body
+    return body
+
+
+def message_type_of(props: dict[str, str], sys_flag: int = 0) -> int:
+    if props.get(codec.PROPERTY_TRANSACTION_PREPARED) == "true" or \
+            sys_flag & SysFlag.TRANSACTION_MASK in (SysFlag.TRANSACTION_PREPARED_TYPE,
+                                                    SysFlag.TRANSACTION_COMMIT_TYPE):
+        return d.TRANSACTION
+    if props.get(PROPERTY_SHARDING_KEY):
+        return d.FIFO
+    if props.get(codec.PROPERTY_TIMER_DELIVER_MS) or props.get(codec.PROPERTY_DELAY_TIME_LEVEL):
+        return d.DELAY
+    return d.NORMAL
+
+
+def record_to_v2(record: MessageRecord, namespace: str = "") -> d.Message:
+    props = record.properties
+    body = delivered_body(record)
+    sp = d.SystemProperties(
+        keys=record.keys,
+        message_id=record.uniq_key or record.msg_id,
+        body_digest=body_digest(body),
+        body_encoding=d.IDENTITY,
+        message_type=message_type_of(props, record.sys_flag),
+        born_timestamp=_ms_timestamp(record.born_timestamp),
+        born_host=props.get(PROPERTY_BORN_HOST) or codec.parse_host(record.born_host)[0],
+        store_timestamp=_ms_timestamp(record.store_timestamp),
+        store_host=record.store_host,
+        queue_id=record.queue_id,
+        queue_offset=record.queue_offset,
+        delivery_attempt=record.reconsume_times + 1,
+    )
+    if record.tags:
+        sp.tag = record.tags
+    if props.get(PROPERTY_SHARDING_KEY):
+        sp.message_group = props[PROPERTY_SHARDING_KEY]
+    if props.get(PROPERTY_TRACE_CONTEXT):
+        sp.trace_context = props[PROPERTY_TRACE_CONTEXT]
+    deliver = props.get(codec.PROPERTY_TIMER_DELIVER_MS, "")
+    if deliver.isdigit():
+        sp.delivery_timestamp.CopyFrom(_ms_timestamp(int(deliver)))
+    user = {k: v for k, v in props.items() if k not in _HIDDEN_ON_DELIVERY}
+    return d.Message(topic=d.Resource(name=record.topic, resource_namespace=namespace),
+                     user_properties=user, system_properties=sp, body=body)
+
+
+def records_to_v2(records: Iterable[MessageRecord], namespace: str = "") -> list[d.Message]:
+    return [record_to_v2(r, namespace) for r in records]

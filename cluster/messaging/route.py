@@ -1,0 +1,118 @@
+"""Routes: which queues a topic has and where clients reach them.
+
+Topics live in the node's topic table (`<storePathRootDir>/config/topics.json`, RocketMQ's
+format, store/json_config.TopicConfigTable). `TopicRegistry` adds auto-creation: with
+`autoCreateTopicEnable` (default true) the MASTER creates an unknown topic on QueryRoute or
+SendMessage with `defaultTopicQueueNums` (default 4) read and write queues, perm READ|WRITE.
+A slave never creates topics: it asks its master (service.py) and keeps a copy of the answer in
+its own table, so a slave promoted later still knows the topic.
+
+A route lists one MessageQueue per queue id with the broker group's name, broker id 0 (the
+official clients drop every queue whose broker id is not 0), a permission from the topic's perm
+and queue counts, the message types NORMAL, FIFO, DELAY and TRANSACTION, and Endpoints (scheme
+IPv4) with the advertised address of every node of the group (`groupAddresses`). The clients
+sort those addresses and gRPC stays on the first one that answers, so every node accepts
+writes (a slave forwards them to its master) and serves reads.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Iterable
+
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from store.json_config import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigTable
+
+from .convert import V2Error
+
+ACCEPTED_MESSAGE_TYPES = (d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION)
+
+
+class TopicRegistry:
+    """The topic table plus the auto-create rule. Thread-safe."""
+
+    def __init__(self, table: TopicConfigTable, *, auto_create: bool, default_queue_nums: int) -> None:
+        self.table = table
+        self.auto_create = auto_create
+        self.default_queue_nums = default_queue_nums
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        self.table.load()
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def get_or_create(self, topic: str) -> TopicConfig:
+        """The topic's config; creates it when unknown and auto-create is on (callers: the
+        master only). TOPIC_NOT_FOUND otherwise. The name must already be validated."""
+        config = self.table.get(topic)
+        if config is not None:
+            return config
+        if not self.auto_create:
+            raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist "
+                                             f"(autoCreateTopicEnable=false)")
+        with self._lock:
+            config = self.table.get(topic)
+            if config is None:
+                n = self.default_queue_nums
+                config = TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n)
+                self.table.put(config)  # persisted before anyone sees it
+        return config
+
+    def adopt(self, config: TopicConfig) -> None:
+        """Keep a copy of the master's config of a topic (slaves)."""
+        if self.table.get(config.topic_name) != config:
+            self.table.put(config)
+
+
+def queue_permission(config: TopicConfig, queue_id: int) -> int:
+    read = config.readable and queue_id < config.read_queue_nums
+    write = config.writable and queue_id < config.write_queue_nums
+    if read and write:
+        return d.READ_WRITE
+    if read:
+        return d.READ
+    if write:
+        return d.WRITE
+    return d.NONE
+
+
+def endpoints(addresses: Iterable[str]) -> d.Endpoints:
+    """IPv4 Endpoints of `host:port` addresses (validated by node_config), duplicates dropped."""
+    out = d.Endpoints(scheme=d.IPv4)
+    seen = set()
+    for address in addresses:
+        if address in seen:
+            continue
+        seen.add(address)
+        host, _, port = address.rpartition(":")
+        out.addresses.append(d.Address(host=host, port=int(port)))
+    return out
+
+
+def message_queues(topic: d.Resource, config: TopicConfig, broker_name: str,
+                   broker_endpoints: d.Endpoints) -> list[d.MessageQueue]:
+    broker = d.Broker(name=broker_name, id=0, endpoints=broker_endpoints)
+    count = max(config.read_queue_nums, config.write_queue_nums)
+    return [d.MessageQueue(topic=d.Resource(name=topic.name,
+                                            resource_namespace=topic.resource_namespace),
+                           id=i, permission=queue_permission(config, i), broker=broker,
+                           accept_message_types=ACCEPTED_MESSAGE_TYPES)
+            for i in range(count)]
+
+
+def config_from_route(topic: str, queues: Iterable[d.MessageQueue]) -> TopicConfig | None:
+    """The topic config a route describes (a slave learning it from its master); None for a
+    route without queues."""
+    count = read = write = 0
+    for q in queues:
+        count = max(count, q.id + 1)
+        if q.permission in (d.READ, d.READ_WRITE):
+            read = max(read, q.id + 1)
+        if q.permission in (d.WRITE, d.READ_WRITE):
+            write = max(write, q.id + 1)
+    if not count:
+        return None
+    perm = (PERM_READ if read else 0) | (PERM_WRITE if write else 0)
+    return TopicConfig(topic_name=topic, read_queue_nums=read or count,
+                       write_queue_nums=write or count, perm=perm)

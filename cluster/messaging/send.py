@@ -1,0 +1,155 @@
+"""SendMessage: one request (one message or a batch, one topic) = one append on the master.
+
+`Sender` is the master's side: convert and validate every message (convert.py; a refusal writes
+nothing), find or auto-create the topic, pick ONE queue for the whole request, append the batch
+with the node's put path (replication wait included) and answer one SendResultEntry per message:
+status, message_id (the client's id, stored as UNIQ_KEY), offset (queue offset) and an empty
+transaction_id (transactional messages are refused as not implemented). A batch shares one
+status (the store appends it atomically). Stored-but-late outcomes (MASTER/SLAVE_PERSISTENCE_
+TIMEOUT, HA_NOT_AVAILABLE for SLAVE_NOT_AVAILABLE) still carry ids and offsets; refusals carry
+only the response status.
+
+Queue choice (RocketMQ 5 proxy's): a request whose messages all have the same message_group goes
+to queue hash(group) mod writeQueueNums (Java String.hashCode, so a group always maps to the same
+queue); any other request takes the topic's next queue round-robin.
+
+`MasterForwarder` is the slave's side: the request goes unchanged (born_host filled from the
+client's address when empty) to the current master's MessagingService over one kept channel,
+marked with FORWARDED_HEADER so it is never forwarded twice.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from typing import Callable, Sequence
+
+import grpc
+
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from proto.apache.rocketmq.v2 import service_pb2 as s
+from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
+from slave.replication_client import GRPC_OPTIONS
+from store import codec
+from store.codec import Message
+from store.json_config import TopicConfig
+from store.put_result import PutResult
+
+from . import auth
+from .convert import (PROPERTY_SHARDING_KEY, SendLimits, V2Error, put_status_code,
+                      put_status_message, to_store_messages)
+from .route import TopicRegistry
+
+log = logging.getLogger(__name__)
+FORWARDED_HEADER = "x-rmqstore-forwarded"
+
+
+class QueueSelector:
+    def __init__(self) -> None:
+        self._counters: dict[str, itertools.count] = {}
+        self._lock = threading.Lock()
+
+    def select(self, topic: str, write_queue_nums: int, msgs: Sequence[Message]) -> int:
+        groups = {m.properties.get(PROPERTY_SHARDING_KEY) for m in msgs}
+        if len(groups) == 1:
+            group = groups.pop()
+            if group:
+                return (codec.java_string_hash(group) & 0x7FFFFFFF) % write_queue_nums
+        counter = self._counters.get(topic)
+        if counter is None:
+            with self._lock:
+                counter = self._counters.setdefault(topic, itertools.count())
+        return next(counter) % write_queue_nums
+
+
+class Sender:
+    def __init__(self, put: Callable[[list[Message]], PutResult], topics: TopicRegistry,
+                 limits: Callable[[], SendLimits], now_ms: Callable[[], int]) -> None:
+        self.put = put
+        self.topics = topics
+        self.limits = limits
+        self.now_ms = now_ms
+        self.selector = QueueSelector()
+
+    def send(self, request: s.SendMessageRequest, peer_ip: str = "") -> s.SendMessageResponse:
+        try:
+            topic, msgs = to_store_messages(request.messages, self.limits(), self.now_ms(), peer_ip)
+            config = self.topics.get_or_create(topic)
+            self._check_writable(config)
+            limit = self.limits().max_body
+            total = sum(len(m.body) for m in msgs)
+            if len(msgs) > 1 and total > limit:
+                raise V2Error(d.PAYLOAD_TOO_LARGE, f"the batch's bodies take {total} bytes, at "
+                                                   f"most maxMessageSize {limit} per request")
+            queue_id = self.selector.select(topic, config.write_queue_nums, msgs)
+            for m in msgs:
+                m.queue_id = queue_id
+        except V2Error as e:
+            return s.SendMessageResponse(status=e.status())
+        return send_response(self.put(msgs), msgs)
+
+    @staticmethod
+    def _check_writable(config: TopicConfig) -> None:
+        if not config.writable:
+            raise V2Error(d.FORBIDDEN, f"topic {config.topic_name} is not writable "
+                                       f"(perm {config.perm})")
+
+
+def send_response(result: PutResult, msgs: Sequence[Message]) -> s.SendMessageResponse:
+    code = put_status_code(result)
+    st = d.Status(code=code, message=put_status_message(result))
+    response = s.SendMessageResponse(status=st)
+    for append, m in zip(result.appends, msgs):
+        response.entries.append(s.SendResultEntry(
+            status=st, message_id=m.properties[codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX],
+            transaction_id="", offset=append.queue_offset))
+    return response
+
+
+class MasterForwarder:
+    """A slave's one channel to its current master's MessagingService."""
+
+    def __init__(self, access_key: str = "", secret_key: str = "") -> None:
+        self.access_key = access_key
+        self.secret_key = secret_key
+        self._lock = threading.Lock()
+        self._address = ""
+        self._channel: grpc.Channel | None = None
+        self._stub: s_grpc.MessagingServiceStub | None = None
+
+    def stub(self, address: str) -> s_grpc.MessagingServiceStub:
+        with self._lock:
+            if address != self._address or self._stub is None:
+                if self._channel is not None:
+                    self._channel.close()
+                self._channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+                self._stub = s_grpc.MessagingServiceStub(self._channel)
+                self._address = address
+            return self._stub
+
+    def metadata(self, client_id: str = "") -> list[tuple[str, str]]:
+        return [*auth.sign(self.access_key, self.secret_key, client_id), (FORWARDED_HEADER, "1")]
+
+    def call(self, address: str, method: str, request, timeout: float, client_id: str = ""):
+        """The master's answer, or V2Error when it cannot be reached in time."""
+        if not address:
+            raise V2Error(d.INTERNAL_SERVER_ERROR, "this slave has no master to forward to")
+        try:
+            return getattr(self.stub(address), method)(request, timeout=max(timeout, 0.05),
+                                                       metadata=self.metadata(client_id))
+        except grpc.RpcError as e:
+            code = e.code() if hasattr(e, "code") else None
+            if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise V2Error(d.PROXY_TIMEOUT, f"the master {address} did not answer {method} "
+                                               f"in time") from None
+            details = e.details() if hasattr(e, "details") else str(e)
+            raise V2Error(d.INTERNAL_SERVER_ERROR, f"cannot forward {method} to the master "
+                                                   f"{address}: {code.name if code else ''} "
+                                                   f"{details}") from None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._channel is not None:
+                self._channel.close()
+            self._channel = self._stub = None
+            self._address = ""

@@ -1,0 +1,72 @@
+"""Drives the official RocketMQ 5 Python client (rocketmq-python-client) against our nodes.
+
+Runs as a script in its own process: the client's generated modules register the v2 schema
+under other file names than ours, so both cannot be loaded in one process. Reads JSON from
+stdin, writes JSON to stdout:
+
+    in:  {"runs": [{"endpoint": "127.0.0.1:P", "topic": "T", "ak": "", "sk": "",
+                    "messages": [{"body": "...", "tag": "...", "keys": [...],
+                                  "properties": {...}, "message_group": "...",
+                                  "delay_ms": 1000}]}]}
+    out: {"client_version": "5.1.2",
+          "runs": [{"receipts": [{"message_id": ..., "offset": ..., "queue_id": ...,
+                                  "endpoints": ["host:port", ...]} | {"error": "..."}]}]}
+
+One Producer per run (started, used, shut down). Errors of a send are reported, not raised.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from importlib import metadata
+
+
+def run(spec: dict) -> dict:
+    from rocketmq import ClientConfiguration, Credentials, Message, Producer
+
+    config = ClientConfiguration(spec["endpoint"], Credentials(spec.get("ak", ""), spec.get("sk", "")),
+                                 namespace="", request_timeout=spec.get("request_timeout", 5))
+    producer = Producer(config, (spec["topic"],))
+    producer.startup()
+    receipts = []
+    try:
+        for m in spec["messages"]:
+            msg = Message()
+            msg.topic = spec["topic"]
+            msg.body = m["body"].encode()
+            if m.get("tag"):
+                msg.tag = m["tag"]
+            for key in m.get("keys", []):
+                msg.keys = key
+            for name, value in m.get("properties", {}).items():
+                msg.add_property(name, value)
+            if m.get("message_group"):
+                msg.message_group = m["message_group"]
+            if m.get("delay_ms"):
+                msg.delivery_timestamp = int(time.time() * 1000) + m["delay_ms"]
+            try:
+                receipt = producer.send(msg)
+                queue = receipt.message_queue.message_queue0()
+                receipts.append({"message_id": receipt.message_id, "offset": receipt.offset,
+                                 "queue_id": queue.id,
+                                 "endpoints": [f"{a.host}:{a.port}"
+                                               for a in queue.broker.endpoints.addresses]})
+            except Exception as e:  # reported to the test
+                receipts.append({"error": f"{type(e).__name__}: {e}"})
+    finally:
+        producer.shutdown()
+    return {"receipts": receipts}
+
+
+def main() -> int:
+    request = json.loads(sys.stdin.read())
+    out = {"client_version": metadata.version("rocketmq-python-client"),
+           "runs": [run(spec) for spec in request["runs"]]}
+    sys.stdout.write(json.dumps(out))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""v2 message <-> store message mapping, validation codes, and PutStatus -> v2 Code."""
+from __future__ import annotations
+
+import gzip
+import zlib
+
+import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from cluster.messaging import convert
+from cluster.messaging.convert import SendLimits, V2Error, to_store_messages
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from store import codec
+from store.codec import MessageRecord, SysFlag
+from store.put_result import AppendResult, PutResult, PutStatus
+
+NOW = 1_800_000_000_000
+LIMITS = SendLimits(max_body=1024, max_properties=32767, max_delay_ms=3 * 86_400_000)
+
+
+def v2(topic="T", body=b"hello", **sp) -> d.Message:
+    user = sp.pop("user", {})
+    sp.setdefault("message_id", "01ABCDEF")
+    return d.Message(topic=d.Resource(name=topic), body=body, user_properties=user,
+                     system_properties=d.SystemProperties(**sp))
+
+
+def test_system_properties_map_onto_the_record():
+    msg = v2(tag="TagA", keys=["k1", "k2"], user={"color": "red"}, message_type=d.NORMAL,
+             born_timestamp=Timestamp(seconds=1_700_000_000, nanos=5_000_000),
+             born_host="10.0.0.7", trace_context="trace-1")
+    topic, [m] = to_store_messages([msg], LIMITS, NOW, peer_ip="127.0.0.1")
+    assert topic == "T" and m.topic == "T" and m.body == b"hello"
+    assert m.properties == {"color": "red", "TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "01ABCDEF",
+                            "TRACE_CONTEXT": "trace-1", "__BORNHOST": "10.0.0.7"}
+    assert m.born_timestamp == 1_700_000_000_005 and m.born_host == "10.0.0.7:0"
+
+
+def test_born_host_falls_back_to_the_peer_and_born_time_to_the_store():
+    _, [m] = to_store_messages([v2(born_host="my-laptop")], LIMITS, NOW, peer_ip="10.1.2.3")
+    assert m.born_host == "10.1.2.3:0" and m.properties["__BORNHOST"] == "my-laptop"
+    assert m.born_timestamp == 0  # the store stamps "now"
+    _, [m] = to_store_messages([v2()], LIMITS, NOW, peer_ip="10.1.2.3")
+    assert m.properties["__BORNHOST"] == "10.1.2.3"
+
+
+def test_fifo_group_and_delivery_time():
+    _, [fifo] = to_store_messages([v2(message_type=d.FIFO, message_group="g1")], LIMITS, NOW)
+    assert fifo.properties[convert.PROPERTY_SHARDING_KEY] == "g1"
+    at = NOW + 5000
+    proper = Timestamp(seconds=at // 1000, nanos=(at % 1000) * 1_000_000)
+    _, [delay] = to_store_messages([v2(message_type=d.DELAY, delivery_timestamp=proper)], LIMITS, NOW)
+    assert delay.properties[codec.PROPERTY_TIMER_DELIVER_MS] == str(at)
+
+
+def test_client_bug_milliseconds_in_seconds_is_detected():
+    at = NOW + 1234  # the official clients put this into `seconds`
+    _, [m] = to_store_messages([v2(message_type=d.DELAY, delivery_timestamp=Timestamp(seconds=at))],
+                               LIMITS, NOW)
+    assert m.properties[codec.PROPERTY_TIMER_DELIVER_MS] == str(at)
+
+
+def test_gzip_body_is_stored_decompressed():
+    _, [m] = to_store_messages([v2(body=gzip.compress(b"x" * 900), body_encoding=d.GZIP)], LIMITS, NOW)
+    assert m.body == b"x" * 900 and m.sys_flag == 0
+
+
+def test_a_batch_is_one_topic():
+    topic, msgs = to_store_messages([v2(message_id=f"id{i}") for i in range(3)], LIMITS, NOW)
+    assert [m.properties["UNIQ_KEY"] for m in msgs] == ["id0", "id1", "id2"]
+
+
+ILLEGAL = [
+    ("empty topic", [v2(topic="")], d.ILLEGAL_TOPIC),
+    ("bad topic chars", [v2(topic="a b")], d.ILLEGAL_TOPIC),
+    ("topic too long", [v2(topic="t" * 128)], d.ILLEGAL_TOPIC),
+    ("system topic", [v2(topic="SCHEDULE_TOPIC_XXXX")], d.ILLEGAL_TOPIC),
+    ("tag with |", [v2(tag="a|b")], d.ILLEGAL_MESSAGE_TAG),
+    ("blank tag", [v2(tag="  ")], d.ILLEGAL_MESSAGE_TAG),
+    ("tag control char", [v2(tag="a\x01")], d.ILLEGAL_MESSAGE_TAG),
+    ("blank key", [v2(keys=["ok", " "])], d.ILLEGAL_MESSAGE_KEY),
+    ("key control char", [v2(keys=["a\nb"])], d.ILLEGAL_MESSAGE_KEY),
+    ("reserved property", [v2(user={"UNIQ_KEY": "x"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
+    ("reserved delay", [v2(user={"DELAY": "3"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
+    ("property separator", [v2(user={"a\x02": "x"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
+    ("property value separator", [v2(user={"a": "x\x01y"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
+    ("blank property name", [v2(user={" ": "x"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
+    ("body too large", [v2(body=b"x" * 1025)], d.MESSAGE_BODY_TOO_LARGE),
+    ("gzip too large", [v2(body=gzip.compress(b"x" * 1025), body_encoding=d.GZIP)],
+     d.MESSAGE_BODY_TOO_LARGE),
+    ("body empty", [v2(body=b"")], d.MESSAGE_BODY_EMPTY),
+    ("not gzip", [v2(body=b"plain", body_encoding=d.GZIP)], d.MESSAGE_CORRUPTED),
+    ("too many properties", [v2(user={f"p{i}": "v" for i in range(129)})],
+     d.MESSAGE_PROPERTIES_TOO_LARGE),
+    ("properties too large", [v2(user={"p": "v" * 17000})], d.MESSAGE_PROPERTIES_TOO_LARGE),
+    ("no message id", [v2(message_id="")], d.ILLEGAL_MESSAGE_ID),
+    ("blank group", [v2(message_type=d.FIFO, message_group=" ")], d.ILLEGAL_MESSAGE_GROUP),
+    ("long group", [v2(message_type=d.FIFO, message_group="g" * 64)], d.ILLEGAL_MESSAGE_GROUP),
+    ("delivery too late", [v2(message_type=d.DELAY,
+                              delivery_timestamp=Timestamp(seconds=NOW // 1000 + 4 * 86400))],
+     d.ILLEGAL_DELIVERY_TIME),
+    ("bad nanos", [v2(born_timestamp=Timestamp(seconds=1, nanos=-1))], d.BAD_REQUEST),
+    ("unknown encoding", [v2(body_encoding=7)], d.BAD_REQUEST),
+    ("no message", [], d.MESSAGE_CORRUPTED),
+    ("mixed topics", [v2(topic="A"), v2(topic="B")], d.MESSAGE_CORRUPTED),
+    ("transaction", [v2(message_type=d.TRANSACTION)], d.NOT_IMPLEMENTED),
+    ("lite", [v2(message_type=d.LITE)], d.NOT_IMPLEMENTED),
+    ("one bad message of a batch", [v2(), v2(tag="a|b")], d.ILLEGAL_MESSAGE_TAG),
+]
+
+
+@pytest.mark.parametrize("what, msgs, code", ILLEGAL, ids=[i[0] for i in ILLEGAL])
+def test_illegal_inputs_raise_their_code(what, msgs, code):
+    with pytest.raises(V2Error) as e:
+        to_store_messages(msgs, LIMITS, NOW)
+    assert e.value.code == code, (d.Code.Name(e.value.code), e.value.message)
+
+
+def test_namespaces_are_refused_as_not_implemented():
+    msg = v2()
+    msg.topic.resource_namespace = "ns"
+    with pytest.raises(V2Error) as e:
+        to_store_messages([msg], LIMITS, NOW)
+    assert e.value.code == d.NOT_IMPLEMENTED
+
+
+def test_properties_too_large_for_the_store():
+    limits = SendLimits(max_body=1024, max_properties=64, max_delay_ms=1000)
+    with pytest.raises(V2Error) as e:
+        to_store_messages([v2(user={"p": "v" * 60})], limits, NOW)
+    assert e.value.code == d.MESSAGE_PROPERTIES_TOO_LARGE
+
+
+# -- PutStatus -> code ----------------------------------------------------------------------------
+EXPECTED_CODES = {
+    PutStatus.PUT_OK: d.OK,
+    PutStatus.FLUSH_DISK_TIMEOUT: d.MASTER_PERSISTENCE_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: d.SLAVE_PERSISTENCE_TIMEOUT,
+    PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: d.HA_NOT_AVAILABLE,
+    PutStatus.SLAVE_NOT_AVAILABLE: d.HA_NOT_AVAILABLE,
+    PutStatus.SERVICE_NOT_AVAILABLE: d.INTERNAL_SERVER_ERROR,
+    PutStatus.FLUSH_DISK_FAILED: d.INTERNAL_SERVER_ERROR,
+    PutStatus.CREATE_MAPPED_FILE_FAILED: d.INTERNAL_SERVER_ERROR,
+    PutStatus.UNKNOWN_ERROR: d.INTERNAL_SERVER_ERROR,
+    PutStatus.OS_PAGE_CACHE_BUSY: d.TOO_MANY_REQUESTS,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: d.MESSAGE_PROPERTIES_TOO_LARGE,
+    PutStatus.MESSAGE_ILLEGAL: d.BAD_REQUEST,
+}
+
+
+@pytest.mark.parametrize("status", list(PutStatus), ids=[s.value for s in PutStatus])
+def test_every_put_status_has_its_code(status):
+    result = PutResult(status, reason="disk said no")
+    assert convert.put_status_code(result) == EXPECTED_CODES[status]
+    message = convert.put_status_message(result)
+    assert status is PutStatus.PUT_OK or ("disk said no" in message and status.value in message)
+
+
+def test_store_refusal_reasons_refine_message_illegal():
+    r = PutResult(PutStatus.MESSAGE_ILLEGAL, reason="illegal delivery time: too far")
+    assert convert.put_status_code(r) == d.ILLEGAL_DELIVERY_TIME
+    r = PutResult(PutStatus.MESSAGE_ILLEGAL, reason="illegal topic: reserved")
+    assert convert.put_status_code(r) == d.ILLEGAL_TOPIC
+
+
+# -- delivery side --------------------------------------------------------------------------------
+def record(props, body=b"payload", sys_flag=0, reconsume=0) -> MessageRecord:
+    return MessageRecord(total_size=0, magic=codec.MAGIC_V1, body_crc=0, queue_id=2, flag=0,
+                         queue_offset=7, physical_offset=4096, sys_flag=sys_flag,
+                         born_timestamp=1_700_000_000_123, born_host="10.0.0.7:0",
+                         store_timestamp=1_700_000_000_456, store_host="127.0.0.1:10911",
+                         reconsume_times=reconsume, prepared_transaction_offset=0, body=body,
+                         topic="T", properties=props)
+
+
+def test_record_to_v2_carries_what_clients_need():
+    m = convert.record_to_v2(record({"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "01AB",
+                                     "color": "red", "__SHARDINGKEY": "g1"}))
+    sp = m.system_properties
+    assert m.topic.name == "T" and m.body == b"payload" and dict(m.user_properties) == {"color": "red"}
+    assert (sp.tag, list(sp.keys), sp.message_id) == ("TagA", ["k1", "k2"], "01AB")
+    assert sp.body_encoding == d.IDENTITY and sp.message_type == d.FIFO and sp.message_group == "g1"
+    assert sp.body_digest.type == d.CRC32
+    assert sp.body_digest.checksum == f"{zlib.crc32(b'payload'):08X}" and len(sp.body_digest.checksum) == 8
+    assert sp.born_timestamp.ToMilliseconds() == 1_700_000_000_123
+    assert sp.store_timestamp.ToMilliseconds() == 1_700_000_000_456
+    assert (sp.born_host, sp.store_host, sp.queue_id, sp.queue_offset) == ("10.0.0.7", "127.0.0.1:10911", 2, 7)
+    assert sp.delivery_attempt == 1
+
+
+def test_record_without_uniq_key_gets_the_offset_message_id():
+    m = convert.record_to_v2(record({}, reconsume=2))
+    assert m.system_properties.message_id == codec.offset_msg_id("127.0.0.1", 10911, 4096)
+    assert m.system_properties.delivery_attempt == 3 and not m.system_properties.HasField("tag")
+
+
+def test_compressed_record_is_delivered_inflated():
+    m = convert.record_to_v2(record({}, body=zlib.compress(b"big" * 100), sys_flag=SysFlag.COMPRESSED))
+    assert m.body == b"big" * 100 and m.system_properties.body_encoding == d.IDENTITY
+    assert m.system_properties.body_digest.checksum == f"{zlib.crc32(b'big' * 100):08X}"
+
+
+def test_send_response_entries():
+    from cluster.messaging.send import send_response
+    _, msgs = to_store_messages([v2(message_id="a"), v2(message_id="b")], LIMITS, NOW)
+    appends = (AppendResult(0, 100, 5, NOW, "X"), AppendResult(100, 100, 6, NOW, "X"))
+    r = send_response(PutResult(PutStatus.FLUSH_SLAVE_TIMEOUT, appends, "late"), msgs)
+    assert r.status.code == d.SLAVE_PERSISTENCE_TIMEOUT and "late" in r.status.message
+    assert [(e.message_id, e.offset, e.status.code) for e in r.entries] == [
+        ("a", 5, d.SLAVE_PERSISTENCE_TIMEOUT), ("b", 6, d.SLAVE_PERSISTENCE_TIMEOUT)]
+    refused = send_response(PutResult(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, (), "1 in sync"), msgs)
+    assert refused.status.code == d.HA_NOT_AVAILABLE and not refused.entries
