@@ -56,7 +56,10 @@ def make_config(tmp_path, **changes) -> StoreConfig:
 class Env:
     def __init__(self, tmp_path, start_ms: int = NOON, **changes) -> None:
         self.clock = ManualClock(start_ms)
-        self.store = MessageStore(make_config(tmp_path, **changes), clock=self.clock)
+        # auto_services=False: no default RetentionService thread probing the real disk and
+        # clearing the flags this test's stepped service sets from its fake disk.
+        self.store = MessageStore(make_config(tmp_path, **changes), clock=self.clock,
+                                  auto_services=False)
         self.store.start()  # clears NOT_STARTED; retention is stepped by hand (not attached)
         self.disk = Disk()
         self.sleeps: list[float] = []
