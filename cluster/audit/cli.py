@@ -1,0 +1,118 @@
+"""Command line of the audit (`python -m cluster.audit`, `spark-submit .../spark_main.py`).
+
+    python -m cluster.audit REPLICA_DIR [REPLICA_DIR ...] [--names a,b,c] [--master-url local[*]]
+        [--json report.json] [--chart lag.png] [--reference NAME] [--split-mib 256]
+        [--bucket-mib 16] [--max-examples 20] [--conf spark.key=value ...] [--quiet]
+
+Exit status: 0 replicas agree (warnings and info allowed), 1 at least one error finding,
+2 bad input (missing directory, not a store, bad option) -- reported before Spark starts.
+In local mode the shuffle partitions default to 2 x cores and the driver JVM runs with
+job.LOCAL_JVM_OPTIONS; --conf overrides either.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from . import report
+from .layout import BadInput, discover
+
+EXIT_OK, EXIT_ERRORS, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def build_parser(default_master: str | None) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m cluster.audit",
+                                description="Spark consistency audit of the replicas of one broker group.")
+    p.add_argument("dirs", nargs="+", metavar="REPLICA_DIR", help="store directory of a replica")
+    p.add_argument("--names", help="comma-separated replica names (default: directory names)")
+    p.add_argument("--master-url", default=default_master,
+                   help="Spark master (default: %(default)s; under spark-submit: its --master)")
+    p.add_argument("--json", metavar="FILE", help="write the JSON report here")
+    p.add_argument("--chart", metavar="PNG", help="write the lag chart here")
+    p.add_argument("--reference", metavar="NAME",
+                   help="reference replica (default: highest last epoch, then largest valid end)")
+    p.add_argument("--split-mib", type=float, default=256.0,
+                   help="decode commitlog files in ranges of about this size (default 256)")
+    p.add_argument("--bucket-mib", type=float, default=16.0,
+                   help="digest bucket: replicas are compared record by record only in buckets "
+                        "whose digests differ (default 16)")
+    p.add_argument("--max-examples", type=int, default=20,
+                   help="findings kept per replica, kind and severity (default 20)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra Spark setting (repeatable)")
+    p.add_argument("--quiet", action="store_true", help="no terminal summary")
+    return p
+
+
+def _names(args) -> list[str]:
+    if args.names:
+        names = [n.strip() for n in args.names.split(",")]
+        if len(names) != len(args.dirs) or not all(names):
+            raise BadInput(f"--names lists {len(names)} name(s) for {len(args.dirs)} director(y/ies)")
+    else:
+        names = [os.path.basename(os.path.normpath(d)) or d for d in args.dirs]
+        if len(set(names)) != len(names):
+            names = [f"{n}#{i}" for i, n in enumerate(names)]
+    if len(set(names)) != len(names):
+        raise BadInput(f"replica names are not unique: {names}")
+    if args.reference is not None and args.reference not in names:
+        raise BadInput(f"--reference {args.reference!r} is not one of {names}")
+    return names
+
+
+def _spark_conf(args) -> dict[str, str]:
+    conf = {}
+    master = args.master_url or ""
+    if master.startswith("local"):
+        inner = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
+        cores = (os.cpu_count() or 2) if inner in ("*", "") else int(inner.split(",")[0])
+        conf["spark.sql.shuffle.partitions"] = str(max(4, 2 * cores))
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise BadInput(f"--conf {item!r} is not KEY=VALUE")
+        conf[key] = value
+    return conf
+
+
+def main(argv: list[str] | None = None, default_master: str | None = "local[*]") -> int:
+    args = build_parser(default_master).parse_args(argv)
+    t_start = time.perf_counter()
+    try:
+        if args.split_mib <= 0 or args.bucket_mib <= 0 or args.max_examples < 0:
+            raise BadInput("--split-mib and --bucket-mib must be positive, --max-examples not negative")
+        names = _names(args)
+        layouts = [discover(d, n) for d, n in zip(args.dirs, names)]
+        conf = _spark_conf(args)
+    except BadInput as e:
+        print(f"audit: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from . import job
+    t0 = time.perf_counter()
+    spark = job.make_spark(args.master_url, conf=conf)
+    t_spark = time.perf_counter() - t0
+    try:
+        result = job.run(spark, layouts, split_bytes=max(1, int(args.split_mib * (1 << 20))),
+                         bucket_bytes=max(1, int(args.bucket_mib * (1 << 20))),
+                         reference=args.reference, max_examples=args.max_examples)
+    except BaseException:
+        spark.stop()
+        raise
+    t_report = time.perf_counter()
+    timings = {"spark_start_s": round(t_spark, 3), **result.timings}
+    rep = report.build(result, layouts, timings)
+    if args.chart:
+        try:
+            report.chart(rep, args.chart)
+        except ImportError as e:  # matplotlib is only needed for --chart
+            print(f"audit: no chart ({e})", file=sys.stderr)
+    rep["timings"]["report_s"] = round(time.perf_counter() - t_report, 3)
+    rep["timings"]["total_s"] = round(time.perf_counter() - t_start, 3)
+    if args.json:
+        report.write_json(rep, args.json)
+    if not args.quiet:
+        print(report.summary_text(rep))
+    spark.stop()
+    return rep["exit_status"]

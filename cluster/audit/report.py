@@ -1,0 +1,172 @@
+"""Output of an audit: the JSON report, the terminal summary and the lag chart (PNG)."""
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+
+from .model import ERROR, INFO, KINDS, SEVERITIES, WARNING, AuditResult
+
+_RANK = {ERROR: 0, WARNING: 1, INFO: 2}
+
+
+def build(result: AuditResult, layouts, timings: dict) -> dict:
+    """The JSON-ready report. `layouts` add index headers, notes and file counts per replica."""
+    by_name = {lay.name: lay for lay in layouts}
+    ref_queues = {(q["topic"], q["queue_id"]): q["max_offset"]
+                  for q in result.queues if q["replica"] == result.reference}
+    queues = [{**q, "lag": ref_queues.get((q["topic"], q["queue_id"]), 0) - q["max_offset"]}
+              for q in result.queues]
+    totals = {s: 0 for s in SEVERITIES}
+    by_kind: dict[str, dict[str, int]] = {}
+    by_replica: dict[str, dict[str, dict[str, int]]] = {}
+    truncated = False
+    shown: dict[tuple, int] = {}
+    for f in result.examples:
+        key = (f["replica"], f["kind"], f["severity"])
+        shown[key] = shown.get(key, 0) + 1
+    for (rep, kind, sev), n in sorted(result.counts.items()):
+        totals[sev] += n
+        by_kind.setdefault(kind, {})[sev] = by_kind.get(kind, {}).get(sev, 0) + n
+        by_replica.setdefault(rep, {}).setdefault(kind, {})[sev] = n
+        truncated |= shown.get((rep, kind, sev), 0) < n
+    replicas = []
+    for s in result.replicas:
+        lay = by_name[s["name"]]
+        replicas.append({**s, "index_files": lay.index, "cq_files": len(lay.cq_files),
+                         "consumer_groups": len(lay.consumer_offsets),
+                         "unclean_shutdown": lay.unclean, "notes": lay.notes})
+    findings = sorted(result.examples, key=lambda f: (_RANK[f["severity"]], f["replica"], f["kind"],
+                                                      -1 if f["offset"] is None else f["offset"]))
+    exit_status = 1 if totals[ERROR] else 0
+    return {"tool": "cluster.audit", "version": 1,
+            "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "exit_status": exit_status, "verdict": "errors found" if exit_status else "ok",
+            "reference": result.reference, "replicas": replicas,
+            "counts": {**totals, "by_kind": by_kind, "by_replica": by_replica},
+            "findings": findings, "findings_truncated": truncated, "queues": queues,
+            "scan": result.scan, "timings": timings}
+
+
+def write_json(report: dict, path: str) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=2, sort_keys=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def _table(headers: list[str], rows: list[list]) -> list[str]:
+    cells = [[str(x) for x in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    fmt = "  ".join("{:<%d}" % w if i == 0 else "{:>%d}" % w for i, w in enumerate(widths))
+    return [fmt.format(*headers)] + [fmt.format(*r) for r in cells]
+
+
+def _describe(f: dict) -> str:
+    d = f["details"]
+    where = f"@{f['offset']}" if f["offset"] is not None else ""
+    if f["topic"] is not None:
+        where += f" {f['topic']}-{f['queue_id']}"
+        if f["queue_offset"] is not None:
+            where += f"#{f['queue_offset']}"
+    kind = f["kind"]
+    if kind == "record_mismatch":
+        what = f"differs in {d.get('fields')}" + (f" ({d['reason']})" if d.get("reason") else "")
+    elif kind in ("diverged_tail", "missing_records"):
+        what = f"{d.get('records')} records, {d.get('bytes')} bytes up to {d.get('end')}"
+        if kind == "diverged_tail":
+            what += f" in epoch {d.get('epoch')} (reference epoch {d.get('reference_epoch', '-')}, " \
+                    f"consistent point {d.get('consistent_point')})"
+    elif kind == "cq_bad_entry":
+        what = d.get("problem", "")
+    elif kind.startswith("consumer_offset"):
+        what = f"group {d.get('group')}: queue [{d.get('queue_min')}, {d.get('queue_max')})"
+    elif kind == "duplicate_key":
+        what = f"{d.get('uniq_key')} x{d.get('count')} at {d.get('offsets')}"
+    elif kind == "queue_offset_gap":
+        what = f"previous queue offset {d.get('previous_queue_offset')} at {d.get('previous_offset')}"
+    else:
+        what = ", ".join(f"{k}={v}" for k, v in d.items())
+    return f"{where} {what}".strip()
+
+
+def summary_text(report: dict, examples_per_kind: int = 3) -> str:
+    ref = report["reference"]
+    lines = [f"Replica audit: {len(report['replicas'])} replicas, reference {ref}"]
+    rows = []
+    for s in report["replicas"]:
+        rows.append([s["name"] + (" *" if s["reference"] else ""), s["min_offset"], s["valid_end"],
+                     s["confirm_offset"], s["last_epoch"], "-" if s["consistent_point"] is None
+                     else s["consistent_point"], s["lag_bytes"], s["records"], s["corrupt_records"],
+                     s.get("cq_entries", 0)])
+    lines += ["  " + x for x in _table(["REPLICA", "MIN", "VALID_END", "CONFIRM", "EPOCH", "CONSISTENT",
+                                        "LAG_BYTES", "RECORDS", "CORRUPT", "CQ_UNITS"], rows)]
+    for s in report["replicas"]:
+        for note in s["notes"]:
+            lines.append(f"  note {s['name']}: {note}")
+        if s["valid_end_reason"] and not s["valid_end_reason"].startswith(("EMPTY", "end of the last")):
+            lines.append(f"  {s['name']}: valid data ends at {s['valid_end']}: {s['valid_end_reason']}")
+    lagging = [q for q in report["queues"] if q["lag"]]
+    if lagging:
+        worst = sorted(lagging, key=lambda q: -abs(q["lag"]))[:5]
+        lines.append("  queue lag (reference max - replica max): " + ", ".join(
+            f"{q['replica']} {q['topic']}-{q['queue_id']} {q['lag']}" for q in worst))
+    c = report["counts"]
+    lines.append(f"Findings: {c['error']} error(s), {c['warning']} warning(s), {c['info']} info")
+    for kind in KINDS:
+        for sev in SEVERITIES:
+            n = c["by_kind"].get(kind, {}).get(sev)
+            if not n:
+                continue
+            reps = sorted(r for r, kinds in c["by_replica"].items() if kinds.get(kind, {}).get(sev))
+            lines.append(f"  {sev:<8} {kind:<24} {n:>6}  on {', '.join(reps)}")
+            examples = [f for f in report["findings"] if (f["kind"], f["severity"]) == (kind, sev)]
+            for f in examples[:examples_per_kind]:
+                lines.append(f"           {f['replica']}: {_describe(f)}")
+    sc, t = report["scan"], report["timings"]
+    if sc.get("records") is not None:
+        lines.append(f"Scanned {sc['records']:,} records ({sc.get('bytes', 0) / 1e6:,.1f} MB) in "
+                     f"{t.get('scan_s', 0):.1f} s: {sc.get('records_per_s') or 0:,} records/s, "
+                     f"{sc.get('records_per_s_per_core') or 0:,} per core ({sc.get('cores')} cores)")
+    lines.append("Timings: " + ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in t.items() if k.endswith("_s")))
+    lines.append("Verdict: " + ("FAIL: replicas disagree below the confirm offset or consume queues "
+                                "are damaged" if report["exit_status"] else "OK"))
+    return "\n".join(lines)
+
+
+def chart(report: dict, path: str, max_queues: int = 40) -> None:
+    """PNG: lag per queue (reference max offset - replica's), grouped per replica, and the lag
+    in bytes per replica."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ref = report["reference"]
+    others = [s["name"] for s in report["replicas"] if s["name"] != ref]
+    lag = {(q["replica"], q["topic"], q["queue_id"]): q["lag"] for q in report["queues"]}
+    queues = sorted({(q["topic"], q["queue_id"]) for q in report["queues"]})
+    queues.sort(key=lambda k: -max([abs(lag.get((r, *k), 0)) for r in others] or [0]))
+    queues = sorted(queues[:max_queues])
+    width_in = max(8.0, 4 + 0.35 * len(queues) * max(1, len(others)))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(width_in, 4.5), gridspec_kw={"width_ratios": [3, 1]})
+    width = 0.8 / max(1, len(others))
+    for i, rep in enumerate(others):
+        xs = [j + i * width for j in range(len(queues))]
+        ax1.bar(xs, [lag.get((rep, t, q), 0) for t, q in queues], width, label=rep)
+    ax1.set_xticks([j + 0.4 - width / 2 for j in range(len(queues))])
+    ax1.set_xticklabels([f"{t}-{q}" for t, q in queues], rotation=60, ha="right", fontsize=7)
+    ax1.axhline(0, color="black", linewidth=0.8)
+    ax1.set_ylabel("messages behind the reference")
+    ax1.set_title(f"Consume queue lag per queue (reference {ref})")
+    if others:
+        ax1.legend(fontsize=8)
+    if not any(lag.get((r, *k), 0) for r in others for k in queues):
+        ax1.text(0.5, 0.5, "all queues in step", transform=ax1.transAxes, ha="center", va="center")
+    names = [s["name"] for s in report["replicas"]]
+    ax2.bar(names, [s["lag_bytes"] for s in report["replicas"]], color="tab:gray")
+    ax2.set_title("Commitlog lag (bytes)")
+    ax2.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
