@@ -1,4 +1,4 @@
-"""Command line of the cluster: `python -m cluster {node,local,status,pull,send,get,query} ...`."""
+"""Command line of the cluster: `python -m cluster {node,local,status,pull,send,get,query,audit} ...`."""
 from __future__ import annotations
 
 import argparse
@@ -33,10 +33,18 @@ def main(argv: list[str] | None = None) -> int:
                            "checkpoint,epochFileCheckpoint (default: all)")
     pull.add_argument("--chunk-bytes", type=int, default=1 << 20)
     add_smoke_commands(sub)
+    audit = sub.add_parser("audit", help="pull every node of a local cluster and run the Spark audit")
+    audit.add_argument("--cluster-dir", default="data/cluster")
+    audit.add_argument("--offline", action="store_true",
+                       help="audit the store folders in place (the cluster must be stopped)")
+    audit.add_argument("audit_args", nargs="*", help="extra `python -m cluster.audit` options after --")
     args = parser.parse_args(argv)
     if args.command == "pull":
         from .pull_cli import run_pull
         return run_pull(*resolve_target(parser, args), args)
+    if args.command == "audit":
+        from .audit_cli import run_audit
+        return run_audit(args.cluster_dir, args.offline, args.audit_args)
     if args.command in SMOKE_COMMANDS:
         return run_smoke(args.command, *resolve_target(parser, args), args)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
