@@ -13,7 +13,8 @@ from . import digest
 from .scan import (CORRUPT, DEFAULT_DELAY_LEVELS_MS, DIGEST, KEYS, QEDGE, QGAP, CommitLogTask,
                    _bad_start, _delay_fn, _end, _opened, _range_end, _resplit, _stop, _tag_hash)
 
-_TX_MASK, _PREPARED, _ROLLBACK = 0xC, 0x4, 0xC
+_TX_MASK = codec.SysFlag.TRANSACTION_MASK
+_PREPARED, _ROLLBACK = codec.SysFlag.TRANSACTION_PREPARED_TYPE, codec.SysFlag.TRANSACTION_ROLLBACK_TYPE
 
 
 def summarize(task: CommitLogTask, bucket_bytes: int,
