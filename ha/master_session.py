@@ -132,6 +132,8 @@ class MasterSession:
             slave_epochs = EpochCache(EpochEntry(e.epoch, e.start_offset) for e in h.epochs)
         except EpochError as e:
             return self._close(f"slave {self.slave_id} sent invalid epochs: {e}")
+        if len(view.epochs) == 0:  # a node records its epoch before it serves as master
+            return self._close("this master has no epoch yet")
         if slave_epochs.last_epoch > view.epochs.last_epoch:
             return self._close(f"slave {self.slave_id} has seen epoch {slave_epochs.last_epoch}, "
                                f"later than this master's {view.epochs.last_epoch}: this master is stale")
@@ -191,8 +193,8 @@ class MasterSession:
                 and (available >= self.batch_size
                      or len(self._unacked_ends) < self.max_partial_in_flight)):
             entry = view.epochs.entry_at(self.next_send)
-            if entry is None:  # bytes older than the first epoch: cannot label them
-                entry = view.epochs.entries[0] if len(view.epochs) else EpochEntry(0, 0)
+            if entry is None:  # bytes older than the first epoch (a store that predates
+                entry = view.epochs.entries[0]  # epochs): they belong to the first one
             file_end = (self.next_send // view.file_size + 1) * view.file_size
             end = min(view.max_offset, file_end)
             boundary = view.epochs.next_boundary_after(self.next_send)

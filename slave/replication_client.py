@@ -132,8 +132,7 @@ class ReplicationClient:
                             self.last_error = session.close_reason
                             call.cancel()
                             return handshook
-                    if not handshook and session.expected_offset is not None and \
-                            msg.WhichOneof("body") == "welcome":
+                    if not handshook and msg.WhichOneof("body") == "welcome":
                         handshook = True
                         self.connected = True
                         self.sessions += 1
