@@ -360,7 +360,8 @@ def test_loaded_files_age_by_mtime(tmp_path):
     e.fill_files(4)
     e.close()
     clock = ManualClock(NEXT_DAY_0405)
-    store = MessageStore(make_config(tmp_path), clock=clock)
+    # auto_services=False: the stepped service below is the only one deleting files.
+    store = MessageStore(make_config(tmp_path), clock=clock, auto_services=False)
     store.start()
     try:
         ret = RetentionService(store, Disk(), sleep=lambda s: None)
