@@ -18,6 +18,8 @@ RocketMQ 5 client API (apache.rocketmq.v2.MessagingService, see cluster/messagin
                        in config/topics.json) with defaultTopicQueueNums (4) queues
     accessKey, secretKey   when both are set, every MessagingService call must carry a valid
                        MQv2-HMAC-SHA1 `authorization` (else UNAUTHORIZED)
+    minInvisibleTimeMillsForRecv  the shortest invisible duration ReceiveMessage and
+                       ChangeInvisibleDuration accept (10000, RocketMQ 5 proxy's default)
 Every other key is a StoreConfig key; unknown keys are logged and ignored, as RocketMQ does.
 """
 from __future__ import annotations
@@ -34,7 +36,8 @@ log = logging.getLogger(__name__)
 
 NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToken",
                        "adminTokenFile", "advertisedAddress", "groupAddresses",
-                       "autoCreateTopicEnable", "defaultTopicQueueNums", "accessKey", "secretKey"})
+                       "autoCreateTopicEnable", "defaultTopicQueueNums", "accessKey", "secretKey",
+                       "minInvisibleTimeMillsForRecv"})
 
 
 def check_ipv4_address(key: str, value: str) -> str:
@@ -64,6 +67,7 @@ class NodeConfig:
     default_topic_queue_nums: int = 4
     access_key: str = ""
     secret_key: str = ""
+    min_invisible_time_ms: int = 10_000
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -86,6 +90,9 @@ class NodeConfig:
             check_ipv4_address("groupAddresses", address)
         if not 1 <= self.default_topic_queue_nums <= 1024:
             raise ConfigError(f"defaultTopicQueueNums={self.default_topic_queue_nums}: must be 1..1024")
+        if not 1 <= self.min_invisible_time_ms <= 12 * 3600_000:
+            raise ConfigError(f"minInvisibleTimeMillsForRecv={self.min_invisible_time_ms}: must be "
+                              f"1..43200000")
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("set both accessKey and secretKey, or neither")
 
@@ -119,7 +126,9 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
                       group_addresses=groups, auto_create_topic_enable=auto_create == "true",
                       default_topic_queue_nums=_int(props, "defaultTopicQueueNums", 4),
                       access_key=props.get("accessKey", "").strip(),
-                      secret_key=props.get("secretKey", "").strip(), store=store)
+                      secret_key=props.get("secretKey", "").strip(),
+                      min_invisible_time_ms=_int(props, "minInvisibleTimeMillsForRecv", 10_000),
+                      store=store)
 
 
 def _int(props: dict[str, str], key: str, default: int) -> int:

@@ -89,15 +89,27 @@ class MasterRole:
 
     # -- writes -----------------------------------------------------------------------------
     def put_messages(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
+        result = self.append(msgs, allow_system_topic=allow_system_topic)
+        return self.wait_durable(msgs, result)
+
+    def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
+        """The first half of a put: the in-sync check and the append, no waiting. Callers that
+        must order their appends under their own lock (consumer state records) append there and
+        call wait_durable outside it."""
         if self.closed:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="this node is no longer master")
-        sync = self.sync_master and _wants_wait(msgs)
-        if sync and not self.tracker.enough_in_sync():
+        if self.sync_master and _wants_wait(msgs) and not self.tracker.enough_in_sync():
             return PutResult(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, reason=(
                 f"{1 + self.tracker.in_sync_count()} replicas in sync (master included), "
                 f"minInSyncReplicas={self.config.min_in_sync_replicas}"))
-        result = self.store.put_messages(msgs, allow_system_topic=allow_system_topic)
-        if result.status is not PutStatus.PUT_OK or not sync:
+        return self.store.append(msgs, allow_system_topic=allow_system_topic)
+
+    def wait_durable(self, msgs: Sequence[Message], result: PutResult) -> PutResult:
+        """The second half: the store's flush policy, then (SYNC_MASTER) the slaves' acks."""
+        if result.status is not PutStatus.PUT_OK:
+            return result
+        result = self.store.wait_durable(msgs, result)
+        if result.status is not PutStatus.PUT_OK or not (self.sync_master and _wants_wait(msgs)):
             return result
         timeout_ms = self.config.slave_timeout
         waiter = self.tracker.wait(result.end_offset, timeout_ms)

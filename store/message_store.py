@@ -227,10 +227,11 @@ class MessageStore:
 
     def put_messages(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
         """Append the messages as one batch, then wait for the flush policy."""
-        result = self.append(msgs, allow_system_topic=allow_system_topic)
-        if result.status is not PutStatus.PUT_OK:
-            return result
-        if not self._wants_wait(msgs):
+        return self.wait_durable(msgs, self.append(msgs, allow_system_topic=allow_system_topic))
+
+    def wait_durable(self, msgs: Sequence[Message], result: PutResult) -> PutResult:
+        """Wait until an append's result holds under the flush policy (SYNC_FLUSH: on disk)."""
+        if result.status is not PutStatus.PUT_OK or not self._wants_wait(msgs):
             return result
         status = self.durability(result.end_offset).wait(self.config.sync_flush_timeout / 1000.0 + 1)
         if status is None:

@@ -59,6 +59,32 @@ class TopicRegistry:
                 self.table.put(config)  # persisted before anyone sees it
         return config
 
+    def ensure(self, topic: str, queue_nums: int) -> TopicConfig:
+        """A topic the broker itself writes (e.g. %DLQ%<group>): created when missing, whatever
+        autoCreateTopicEnable says (callers: the master only)."""
+        with self._lock:
+            config = self.table.get(topic)
+            if config is None:
+                config = TopicConfig(topic_name=topic, read_queue_nums=queue_nums,
+                                     write_queue_nums=queue_nums)
+                self.table.put(config)
+        return config
+
+    def learn(self, topic: str, queue_ids: Iterable[int]) -> TopicConfig | None:
+        """A topic missing from this node's table although its store holds queues of it (the
+        master auto-created it and this node was a slave that never asked for its route):
+        recorded with max(defaultTopicQueueNums, highest queue id + 1) queues."""
+        ids = list(queue_ids)
+        if not ids:
+            return None
+        with self._lock:
+            config = self.table.get(topic)
+            if config is None:
+                n = max(self.default_queue_nums, max(ids) + 1)
+                config = TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n)
+                self.table.put(config)
+        return config
+
     def adopt(self, config: TopicConfig) -> None:
         """Keep a copy of the master's config of a topic (slaves)."""
         if self.table.get(config.topic_name) != config:

@@ -5,6 +5,8 @@
   address given by the last SwitchRole); QueryRoute asks the master for the topic (which may
   create it there), keeps a copy in the slave's own table, and answers with the slave's view of
   the group's addresses; when the master cannot be reached, the local copy answers.
+- Consumer calls (ReceiveMessage, Ack, offsets, DLQ): the master answers from its consumer
+  state (cluster/consume/); a slave forwards them to its master (consumer_calls.py).
 - Any role: PullMessage / QueryOffset read the local store; Heartbeat and
   NotifyClientTermination answer OK; Telemetry echoes settings (telemetry.py).
 - A node changing role answers writes with INTERNAL_SERVER_ERROR; the clients retry.
@@ -24,6 +26,10 @@ from store.errors import StoreError
 from store.json_config import TopicConfigTable
 
 from . import auth
+from cluster.consume.handlers import ConsumeSettings, ConsumerCalls
+from cluster.consume.service import ConsumerService
+
+from .consumer_calls import ConsumerRouter
 from .convert import SendLimits, V2Error, check_topic_resource
 from .pull import Reader
 from .route import TopicRegistry, config_from_route, endpoints, message_queues
@@ -49,12 +55,18 @@ class MessagingService:
         self.sender = Sender(node.put_messages, self.topics, self.limits, node.clock.now_ms)
         self.reader = Reader(node.store, self.topics, self.budget)
         self.forwarder = MasterForwarder(c.access_key, c.secret_key)
+        self.consumers = ConsumerService(node, self.topics)
+        self.consumer_router = ConsumerRouter(self, ConsumerCalls(
+            self.consumers, self.reader.waiter, self.budget,
+            ConsumeSettings(min_invisible_ms=c.min_invisible_time_ms)))
 
     def start(self) -> None:
         self.topics.load()
         self.reader.attach()
+        self.consumers.snapshotter.start()
 
     def close(self) -> None:
+        self.consumers.snapshotter.stop()
         self.reader.detach()
         self.forwarder.close()
 

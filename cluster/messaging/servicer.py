@@ -2,10 +2,8 @@
 included: the official clients read the Status, not the gRPC code). Authentication (auth.py) is
 checked first on every call; an unexpected exception answers INTERNAL_ERROR and is logged.
 
-Not implemented yet, answered with NOT_IMPLEMENTED (50100), never a fake success:
-ReceiveMessage, AckMessage, ChangeInvisibleDuration, UpdateOffset, GetOffset (the committed
-offset of a group: offsets are only stored by UpdateOffset), EndTransaction,
-ForwardMessageToDeadLetterQueue, QueryAssignment, RecallMessage, SyncLiteSubscription.
+Consumer calls go through the role-aware router (consumer_calls.py). Not implemented, answered
+with NOT_IMPLEMENTED (50100), never a fake success: RecallMessage, SyncLiteSubscription.
 """
 from __future__ import annotations
 
@@ -59,7 +57,10 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
     @staticmethod
     def _call_info(context) -> dict:
         md = _metadata(context)
-        return {"forwarded": md.get(FORWARDED_HEADER) == "1", "timeout": context.time_remaining(),
+        left = context.time_remaining()
+        if left is not None and not 0 < left < 24 * 3600:
+            left = None  # a call without a deadline: grpc reports a meaningless number
+        return {"forwarded": md.get(FORWARDED_HEADER) == "1", "timeout": left,
                 "client_id": md.get("x-mq-client-id", "")}
 
     # -- implemented --------------------------------------------------------------------------
@@ -122,33 +123,47 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
 
     def ReceiveMessage(self, request, context):  # noqa: N802
         reason = self.service.authorize(context.invocation_metadata())
-        code_status = (d.Status(code=d.UNAUTHORIZED, message=reason) if reason is not None
-                       else not_implemented("ReceiveMessage"))
-        yield s.ReceiveMessageResponse(status=code_status)
+        if reason is not None:
+            yield s.ReceiveMessageResponse(status=d.Status(code=d.UNAUTHORIZED, message=reason))
+            return
+        try:
+            responses = self.service.consumer_router.call(
+                "ReceiveMessage", request, time_remaining=context.time_remaining,
+                **self._call_info(context))
+        except Exception as e:
+            log.exception("ReceiveMessage failed")
+            yield s.ReceiveMessageResponse(status=d.Status(code=d.INTERNAL_ERROR,
+                                                           message=f"{type(e).__name__}: {e}"))
+            return
+        yield from responses
+
+    def _consumer(self, context, method: str, response_cls, request):
+        return self._unary(context, response_cls, lambda: self.service.consumer_router.call(
+            method, request, **self._call_info(context)))
 
     def AckMessage(self, request, context):  # noqa: N802
-        return self._not_implemented(context, s.AckMessageResponse, "AckMessage")
+        return self._consumer(context, "AckMessage", s.AckMessageResponse, request)
 
     def ChangeInvisibleDuration(self, request, context):  # noqa: N802
-        return self._not_implemented(context, s.ChangeInvisibleDurationResponse,
-                                     "ChangeInvisibleDuration")
+        return self._consumer(context, "ChangeInvisibleDuration",
+                              s.ChangeInvisibleDurationResponse, request)
 
     def UpdateOffset(self, request, context):  # noqa: N802
-        return self._not_implemented(context, s.UpdateOffsetResponse, "UpdateOffset")
+        return self._consumer(context, "UpdateOffset", s.UpdateOffsetResponse, request)
 
     def GetOffset(self, request, context):  # noqa: N802
-        return self._not_implemented(context, s.GetOffsetResponse,
-                                     "GetOffset (committed consumer offsets)")
+        return self._consumer(context, "GetOffset", s.GetOffsetResponse, request)
 
     def EndTransaction(self, request, context):  # noqa: N802
         return self._not_implemented(context, s.EndTransactionResponse, "EndTransaction")
 
     def ForwardMessageToDeadLetterQueue(self, request, context):  # noqa: N802
-        return self._not_implemented(context, s.ForwardMessageToDeadLetterQueueResponse,
-                                     "ForwardMessageToDeadLetterQueue")
+        return self._consumer(context, "ForwardMessageToDeadLetterQueue",
+                              s.ForwardMessageToDeadLetterQueueResponse, request)
 
     def QueryAssignment(self, request, context):  # noqa: N802
-        return self._not_implemented(context, s.QueryAssignmentResponse, "QueryAssignment")
+        return self._unary(context, s.QueryAssignmentResponse,
+                           lambda: self.service.consumer_router.query_assignment(request))
 
     def RecallMessage(self, request, context):  # noqa: N802
         return self._not_implemented(context, s.RecallMessageResponse, "RecallMessage")

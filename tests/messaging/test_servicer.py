@@ -247,13 +247,7 @@ def test_delay_message_with_the_clients_millisecond_bug(nodes):
 
 
 NOT_IMPLEMENTED = [
-    ("AckMessage", s.AckMessageRequest()),
-    ("ChangeInvisibleDuration", s.ChangeInvisibleDurationRequest()),
-    ("UpdateOffset", s.UpdateOffsetRequest()),
-    ("GetOffset", s.GetOffsetRequest()),
     ("EndTransaction", s.EndTransactionRequest()),
-    ("ForwardMessageToDeadLetterQueue", s.ForwardMessageToDeadLetterQueueRequest()),
-    ("QueryAssignment", s.QueryAssignmentRequest()),
     ("RecallMessage", s.RecallMessageRequest()),
     ("SyncLiteSubscription", s.SyncLiteSubscriptionRequest()),
 ]
@@ -266,7 +260,15 @@ def test_the_rest_answers_not_implemented(nodes):
         assert r.status.code == d.NOT_IMPLEMENTED == 50100, name
         assert "not implemented" in r.status.message, name
     items = list(stub.ReceiveMessage(s.ReceiveMessageRequest(), timeout=5))
-    assert len(items) == 1 and items[0].status.code == d.NOT_IMPLEMENTED
+    assert len(items) == 1 and items[0].status.code == d.ILLEGAL_CONSUMER_GROUP
+    for name, request in [("AckMessage", s.AckMessageRequest()),
+                          ("ChangeInvisibleDuration", s.ChangeInvisibleDurationRequest()),
+                          ("UpdateOffset", s.UpdateOffsetRequest()),
+                          ("GetOffset", s.GetOffsetRequest()),
+                          ("ForwardMessageToDeadLetterQueue",
+                           s.ForwardMessageToDeadLetterQueueRequest())]:
+        assert getattr(stub, name)(request, timeout=5).status.code == d.ILLEGAL_CONSUMER_GROUP, name
+    assert stub.QueryAssignment(s.QueryAssignmentRequest(), timeout=5).status.code == d.ILLEGAL_TOPIC
     ok = d.Status(code=d.OK, message="OK")
     assert stub.Heartbeat(s.HeartbeatRequest(client_type=d.PRODUCER), timeout=5).status == ok
     assert stub.NotifyClientTermination(s.NotifyClientTerminationRequest(), timeout=5).status == ok

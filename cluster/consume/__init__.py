@@ -1,0 +1,12 @@
+"""Consumer groups on a master: receive/ack state, invisibility, redelivery, DLQ, FIFO groups and
+committed offsets, kept as records of an internal topic in the commitlog so they replicate with
+the data and survive a failover.
+
+    state     the pure state machine (events -> per-queue cursor and in-flight deliveries)
+    records   events <-> commitlog records of rmq_sys_CONSUMER_STATE
+    receipt   receipt handles bound to topic and group
+    planner   which messages of a queue a receive hands out (redelivery, DLQ, FIFO, filter)
+    service   the lock, replay, append-then-apply, groups, progress, offset reset, snapshots
+    handlers  the v2 calls: ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+              ForwardMessageToDeadLetterQueue, UpdateOffset, GetOffset
+"""

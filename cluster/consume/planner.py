@@ -1,0 +1,87 @@
+"""Which messages of one queue a ReceiveMessage hands out, from the group's state and the store.
+Pure decisions over two read functions, so the rules are testable without a node.
+
+Order within a queue:
+1. Deliveries whose invisibility expired, oldest offset first: redelivered with attempt + 1
+   and a new handle; a delivery that already used the group's max attempts goes to the DLQ
+   instead; one whose message is gone (retention) is dropped.
+2. New messages from the cursor, through the tag filter (what the filter skips is done).
+FIFO groups: one message per message group in flight per queue. A new message whose group has
+one in flight (or was just handed out) stops the scan there, so later messages of that group
+never overtake it; the cursor stays at the blocked message.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from store.codec import MessageRecord
+from store.get_result import GetMessageResult
+
+from .state import Inflight, QueueState
+
+PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"
+
+
+@dataclass(slots=True)
+class Delivery:
+    record: MessageRecord
+    offset: int
+    attempt: int
+    handle: int
+    message_group: str
+
+
+@dataclass(slots=True)
+class QueuePlan:
+    queue_id: int
+    base: int  # the cursor of a queue the group never read (its min offset)
+    deliveries: list[Delivery] = field(default_factory=list)
+    dead: list[tuple[int, Inflight, MessageRecord]] = field(default_factory=list)
+    vanished: list[tuple[int, Inflight]] = field(default_factory=list)
+    skip_to: int = 0
+
+    @property
+    def changes_state(self) -> bool:
+        return bool(self.deliveries or self.dead or self.vanished) or self.skip_to > self.base
+
+
+def plan_queue(queue_id: int, q: QueueState | None, base: int, now_ms: int, want: int, *,
+               fifo: bool, max_attempts: int, new_handle: Callable[[], int],
+               read_at: Callable[[int], MessageRecord | None],
+               read_from: Callable[[int, int], GetMessageResult]) -> QueuePlan:
+    plan = QueuePlan(queue_id, base)
+    cursor = q.cursor if q is not None else base
+    inflight = q.inflight if q is not None else {}
+    plan.skip_to = cursor
+    blocked: set[str] = set()
+    for offset in sorted(inflight):
+        entry = inflight[offset]
+        if entry.invisible_until > now_ms or len(plan.deliveries) >= want:
+            if entry.message_group:
+                blocked.add(entry.message_group)
+            continue
+        record = read_at(offset)
+        if record is None:
+            plan.vanished.append((offset, entry))
+        elif entry.attempt >= max_attempts:
+            plan.dead.append((offset, entry, record))
+        else:
+            plan.deliveries.append(Delivery(record, offset, entry.attempt + 1, new_handle(),
+                                            entry.message_group))
+            if entry.message_group:
+                blocked.add(entry.message_group)
+    room = want - len(plan.deliveries)
+    if room <= 0:
+        return plan
+    result = read_from(cursor, room)
+    for record in result.messages:
+        group = record.properties.get(PROPERTY_MESSAGE_GROUP, "") if fifo else ""
+        if group and group in blocked:
+            plan.skip_to = max(cursor, record.queue_offset)
+            return plan
+        plan.deliveries.append(Delivery(record, record.queue_offset, 1, new_handle(), group))
+        if group:
+            blocked.add(group)
+    plan.skip_to = max(cursor, result.next_begin_offset)
+    return plan
