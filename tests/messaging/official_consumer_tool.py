@@ -1,0 +1,98 @@
+"""Drives the official RocketMQ 5 Python client's Producer and SimpleConsumer against our nodes.
+
+Runs as a script in its own process (its generated modules clash with ours in one process).
+Reads JSON from stdin, runs the steps in order, writes JSON to stdout:
+
+    in:  {"endpoint": "127.0.0.1:P", "steps": [
+            {"op": "send", "topic": "T", "messages": [{"body": "...", "tag": "a", "keys": ["k"],
+                                                       "delay_ms": 2000}]},
+            {"op": "receive", "group": "G", "topic": "T", "tags": "*", "count": 3,
+             "invisible_s": 10, "ack": true, "within_s": 20, "await_s": 2}]}
+    out: {"steps": [{"sent": [{"message_id": ..., "sent_at_ms": ...} | {"error": ...}]} |
+                    {"received": [{"body", "tag", "keys", "message_id", "delivery_attempt",
+                                   "properties", "received_at_ms"}], "ack_errors": [...]}]}
+
+A receive step calls SimpleConsumer.receive until `count` messages arrived or `within_s`
+passed (then returns what it has; the test asserts). One consumer per (group, topic, tags),
+kept across steps; everything is shut down at the end.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def main() -> int:
+    from rocketmq import (ClientConfiguration, Credentials, FilterExpression, Message, Producer,
+                          SimpleConsumer)
+
+    spec = json.loads(sys.stdin.read())
+    config = ClientConfiguration(spec["endpoint"], Credentials("", ""), namespace="",
+                                 request_timeout=spec.get("request_timeout", 5))
+    producers: dict[str, Producer] = {}
+    consumers: dict[tuple, SimpleConsumer] = {}
+    out = []
+    try:
+        for step in spec["steps"]:
+            if step["op"] == "send":
+                producer = producers.get(step["topic"])
+                if producer is None:
+                    producer = producers[step["topic"]] = Producer(config, (step["topic"],))
+                    producer.startup()
+                sent = []
+                for m in step["messages"]:
+                    msg = Message()
+                    msg.topic = step["topic"]
+                    msg.body = m["body"].encode()
+                    if m.get("tag"):
+                        msg.tag = m["tag"]
+                    for key in m.get("keys", []):
+                        msg.keys = key
+                    if m.get("delay_ms"):
+                        msg.delivery_timestamp = int(time.time() * 1000) + m["delay_ms"]
+                    try:
+                        receipt = producer.send(msg)
+                        sent.append({"message_id": receipt.message_id,
+                                     "sent_at_ms": int(time.time() * 1000)})
+                    except Exception as e:  # reported to the test
+                        sent.append({"error": f"{type(e).__name__}: {e}"})
+                out.append({"sent": sent})
+            elif step["op"] == "receive":
+                key = (step["group"], step["topic"], step.get("tags", "*"))
+                consumer = consumers.get(key)
+                if consumer is None:
+                    consumer = consumers[key] = SimpleConsumer(
+                        config, step["group"], {step["topic"]: FilterExpression(key[2])},
+                        await_duration=step.get("await_s", 2))
+                    consumer.startup()
+                received, ack_errors = [], []
+                deadline = time.monotonic() + step.get("within_s", 20)
+                while len(received) < step["count"] and time.monotonic() < deadline:
+                    for m in consumer.receive(step["count"] - len(received),
+                                              step.get("invisible_s", 10)) or []:
+                        received.append({
+                            "body": m.body.decode(), "tag": m.tag, "keys": list(m.keys or []),
+                            "message_id": m.message_id, "delivery_attempt": m.delivery_attempt,
+                            "properties": dict(m.properties or {}),
+                            "received_at_ms": int(time.time() * 1000)})
+                        if step.get("ack", True):
+                            try:
+                                consumer.ack(m)
+                            except Exception as e:
+                                ack_errors.append(f"{type(e).__name__}: {e}")
+                out.append({"received": received, "ack_errors": ack_errors})
+            else:
+                raise ValueError(f"unknown op {step['op']!r}")
+    finally:
+        for consumer in consumers.values():
+            consumer.shutdown()
+        for producer in producers.values():
+            producer.shutdown()
+    sys.stdout.write(json.dumps({"steps": out}))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
