@@ -10,6 +10,11 @@ nothing is there the call waits for new dispatches or the next expiry, at most t
 long_polling_timeout and always within its deadline. A pop is not waited for (at-least-once:
 losing it in a failover only redelivers), acks, invisibility changes and offsets are.
 
+Push consumers receive with auto_renew and no invisible duration: they get 60 s (the proxy's
+defaultInvisibleTimeMills). This server does not renew those deliveries while the client is
+still consuming (the proxy does), so a consume that takes longer is redelivered.
+ChangeInvisibleDuration accepts 0 (visible again now) and up: push consumers nack with it.
+
 A delivery that already used the group's max attempts (retryMaxTimes + 1, RocketMQ's default
 16 + 1) is copied into `%DLQ%<group>` (queue 0, created on first use) and counts as done.
 """
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
@@ -45,6 +51,7 @@ OK = d.Status(code=d.OK, message="OK")
 @dataclass(frozen=True)
 class ConsumeSettings:
     min_invisible_ms: int = 10_000  # RocketMQ 5 proxy's minInvisibleTimeMillsForRecv
+    auto_renew_invisible_ms: int = 60_000  # proxy's defaultInvisibleTimeMills (auto_renew)
     max_invisible_ms: int = 12 * 3600_000
     max_long_polling_ms: int = 30_000
     max_batch_size: int = 1024
@@ -90,12 +97,13 @@ class ConsumerCalls:
             raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
         return topic, config
 
-    def _invisible_ms(self, value: Duration, what: str) -> int:
+    def _invisible_ms(self, value: Duration, what: str, minimum: int | None = None) -> int:
         ms = _duration_ms(value)
         st = self.settings
-        if not st.min_invisible_ms <= ms <= st.max_invisible_ms:
+        low = st.min_invisible_ms if minimum is None else minimum
+        if value.nanos < 0 or not low <= ms <= st.max_invisible_ms:
             raise V2Error(d.ILLEGAL_INVISIBLE_TIME,
-                          f"{what} {ms} ms is not in [{st.min_invisible_ms}, {st.max_invisible_ms}]")
+                          f"{what} {ms} ms is not in [{low}, {st.max_invisible_ms}]")
         return ms
 
     # -- ReceiveMessage -----------------------------------------------------------------------
@@ -109,9 +117,13 @@ class ConsumerCalls:
         batch = request.batch_size
         if not 0 < batch <= st.max_batch_size:
             raise V2Error(d.BAD_REQUEST, f"batch_size {batch} is not in [1, {st.max_batch_size}]")
-        if not request.HasField("invisible_duration"):
-            raise V2Error(d.ILLEGAL_INVISIBLE_TIME, "invisible_duration is required")
-        invisible = self._invisible_ms(request.invisible_duration, "invisible_duration")
+        if request.HasField("invisible_duration"):
+            invisible = self._invisible_ms(request.invisible_duration, "invisible_duration")
+        elif request.auto_renew:
+            invisible = st.auto_renew_invisible_ms  # push consumers; see the module doc
+        else:
+            raise V2Error(d.ILLEGAL_INVISIBLE_TIME, "invisible_duration is required "
+                                                    "(or auto_renew)")
         poll_ms = _duration_ms(request.long_polling_timeout) \
             if request.HasField("long_polling_timeout") else 0
         if not 0 <= poll_ms <= st.max_long_polling_ms:
@@ -135,7 +147,12 @@ class ConsumerCalls:
                 deliveries, next_expiry = self._take(master, group, info, topic, queues, filt,
                                                      batch, invisible)
                 if deliveries:
+                    # delivery_timestamp: the clients' consume-latency metrics need it (the
+                    # official push consumer fails on every batch without it)
+                    now = Timestamp()
+                    now.FromMilliseconds(self._clock.now_ms())
                     return [s.ReceiveMessageResponse(status=OK),
+                            s.ReceiveMessageResponse(delivery_timestamp=now),
                             *(s.ReceiveMessageResponse(message=m) for m in deliveries)]
                 left = deadline - time.monotonic()
                 call_left = time_remaining()
@@ -265,7 +282,9 @@ class ConsumerCalls:
                          ) -> s.ChangeInvisibleDurationResponse:
         group = _group(request.group)
         topic, _ = self._topic(request.topic)
-        invisible = self._invisible_ms(request.invisible_duration, "invisible_duration")
+        # 0 is allowed: push consumers nack with their backoff delay, often below the
+        # receive minimum
+        invisible = self._invisible_ms(request.invisible_duration, "invisible_duration", 0)
         consumers = self.consumers
         master = consumers.ensure_loaded()
         with consumers.lock:

@@ -7,7 +7,8 @@ Reads JSON from stdin, runs the steps in order, writes JSON to stdout:
             {"op": "send", "topic": "T", "messages": [{"body": "...", "tag": "a", "keys": ["k"],
                                                        "delay_ms": 2000}]},
             {"op": "receive", "group": "G", "topic": "T", "tags": "*", "count": 3,
-             "invisible_s": 10, "ack": true, "within_s": 20, "await_s": 2}]}
+             "invisible_s": 10, "ack": true, "within_s": 20, "await_s": 2},
+            {"op": "push", "group": "P", "topic": "T", "count": 4, "fail_once": ["x"]}]}
     out: {"steps": [{"sent": [{"message_id": ..., "sent_at_ms": ...} | {"error": ...}]} |
                     {"received": [{"body", "tag", "keys", "message_id", "delivery_attempt",
                                    "properties", "received_at_ms"}], "ack_errors": [...]}]}
@@ -21,6 +22,41 @@ from __future__ import annotations
 import json
 import sys
 import time
+
+
+def push(config, step: dict) -> dict:
+    """A PushConsumer (QueryAssignment + ReceiveMessage with auto_renew + Ack, and
+    ChangeInvisibleDuration for a nack): consumes until `count` deliveries were seen; the bodies
+    in `fail_once` fail their first delivery."""
+    import threading
+    from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
+
+    seen, lock = [], threading.Lock()
+
+    class Listener(MessageListener):
+        def consume(self, message):
+            body = message.body.decode()
+            with lock:
+                seen.append({"body": body, "delivery_attempt": message.delivery_attempt})
+            if body in step.get("fail_once", []) and message.delivery_attempt == 1:
+                return ConsumeResult.FAILURE
+            return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(config, step["group"], Listener(),
+                            {step["topic"]: FilterExpression(step.get("tags", "*"))})
+    consumer.startup()
+    try:
+        deadline = time.monotonic() + step.get("within_s", 30)
+        while time.monotonic() < deadline:
+            with lock:
+                if len(seen) >= step["count"]:
+                    break
+            time.sleep(0.1)
+        time.sleep(step.get("settle_s", 1))  # let the last acks go out
+    finally:
+        consumer.shutdown()
+    with lock:
+        return {"received": list(seen), "ack_errors": []}
 
 
 def main() -> int:
@@ -82,6 +118,8 @@ def main() -> int:
                             except Exception as e:
                                 ack_errors.append(f"{type(e).__name__}: {e}")
                 out.append({"received": received, "ack_errors": ack_errors})
+            elif step["op"] == "push":
+                out.append(push(config, step))
             else:
                 raise ValueError(f"unknown op {step['op']!r}")
     finally:

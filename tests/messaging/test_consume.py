@@ -37,7 +37,9 @@ def receive(stub, topic="T", group=G, tags="*", n=32, invisible=1.0, wait=2.0, q
         long_polling_timeout=Duration(seconds=int(wait), nanos=int(wait % 1 * 1e9)))
     out = list(stub.ReceiveMessage(req, timeout=10))
     assert out[0].WhichOneof("content") == "status"
-    return out[0].status, [r.message for r in out[1:]]
+    kinds = [r.WhichOneof("content") for r in out[1:]]
+    assert kinds[:1] == (["delivery_timestamp"] if out[0].status.code == d.OK else [])
+    return out[0].status, [r.message for r in out[1:] if r.HasField("message")]
 
 
 def ack(stub, messages, topic="T", group=G):

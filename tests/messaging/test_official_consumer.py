@@ -1,7 +1,7 @@
 """Interop: the official RocketMQ 5 Python client's Producer and SimpleConsumer against real node
 processes (a SYNC_MASTER and a slave), in a subprocess (official_consumer_tool.py): send, receive
 and ack; tag filtering; keys found through the Admin API; redelivery after the invisibility
-timeout with delivery attempt 2; a delay message arriving no earlier than its time; and a
+timeout with delivery attempt 2; a PushConsumer's nack redelivered; a delay message arriving no earlier than its time; and a
 consumer that resumes after its node restarts without re-receiving what it acked."""
 from __future__ import annotations
 
@@ -101,3 +101,16 @@ def test_official_consumer_resumes_after_restart_without_redelivery(cluster):
     ], cluster.home)
     assert set(bodies(after[0])) == {f"m{i}" for i in range(10)} - acked
     assert after[1]["received"] == []  # nothing acked comes back
+
+
+def test_official_push_consumer_with_a_nack(cluster):
+    master = cluster.master("ASYNC_MASTER", minInvisibleTimeMillsForRecv="1000")
+    steps = run_steps(master.address, [
+        {"op": "send", "topic": "Pushed", "messages": [{"body": f"p{i}"} for i in range(4)]},
+        {"op": "push", "group": "PushGroup", "topic": "Pushed", "count": 5, "fail_once": ["p0"]},
+        {"op": "receive", "group": "PushGroup", "topic": "Pushed", "count": 1, "within_s": 3},
+    ], cluster.home)
+    got = steps[1]["received"]
+    assert sorted((m["body"], m["delivery_attempt"]) for m in got) == \
+        [("p0", 1), ("p0", 2), ("p1", 1), ("p2", 1), ("p3", 1)]
+    assert steps[2]["received"] == []  # everything was acked
