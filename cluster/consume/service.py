@@ -10,6 +10,9 @@ a call needs it in a master role (`ensure_loaded`), so a slave promoted by a fai
 from the acks the old master replicated. A slave keeps no state: the messaging service forwards
 consumer calls to its master.
 
+The snapshotter's step also writes the committed offsets to `config/consumerOffset.json`
+(RocketMQ's format) when they changed, for RocketMQ tooling and the audit.
+
 `Snapshotter` writes a snapshot event every SNAPSHOT_EVERY events, and every
 SNAPSHOT_INTERVAL while there is any state (also without new events), so replay stays short and
 retention (which deletes files older than fileReservedTime, 72 h) never deletes the newest
@@ -18,13 +21,16 @@ snapshot.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.codec import Message
+from store.errors import StoreError
 from store.get_result import GetStatus
+from store.json_config import JsonConfigFile
 from store.put_result import PutResult, PutStatus
 from store.service import Service
 
@@ -67,6 +73,9 @@ class ConsumerService:
         self.state = ConsumerState()
         self._loaded_for: object | None = None
         self._last_snapshot_ms = node.clock.now_ms()
+        self._persisted_version = -1
+        self.offset_file = JsonConfigFile(os.path.join(
+            node.config.store.store_path_root_dir, "config", "consumerOffset.json"))
         self.snapshotter = Snapshotter(self)
 
     # -- loading ------------------------------------------------------------------------------
@@ -251,6 +260,20 @@ class ConsumerService:
         return True
 
 
+    def persist_offsets(self) -> bool:
+        """Write config/consumerOffset.json when the state changed since the last write."""
+        if self.node.master is None or self._loaded_for is not self.node.master:
+            return False
+        with self.lock:
+            version = self.state.version
+            if version == self._persisted_version:
+                return False
+            table = self.state.offset_table()
+        self.offset_file.persist(table)  # DiskError propagates: the step logs it
+        self._persisted_version = version
+        return True
+
+
 class Snapshotter(Service):
     name = "consumer-snapshot"
 
@@ -263,6 +286,10 @@ class Snapshotter(Service):
             self.consumers.maybe_snapshot()
         except V2Error as e:  # e.g. not writable now: the next step tries again
             log.warning("consumer state snapshot refused: %s", e.message)
+        try:
+            self.consumers.persist_offsets()
+        except StoreError as e:
+            log.error("cannot write consumerOffset.json: %s", e)
 
     def wait_interval(self) -> float:
         return 1.0

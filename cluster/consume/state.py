@@ -75,6 +75,7 @@ class ConsumerState:
         self.queues: dict[QueueKey, QueueState] = {}
         self.next_handle = 1
         self.events_since_snapshot = 0
+        self.version = 0  # events applied: tells writers of derived files that something changed
 
     # -- reads --------------------------------------------------------------------------------
     def queue(self, group: str, topic: str, queue_id: int) -> QueueState | None:
@@ -94,6 +95,7 @@ class ConsumerState:
         if handler is None:
             raise ValueError(f"unknown consumer state event {kind!r}")
         handler(self, event)
+        self.version += 1
         self.events_since_snapshot = 0 if kind == "snapshot" else self.events_since_snapshot + 1
 
     def _group(self, e: dict[str, Any]) -> None:
@@ -168,6 +170,15 @@ class ConsumerState:
                        for k, q in self.queues.items()],
             "next_handle": self.next_handle,
         }
+
+    def offset_table(self) -> dict[str, Any]:
+        """Committed offsets in RocketMQ's config/consumerOffset.json shape
+        ({"offsetTable": {"topic@group": {"queueId": offset}}}), for RocketMQ tooling and the
+        audit; the commitlog records stay the source of truth."""
+        table: dict[str, dict[str, int]] = {}
+        for (group, topic, queue_id), q in sorted(self.queues.items()):
+            table.setdefault(f"{topic}@{group}", {})[str(queue_id)] = q.committed
+        return {"offsetTable": table}
 
     def group_event(self, info: GroupInfo) -> dict[str, Any]:
         return {"kind": "group", **{k: v for k, v in dataclasses.asdict(info).items()

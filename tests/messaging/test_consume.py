@@ -276,6 +276,11 @@ def test_snapshot_then_replay_gives_the_same_state(master, monkeypatch):
     assert consumers.maybe_snapshot()
     ack(stub, got[2:3])
     wait_until(lambda: node.store.max_offset_in_queue(STATE_TOPIC, 0) >= 5, 5, "dispatch")
+    assert consumers.persist_offsets() and not consumers.persist_offsets()
+    import json
+    with open(consumers.offset_file.path) as f:
+        table = json.load(f)["offsetTable"]
+    assert table["T@G"][str(got[0].system_properties.queue_id)] == consumers.progress("G")[0].committed_offset
     replayed = consumers.replay()
     assert replayed.queues == consumers.state.queues
     assert replayed.groups == consumers.state.groups
