@@ -12,6 +12,7 @@ from proto import admin_pb2 as pb
 from proto import admin_pb2_grpc as pb_grpc
 from slave.replication_client import GRPC_OPTIONS
 
+from .admin_common import OPERATOR_METADATA
 from .store_export import DEFAULT_CHUNK_BYTES, ExportPathError, check_relative_path
 
 
@@ -68,13 +69,27 @@ def _check_manifest(manifest: pb.ExportManifest) -> dict[str, pb.ExportFile]:
     return files
 
 
+def _topic_request(name: str, fields: dict) -> pb.TopicRequest:
+    req = pb.TopicRequest(name=name)
+    for field, value in fields.items():
+        if value is not None:
+            setattr(req, field, value)  # AttributeError names a wrong field
+    return req
+
+
 class AdminClient:
-    def __init__(self, address: str, token: str, timeout: float = 30.0) -> None:
+    """One node's Admin API. `operator` (e.g. the local user name) travels as `x-operator`
+    metadata so the node's log of changes says who asked; it is not authenticated."""
+
+    def __init__(self, address: str, token: str, timeout: float = 30.0, operator: str = "") -> None:
         self.address = address
         self.timeout = timeout
         self._channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
         self._stub = pb_grpc.AdminStub(self._channel)
-        self._metadata = (("authorization", f"Bearer {token}"),)
+        metadata = [("authorization", f"Bearer {token}")]
+        if operator:
+            metadata.append((OPERATOR_METADATA, operator))
+        self._metadata = tuple(metadata)
 
     def close(self) -> None:
         self._channel.close()
@@ -104,9 +119,83 @@ class AdminClient:
             topic=topic, queue_id=queue_id, offset=offset, max_count=max_count,
             tag_expression=tag_expression))
 
-    def query(self, topic: str, key: str, max_count: int = 32) -> pb.GetMessagesResponse:
-        return self._call(self._stub.QueryMessages, pb.QueryMessagesRequest(
-            topic=topic, key=key, max_count=max_count))
+    def query(self, topic: str, key: str = "", max_count: int = 32, *, msg_id: str = "",
+              begin_ms: int = 0, end_ms: int = 0, queue_id: int | None = None,
+              omit_body: bool = False) -> pb.GetMessagesResponse:
+        """By key (with topic), by message id (offset id or UNIQ_KEY; topic optional) or by
+        store time range (with topic; optionally one queue)."""
+        req = pb.QueryMessagesRequest(topic=topic, key=key, max_count=max_count, msg_id=msg_id,
+                                      begin_timestamp_ms=begin_ms, end_timestamp_ms=end_ms,
+                                      omit_body=omit_body)
+        if queue_id is not None:
+            req.queue_id = queue_id
+        return self._call(self._stub.QueryMessages, req)
+
+    # -- topics -----------------------------------------------------------------------------
+    def list_topics(self, *, include_system: bool = False, with_offsets: bool = False,
+                    topic: str = "") -> pb.ListTopicsResponse:
+        return self._call(self._stub.ListTopics, pb.ListTopicsRequest(
+            include_system=include_system, with_offsets=with_offsets, topic=topic))
+
+    def create_topic(self, name: str, **fields: int | bool | None) -> pb.TopicInfo:
+        """fields: read_queue_nums, write_queue_nums, queue_nums, perm, order (None: unset)."""
+        return self._call(self._stub.CreateTopic, _topic_request(name, fields))
+
+    def update_topic(self, name: str, **fields: int | bool | None) -> pb.TopicInfo:
+        return self._call(self._stub.UpdateTopic, _topic_request(name, fields))
+
+    def delete_topic(self, name: str) -> pb.DeleteTopicResponse:
+        return self._call(self._stub.DeleteTopic, pb.DeleteTopicRequest(name=name))
+
+    # -- consumer groups --------------------------------------------------------------------
+    def list_groups(self) -> pb.ListGroupsResponse:
+        return self._call(self._stub.ListGroups, pb.ListGroupsRequest())
+
+    def upsert_group(self, name: str, *, fifo: bool | None = None,
+                     retry_max_times: int | None = None,
+                     consume_enable: bool | None = None) -> pb.GroupInfo:
+        req = pb.UpsertGroupRequest(name=name)
+        for field, value in (("fifo", fifo), ("retry_max_times", retry_max_times),
+                             ("consume_enable", consume_enable)):
+            if value is not None:
+                setattr(req, field, value)
+        return self._call(self._stub.UpsertGroup, req)
+
+    def delete_group(self, name: str) -> pb.DeleteGroupResponse:
+        return self._call(self._stub.DeleteGroup, pb.DeleteGroupRequest(name=name))
+
+    def consumer_progress(self, group: str) -> pb.ConsumerProgress:
+        return self._call(self._stub.GetConsumerProgress, pb.ConsumerProgressRequest(group=group))
+
+    def reset_offset(self, group: str, topic: str, *, queue_id: int | None = None,
+                     offset: int | None = None, timestamp_ms: int | None = None
+                     ) -> pb.ResetOffsetResponse:
+        req = pb.ResetOffsetRequest(group=group, topic=topic)
+        if queue_id is not None:
+            req.queue_id = queue_id
+        if offset is not None:
+            req.offset = offset
+        if timestamp_ms is not None:
+            req.timestamp_ms = timestamp_ms
+        return self._call(self._stub.ResetOffset, req)
+
+    # -- store ------------------------------------------------------------------------------
+    def flush(self) -> pb.FlushResponse:
+        return self._call(self._stub.Flush, pb.FlushRequest())
+
+    def trigger_cleanup(self, wait_ms: int = 0) -> pb.CleanupResponse:
+        return self._call(self._stub.TriggerCleanup, pb.CleanupRequest(wait_ms=wait_ms),
+                          timeout=max(self.timeout, (wait_ms or 10_000) / 1000.0 + 5))
+
+    def store_stats(self) -> pb.StoreStats:
+        return self._call(self._stub.GetStoreStats, pb.StoreStatsRequest())
+
+    # -- configuration ----------------------------------------------------------------------
+    def get_config(self, keys: Iterable[str] = ()) -> pb.ConfigResponse:
+        return self._call(self._stub.GetConfig, pb.GetConfigRequest(keys=list(keys)))
+
+    def update_config(self, key: str, value: str) -> pb.UpdateConfigResponse:
+        return self._call(self._stub.UpdateConfig, pb.UpdateConfigRequest(key=key, value=value))
 
     def export_store(self, dest_dir: str, include: Iterable[str] | None = None,
                      chunk_bytes: int = DEFAULT_CHUNK_BYTES,

@@ -1,5 +1,10 @@
 """gRPC adapter of the Admin API (proto/admin.proto). The bearer token is checked by
-cluster.auth.BearerTokenInterceptor before any of these methods runs."""
+cluster.auth.BearerTokenInterceptor before any of these methods runs.
+
+The work lives in plain modules that raise AdminError (a status code and a message) and never
+see a gRPC context: admin_topics, admin_groups, admin_messages, admin_store, admin_config. This
+class only unpacks requests, names the caller for the log of every change, and turns AdminError
+(and a StoreError nobody expected, as INTERNAL) into the call's status."""
 from __future__ import annotations
 
 import logging
@@ -10,11 +15,11 @@ import grpc
 
 from proto import admin_pb2 as pb
 from proto import admin_pb2_grpc as pb_grpc
-from store import codec
-from store.codec import Message, MessageRecord
 from store.errors import StoreError
 
-from . import store_export
+from . import admin_config, admin_groups, admin_messages, admin_store, admin_topics, store_export
+from .admin_common import AdminError, caller
+from .admin_messages import from_record, to_store_message
 
 if TYPE_CHECKING:
     from .node import Node
@@ -23,26 +28,15 @@ log = logging.getLogger(__name__)
 ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
 
-def to_store_message(m: pb.Message, born_host: str) -> Message:
-    props = dict(m.properties)
-    if m.tags:
-        props[codec.PROPERTY_TAGS] = m.tags
-    if m.keys:
-        props[codec.PROPERTY_KEYS] = m.keys
-    if m.unique_key:
-        props[codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = m.unique_key
-    return Message(topic=m.topic, body=m.body, queue_id=m.queue_id, properties=props,
-                   born_timestamp=m.born_timestamp, born_host=born_host)
-
-
-def from_record(r: MessageRecord) -> pb.Message:
-    ip, port = codec.parse_host(r.store_host)
-    return pb.Message(topic=r.topic, queue_id=r.queue_id, tags=r.tags or "",
-                      keys=" ".join(r.keys), body=r.body, properties=r.properties,
-                      msg_id=codec.offset_msg_id(ip, port, r.physical_offset),
-                      queue_offset=r.queue_offset, commit_log_offset=r.physical_offset,
-                      store_timestamp=r.store_timestamp, born_timestamp=r.born_timestamp,
-                      unique_key=r.uniq_key or "")
+def _answer(context: grpc.ServicerContext, fn, *args):
+    """fn(*args), with a refusal turned into the call's status."""
+    try:
+        return fn(*args)
+    except AdminError as e:
+        context.abort(e.code, e.message)
+    except StoreError as e:
+        log.exception("admin call failed in the store")
+        context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
 
 
 def _born_host(context: grpc.ServicerContext) -> str:
@@ -71,8 +65,8 @@ class AdminServicer(pb_grpc.AdminServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "role SLAVE needs master_address")
         if request.epoch < 0:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"epoch {request.epoch} must be >= 0")
-        log.warning("SwitchRole to %s (master %s, epoch %d) requested by %s", request.role,
-                    request.master_address or "-", request.epoch, context.peer())
+        log.warning("admin SwitchRole by %s: to %s (master %s, epoch %d)", caller(context),
+                    request.role, request.master_address or "-", request.epoch)
         try:
             self.node.switch_role(request.role, request.master_address, request.epoch)
         except StoreError as e:
@@ -110,11 +104,7 @@ class AdminServicer(pb_grpc.AdminServicer):
                                       messages=[from_record(m) for m in r.messages])
 
     def QueryMessages(self, request, context):  # noqa: N802
-        if not request.topic or not request.key:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "topic and key are required")
-        records = self.node.store.query_messages(request.topic, request.key, request.max_count or 32)
-        return pb.GetMessagesResponse(status="FOUND" if records else "NO_MATCHED_MESSAGE",
-                                      messages=[from_record(m) for m in records])
+        return _answer(context, admin_messages.query, self.node, request)
 
     def ExportStore(self, request, context):  # noqa: N802
         """Thin adapter of cluster.store_export: request errors -> INVALID_ARGUMENT, a failed
@@ -152,3 +142,49 @@ class AdminServicer(pb_grpc.AdminServicer):
             elapsed = time.monotonic() - stats.started
             log.info("ExportStore by %s %s: %d/%d bytes in %d files, %.1f s", peer, outcome,
                      stats.bytes_sent, stats.total_bytes, stats.files, elapsed)
+
+    # -- topics ---------------------------------------------------------------------------------
+    def ListTopics(self, request, context):  # noqa: N802
+        return _answer(context, admin_topics.list_topics, self.node, request)
+
+    def CreateTopic(self, request, context):  # noqa: N802
+        return _answer(context, admin_topics.create_topic, self.node, request, caller(context))
+
+    def UpdateTopic(self, request, context):  # noqa: N802
+        return _answer(context, admin_topics.update_topic, self.node, request, caller(context))
+
+    def DeleteTopic(self, request, context):  # noqa: N802
+        return _answer(context, admin_topics.delete_topic, self.node, request, caller(context))
+
+    # -- consumer groups ------------------------------------------------------------------------
+    def ListGroups(self, request, context):  # noqa: N802
+        return _answer(context, admin_groups.list_groups, self.node)
+
+    def UpsertGroup(self, request, context):  # noqa: N802
+        return _answer(context, admin_groups.upsert_group, self.node, request, caller(context))
+
+    def DeleteGroup(self, request, context):  # noqa: N802
+        return _answer(context, admin_groups.delete_group, self.node, request, caller(context))
+
+    def GetConsumerProgress(self, request, context):  # noqa: N802
+        return _answer(context, admin_groups.progress, self.node, request)
+
+    def ResetOffset(self, request, context):  # noqa: N802
+        return _answer(context, admin_groups.reset_offset, self.node, request, caller(context))
+
+    # -- store ----------------------------------------------------------------------------------
+    def Flush(self, request, context):  # noqa: N802
+        return _answer(context, admin_store.flush, self.node, caller(context))
+
+    def TriggerCleanup(self, request, context):  # noqa: N802
+        return _answer(context, admin_store.trigger_cleanup, self.node, request, caller(context))
+
+    def GetStoreStats(self, request, context):  # noqa: N802
+        return _answer(context, admin_store.stats, self.node)
+
+    # -- configuration --------------------------------------------------------------------------
+    def GetConfig(self, request, context):  # noqa: N802
+        return _answer(context, admin_config.get_config, self.node, request)
+
+    def UpdateConfig(self, request, context):  # noqa: N802
+        return _answer(context, admin_config.update_config, self.node, request, caller(context))

@@ -64,6 +64,76 @@ class AdminStub:
                 request_serializer=proto_dot_admin__pb2.ExportStoreRequest.SerializeToString,
                 response_deserializer=proto_dot_admin__pb2.ExportChunk.FromString,
                 _registered_method=True)
+        self.ListTopics = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/ListTopics',
+                request_serializer=proto_dot_admin__pb2.ListTopicsRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.ListTopicsResponse.FromString,
+                _registered_method=True)
+        self.CreateTopic = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/CreateTopic',
+                request_serializer=proto_dot_admin__pb2.TopicRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.TopicInfo.FromString,
+                _registered_method=True)
+        self.UpdateTopic = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/UpdateTopic',
+                request_serializer=proto_dot_admin__pb2.TopicRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.TopicInfo.FromString,
+                _registered_method=True)
+        self.DeleteTopic = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/DeleteTopic',
+                request_serializer=proto_dot_admin__pb2.DeleteTopicRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.DeleteTopicResponse.FromString,
+                _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/ListGroups',
+                request_serializer=proto_dot_admin__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
+        self.UpsertGroup = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/UpsertGroup',
+                request_serializer=proto_dot_admin__pb2.UpsertGroupRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.GroupInfo.FromString,
+                _registered_method=True)
+        self.DeleteGroup = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/DeleteGroup',
+                request_serializer=proto_dot_admin__pb2.DeleteGroupRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.DeleteGroupResponse.FromString,
+                _registered_method=True)
+        self.GetConsumerProgress = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/GetConsumerProgress',
+                request_serializer=proto_dot_admin__pb2.ConsumerProgressRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.ConsumerProgress.FromString,
+                _registered_method=True)
+        self.ResetOffset = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/ResetOffset',
+                request_serializer=proto_dot_admin__pb2.ResetOffsetRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.ResetOffsetResponse.FromString,
+                _registered_method=True)
+        self.Flush = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/Flush',
+                request_serializer=proto_dot_admin__pb2.FlushRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.FlushResponse.FromString,
+                _registered_method=True)
+        self.TriggerCleanup = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/TriggerCleanup',
+                request_serializer=proto_dot_admin__pb2.CleanupRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.CleanupResponse.FromString,
+                _registered_method=True)
+        self.GetStoreStats = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/GetStoreStats',
+                request_serializer=proto_dot_admin__pb2.StoreStatsRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.StoreStats.FromString,
+                _registered_method=True)
+        self.GetConfig = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/GetConfig',
+                request_serializer=proto_dot_admin__pb2.GetConfigRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.ConfigResponse.FromString,
+                _registered_method=True)
+        self.UpdateConfig = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/UpdateConfig',
+                request_serializer=proto_dot_admin__pb2.UpdateConfigRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.UpdateConfigResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -112,6 +182,117 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListTopics(self, request, context):
+        """-- topics (<storePathRootDir>/config/topics.json) ------------------------------------------
+        Every topic of the table, plus topics that have consume queues but no entry (written through
+        SendMessages, or deleted from the table while their data waits for retention).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateTopic(self, request, context):
+        """Create / update / delete: on the master only (FAILED_PRECONDITION on a slave, naming its
+        master). Reserved names (system topics, rmq_sys_* / RMQ_SYS_*, %RETRY%*, %DLQ%*) answer
+        PERMISSION_DENIED; queue counts must be 1..1024, perm one of 2 (W), 4 (R), 6 (RW).
+        ALREADY_EXISTS when it exists
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateTopic(self, request, context):
+        """only the fields set; NOT_FOUND
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTopic(self, request, context):
+        """Removes the topic from the table only: its messages stay in the commitlog and its consume
+        queues until retention deletes them (reads by offset keep working until then), and with
+        autoCreateTopicEnable the next send creates it again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """-- consumer groups (the master's consumer state; FAILED_PRECONDITION on a slave) ----------
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpsertGroup(self, request, context):
+        """create, or change the fields set
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGroup(self, request, context):
+        """NOT_FOUND when unknown
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConsumerProgress(self, request, context):
+        """Committed offset, max offset, lag and messages in flight per (topic, queue) of a group.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetOffset(self, request, context):
+        """Move a group's committed offset of a topic (one queue or all) to an offset (clamped to the
+        queue's [min, max]) or to the first message stored at or after a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Flush(self, request, context):
+        """-- store ----------------------------------------------------------------------------------
+        Flush the commitlog, the consume queues, the index and the checkpoint now. A disk error
+        answers INTERNAL with the error (the store then stays not writable until a restart).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TriggerCleanup(self, request, context):
+        """Retention's manual trigger (RocketMQ deleteExpiredCommitLog): the next rounds delete
+        commitlog files older than fileReservedTime whatever the hour; waits for the first round.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetStoreStats(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetConfig(self, request, context):
+        """-- configuration (RocketMQ key names) -----------------------------------------------------
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateConfig(self, request, context):
+        """One key of the allow-list (ConfigEntry.runtime_updatable) takes effect at once, in memory
+        only: a restart reads broker.conf again. Store paths and role keys answer PERMISSION_DENIED
+        (immutable at runtime; roles change with SwitchRole), other known keys PERMISSION_DENIED
+        (read once at start), unknown keys NOT_FOUND, bad values INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -144,6 +325,76 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ExportStore,
                     request_deserializer=proto_dot_admin__pb2.ExportStoreRequest.FromString,
                     response_serializer=proto_dot_admin__pb2.ExportChunk.SerializeToString,
+            ),
+            'ListTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTopics,
+                    request_deserializer=proto_dot_admin__pb2.ListTopicsRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.ListTopicsResponse.SerializeToString,
+            ),
+            'CreateTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateTopic,
+                    request_deserializer=proto_dot_admin__pb2.TopicRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.TopicInfo.SerializeToString,
+            ),
+            'UpdateTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateTopic,
+                    request_deserializer=proto_dot_admin__pb2.TopicRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.TopicInfo.SerializeToString,
+            ),
+            'DeleteTopic': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTopic,
+                    request_deserializer=proto_dot_admin__pb2.DeleteTopicRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.DeleteTopicResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=proto_dot_admin__pb2.ListGroupsRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'UpsertGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpsertGroup,
+                    request_deserializer=proto_dot_admin__pb2.UpsertGroupRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.GroupInfo.SerializeToString,
+            ),
+            'DeleteGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGroup,
+                    request_deserializer=proto_dot_admin__pb2.DeleteGroupRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.DeleteGroupResponse.SerializeToString,
+            ),
+            'GetConsumerProgress': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConsumerProgress,
+                    request_deserializer=proto_dot_admin__pb2.ConsumerProgressRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.ConsumerProgress.SerializeToString,
+            ),
+            'ResetOffset': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetOffset,
+                    request_deserializer=proto_dot_admin__pb2.ResetOffsetRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.ResetOffsetResponse.SerializeToString,
+            ),
+            'Flush': grpc.unary_unary_rpc_method_handler(
+                    servicer.Flush,
+                    request_deserializer=proto_dot_admin__pb2.FlushRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.FlushResponse.SerializeToString,
+            ),
+            'TriggerCleanup': grpc.unary_unary_rpc_method_handler(
+                    servicer.TriggerCleanup,
+                    request_deserializer=proto_dot_admin__pb2.CleanupRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.CleanupResponse.SerializeToString,
+            ),
+            'GetStoreStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStoreStats,
+                    request_deserializer=proto_dot_admin__pb2.StoreStatsRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.StoreStats.SerializeToString,
+            ),
+            'GetConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetConfig,
+                    request_deserializer=proto_dot_admin__pb2.GetConfigRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.ConfigResponse.SerializeToString,
+            ),
+            'UpdateConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateConfig,
+                    request_deserializer=proto_dot_admin__pb2.UpdateConfigRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.UpdateConfigResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -308,6 +559,384 @@ class Admin:
             '/rmqstore.admin.v1.Admin/ExportStore',
             proto_dot_admin__pb2.ExportStoreRequest.SerializeToString,
             proto_dot_admin__pb2.ExportChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/ListTopics',
+            proto_dot_admin__pb2.ListTopicsRequest.SerializeToString,
+            proto_dot_admin__pb2.ListTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/CreateTopic',
+            proto_dot_admin__pb2.TopicRequest.SerializeToString,
+            proto_dot_admin__pb2.TopicInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/UpdateTopic',
+            proto_dot_admin__pb2.TopicRequest.SerializeToString,
+            proto_dot_admin__pb2.TopicInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTopic(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/DeleteTopic',
+            proto_dot_admin__pb2.DeleteTopicRequest.SerializeToString,
+            proto_dot_admin__pb2.DeleteTopicResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/ListGroups',
+            proto_dot_admin__pb2.ListGroupsRequest.SerializeToString,
+            proto_dot_admin__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpsertGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/UpsertGroup',
+            proto_dot_admin__pb2.UpsertGroupRequest.SerializeToString,
+            proto_dot_admin__pb2.GroupInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/DeleteGroup',
+            proto_dot_admin__pb2.DeleteGroupRequest.SerializeToString,
+            proto_dot_admin__pb2.DeleteGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetConsumerProgress(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/GetConsumerProgress',
+            proto_dot_admin__pb2.ConsumerProgressRequest.SerializeToString,
+            proto_dot_admin__pb2.ConsumerProgress.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetOffset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/ResetOffset',
+            proto_dot_admin__pb2.ResetOffsetRequest.SerializeToString,
+            proto_dot_admin__pb2.ResetOffsetResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Flush(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/Flush',
+            proto_dot_admin__pb2.FlushRequest.SerializeToString,
+            proto_dot_admin__pb2.FlushResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TriggerCleanup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/TriggerCleanup',
+            proto_dot_admin__pb2.CleanupRequest.SerializeToString,
+            proto_dot_admin__pb2.CleanupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStoreStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/GetStoreStats',
+            proto_dot_admin__pb2.StoreStatsRequest.SerializeToString,
+            proto_dot_admin__pb2.StoreStats.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/GetConfig',
+            proto_dot_admin__pb2.GetConfigRequest.SerializeToString,
+            proto_dot_admin__pb2.ConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UpdateConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/UpdateConfig',
+            proto_dot_admin__pb2.UpdateConfigRequest.SerializeToString,
+            proto_dot_admin__pb2.UpdateConfigResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,6 +1,7 @@
 """`python -m cluster local` and `python -m cluster status` as an operator runs them: three
 node processes, a shared 0600 admin token, the status table, bearer-token checks, gRPC health,
-and a clean stop on SIGINT."""
+and a clean stop on SIGINT; then the operator commands (topic, message, group, config, stats,
+flush, cleanup) against a master and a slave, as tables and as --json."""
 from __future__ import annotations
 
 import json
@@ -210,3 +211,83 @@ def test_local_cluster_status_auth_health_and_clean_stop(local_cluster):
         store = os.path.join(lc.root, name)
         assert os.path.isdir(os.path.join(store, "commitlog"))
         assert not os.path.exists(os.path.join(store, "abort")), f"{name} left an abort file"
+
+
+# ---------------------------------------------------------------------------------------------
+# the operator commands (mqadmin-like): tables for people, --json for scripts
+# ---------------------------------------------------------------------------------------------
+def _cluster_dir(workdir: str, nodes) -> str:
+    from .harness import TOKEN
+    cdir = os.path.join(workdir, "cli-cluster")
+    os.makedirs(cdir)
+    token_file = os.path.join(cdir, "admin.token")
+    with open(token_file, "w", encoding="utf-8") as f:
+        f.write(TOKEN + "\n")
+    os.chmod(token_file, 0o600)
+    with open(os.path.join(cdir, "cluster.json"), "w", encoding="utf-8") as f:
+        json.dump({"token_file": token_file,
+                   "nodes": [{"name": n.name, "address": n.address} for n in nodes]}, f)
+    return cdir
+
+
+def test_operator_commands_tables_and_json(group, workdir):
+    master = group.master("ASYNC_MASTER", mappedFileSizeCommitLog=str(64 * 1024))
+    slave = group.slave(master, 1)
+    wait_until(lambda: len(master.status().in_sync_set) == 1, 20, "slave in sync")
+    cdir = _cluster_dir(workdir, [master, slave])
+
+    def cli(*argv: str, code: int = 0) -> subprocess.CompletedProcess:
+        r = subprocess.run([sys.executable, "-m", "cluster", *argv, "--cluster-dir", cdir],
+                           capture_output=True, text=True, cwd=ROOT, timeout=60,
+                           env={**os.environ, "PYTHONPATH": ROOT})
+        assert r.returncode == code, f"{argv}: rc {r.returncode}\n{r.stdout}\n{r.stderr}"
+        return r
+
+    out = cli("topic", "create", "CliOrders", "--queues", "2").stdout
+    assert "created topic CliOrders" in out and "RW" in out
+    refused = cli("topic", "create", "CliOther", "--node", "slave1", code=1).stderr
+    assert "FAILED_PRECONDITION" in refused and master.address in refused
+    denied = cli("topic", "delete", "SCHEDULE_TOPIC_XXXX", code=1).stderr
+    assert "PERMISSION_DENIED" in denied and "reserved" in denied
+    cli("send", "--topic", "CliOrders", "--count", "6", "--keys", "order-{i}", "--queue", "1")
+    wait_until(lambda: slave.status().dispatched_offset == master.status().max_offset, 20,
+               "slave dispatched")
+
+    listed = json.loads(cli("topic", "list", "--offsets", "--json").stdout)
+    orders = next(t for t in listed["topics"] if t["name"] == "CliOrders")
+    assert (orders["read_queue_nums"], orders["perm_name"], orders["messages"]) == (2, "RW", 6)
+    assert [(q["queue_id"], q["max_offset"]) for q in orders["queues"]] == [(0, 0), (1, 6)]
+    table = cli("topic", "list").stdout.splitlines()
+    assert table[0].split() == ["topic", "read", "write", "perm", "order", "kind", "configured"]
+    assert any(line.split()[:4] == ["CliOrders", "2", "2", "RW"] for line in table)
+
+    found = json.loads(cli("message", "query", "--node", "slave1", "--topic", "CliOrders",
+                           "--key", "order-4", "--json").stdout)
+    assert [m["keys"] for m in found["messages"]] == ["order-4"]
+    msg_id = found["messages"][0]["msg_id"]
+    by_id = cli("message", "query", "--id", msg_id).stdout
+    assert msg_id in by_id and "1 message(s)" in by_id
+    dump = cli("message", "dump", "--topic", "CliOrders", "--queue", "1", "--count", "2").stdout
+    assert "offset 0" in dump and "offset 1" in dump and "body        5 bytes: 'hello'" in dump
+    assert "2 record(s) of CliOrders" in dump
+
+    assert "flushed: commitlog on disk up to" in cli("flush").stdout
+    stats = json.loads(cli("stats", "--json").stdout)
+    assert stats["put_messages"] == 6 and stats["writable"] is True
+    assert {"topic": "CliOrders", "queues": 1, "messages": 6} in stats["topics"]
+    assert "disk usage" in cli("stats").stdout
+
+    set_out = cli("config", "set", "fileReservedTime", "48").stdout
+    assert "fileReservedTime: 72 -> 48" in set_out
+    got = json.loads(cli("config", "get", "fileReservedTime", "--json").stdout)
+    assert got["entries"] == [{"key": "fileReservedTime", "value": "48", "runtime_updatable": True}]
+    assert "immutable at runtime" in cli("config", "set", "storePathRootDir", "/x", code=1).stderr
+
+    assert "group CliGroup" in cli("group", "create", "CliGroup", "--retry-max-times", "2").stdout
+    cli("group", "reset-offset", "CliGroup", "--topic", "CliOrders", "--offset", "1")
+    progress = json.loads(cli("group", "progress", "CliGroup", "--json").stdout)
+    assert [(q["queue_id"], q["committed_offset"], q["lag"]) for q in progress["queues"]] == \
+        [(0, 0, 0), (1, 1, 5)]
+    assert "total lag 5" in cli("group", "progress", "CliGroup").stdout
+    cleanup = json.loads(cli("cleanup", "--wait-ms", "15000", "--json").stdout)
+    assert cleanup["round_done"] is True and cleanup["deleted_files"] == []

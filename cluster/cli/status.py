@@ -1,27 +1,28 @@
 """`python -m cluster status`: the nodes and the replication table of a cluster."""
 from __future__ import annotations
 
-import json
-import os
-
 import grpc
-from google.protobuf.json_format import MessageToDict
 
-from .admin_client import AdminClient
-from .auth import read_token_file
+from ..admin_client import AdminClient
+from .output import print_json, table
+from .targets import DEFAULT_CLUSTER_DIR, cluster_targets, operator
 
 
-def cluster_targets(cluster_dir: str | None, addresses: list[str], token_file: str | None) -> tuple[list[str], str]:
-    if cluster_dir and not addresses:
-        with open(os.path.join(cluster_dir, "cluster.json"), encoding="utf-8") as f:
-            info = json.load(f)
-        addresses = [n["address"] for n in info["nodes"]]
-        token_file = token_file or info["token_file"]
-    if not addresses:
-        raise SystemExit("give --cluster-dir or --address")
-    if not token_file:
-        raise SystemExit("give --token-file (the node logs where its token is)")
-    return addresses, read_token_file(token_file)
+def register(sub) -> None:
+    p = sub.add_parser("status", help="print the nodes and the replication table",
+                       description="Every node of a cluster folder (or of --address, repeated): "
+                                   "role, epoch, offsets, writability, and each master's "
+                                   "replication table.")
+    p.add_argument("--cluster-dir", default=DEFAULT_CLUSTER_DIR)
+    p.add_argument("--address", action="append", default=[])
+    p.add_argument("--token-file")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.set_defaults(run=run, parser=p)
+
+
+def run(args) -> int:
+    addresses, token = cluster_targets(args.cluster_dir, args.address, args.token_file)
+    return print_status(addresses, token, args.json)
 
 
 def _mib(n: int) -> str:
@@ -31,7 +32,7 @@ def _mib(n: int) -> str:
 def print_status(addresses: list[str], token: str, as_json: bool = False) -> int:
     statuses, failures = [], 0
     for address in addresses:
-        with AdminClient(address, token, timeout=5) as client:
+        with AdminClient(address, token, timeout=5, operator=operator()) as client:
             try:
                 statuses.append(client.status())
             except grpc.RpcError as e:
@@ -40,11 +41,9 @@ def print_status(addresses: list[str], token: str, as_json: bool = False) -> int
                 if not as_json:
                     print(f"{address}: unreachable ({e.code().name}: {e.details()})")
     if as_json:
-        print(json.dumps([MessageToDict(s, always_print_fields_with_no_presence=True)
-                          if s else None for s in statuses], indent=2))
+        print_json([s if s is not None else None for s in statuses])
         return 1 if failures else 0
-    print(f"{'node':<12} {'role':<12} {'address':<16} {'epoch':>5} {'max':>12} {'flushed':>12} "
-          f"{'confirm':>12} {'writable':<8} note")
+    rows = []
     for s in statuses:
         if s is None:
             continue
@@ -52,8 +51,10 @@ def print_status(addresses: list[str], token: str, as_json: bool = False) -> int
         if s.role == "SLAVE":
             note = (f"following {s.master_address}" if s.master_connected
                     else f"NOT connected to {s.master_address}: {s.replication_error}")
-        print(f"{s.node_id:<12} {s.role:<12} {s.address:<16} {s.epoch:>5} {s.max_offset:>12} "
-              f"{s.flushed_offset:>12} {s.confirm_offset:>12} {str(s.writable).lower():<8} {note}")
+        rows.append((s.node_id, s.role, s.address, s.epoch, s.max_offset, s.flushed_offset,
+                     s.confirm_offset, s.writable, note))
+    table(("node", "role", "address", "epoch", "max", "flushed", "confirm", "writable", "note"),
+          rows)
     for s in statuses:
         if s is None or s.role == "SLAVE":
             continue

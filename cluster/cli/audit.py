@@ -15,8 +15,8 @@ import time
 
 import grpc
 
-from .admin_client import AdminClient, ExportError
-from .auth import read_token_file
+from ..admin_client import AdminClient, ExportError
+from ..auth import read_token_file
 
 
 def run_audit(cluster_dir: str, offline: bool, extra: list[str]) -> int:
@@ -48,7 +48,17 @@ def run_audit(cluster_dir: str, offline: bool, extra: list[str]) -> int:
             print(f"pulled {node['name']}: {s.bytes / 1048576:.1f} MiB, commitlog "
                   f"[{s.commitlog_min_offset}, {s.commitlog_end_offset})", file=sys.stderr)
             dirs.append(dest)
-    from .audit.cli import main as audit_main
+    from ..audit.cli import main as audit_main
     return audit_main([*dirs, "--names", ",".join(names), "--json",
                        os.path.join(out, "report.json"), "--chart", os.path.join(out, "lag.png"),
                        *extra])
+
+
+def register(sub) -> None:
+    audit = sub.add_parser("audit", help="pull every node of a local cluster and run the Spark audit")
+    audit.add_argument("--cluster-dir", default="data/cluster")
+    audit.add_argument("--offline", action="store_true",
+                       help="audit the store folders in place (the cluster must be stopped)")
+    audit.add_argument("audit_args", nargs="*", help="extra `python -m cluster.audit` options after --")
+    audit.set_defaults(run=lambda args: run_audit(args.cluster_dir, args.offline, args.audit_args),
+                       parser=audit)

@@ -1,0 +1,58 @@
+"""The parser of `python -m cluster` and the dispatch to each command's `run`.
+
+Commands talking to a running node take `--cluster-dir D --node NAME` (a `python -m cluster
+local` folder, default data/cluster) or `--address host:port --token-file F`."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from . import audit, config, groups, messages, pull, smoke, status, store_ops, topics
+
+# Each module adds its commands with register(sub). The `receive` smoke test (consume with a
+# group through the RocketMQ 5 client API) will be one more module here, from cluster/client/.
+COMMAND_MODULES = (status, topics, groups, messages, store_ops, config, smoke, pull, audit)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m cluster",
+        description="Run nodes and operate them (an mqadmin for this store). Read commands "
+                    "print tables; add --json for scripts.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    node = sub.add_parser("node", help="run one node")
+    node.add_argument("--config", help="broker.conf-style file")
+    node.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a config key (repeatable)")
+    node.set_defaults(run=_run_node)
+    local = sub.add_parser("local", help="run a master and two slaves on 127.0.0.1")
+    local.add_argument("--dir", default="data/cluster")
+    local.add_argument("--base-port", type=int, default=10911)
+    local.add_argument("--role", default="SYNC_MASTER", choices=("SYNC_MASTER", "ASYNC_MASTER"))
+    local.set_defaults(run=_run_local)
+    for module in COMMAND_MODULES:
+        module.register(sub)
+    return parser
+
+
+def _log_to_stderr() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _run_node(args) -> int:
+    _log_to_stderr()
+    from ..node_main import run_node
+    return run_node(args.config, args.set)
+
+
+def _run_local(args) -> int:
+    _log_to_stderr()
+    from ..local_cluster import run_local
+    return run_local(args.dir, args.base_port, args.role)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.run(args)
