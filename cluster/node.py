@@ -8,6 +8,7 @@ closed), shut the store down cleanly (flush, checkpoint, remove `abort`).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -94,7 +95,7 @@ class Node:
         self.epochs = self.epoch_file.load()
         self.messaging = MessagingService(self)
         self.messaging.start()  # loads config/topics.json
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix="grpc"),
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=96, thread_name_prefix="grpc"),
                              interceptors=[BearerTokenInterceptor(token)], options=GRPC_OPTIONS)
         replication_pb2_grpc.add_ReplicationServicer_to_server(
             ReplicationServicer(lambda: self.master, self._not_master_reason), server)
@@ -144,6 +145,7 @@ class Node:
                 self._become_slave(master_address)
             else:
                 if self.master is not None and epoch in (0, self.epochs.last_epoch):
+                    self._set_store_role(role, "")
                     self.master.sync_master = role == "SYNC_MASTER"
                     self.role = role
                     return
@@ -153,7 +155,21 @@ class Node:
                 self._leave_role(f"switching to {role}")
                 self._become_master(role, epoch)
 
+    def _set_store_role(self, role: str, master_address: str) -> None:
+        """Keep StoreConfig.broker_role true to the current role: store services read it (the
+        schedule service delivers delayed messages only on a master; a slave's deliveries come
+        from its master). StoreConfig is frozen, so every holder gets the new object."""
+        old = self.config.store
+        if old.broker_role == role and old.ha_master_address == master_address:
+            return
+        new = dataclasses.replace(old, broker_role=role, ha_master_address=master_address)
+        for holder in (self.store, *self.store.extra_services, self.master, self.slave):
+            if holder is not None and getattr(holder, "config", None) is old:
+                holder.config = new
+        self.config = dataclasses.replace(self.config, store=new)
+
     def _become_master(self, role: str, epoch: int) -> None:
+        self._set_store_role(role, "")
         store = self.store
         end = store.prepare_for_writes()
         new_epoch = epoch or self.epochs.last_epoch + 1
@@ -168,6 +184,7 @@ class Node:
         log.info("now %s in epoch %d (starts at %d)", role, new_epoch, start)
 
     def _become_slave(self, master_address: str) -> None:
+        self._set_store_role("SLAVE", master_address)
         self.slave = ReplicationClient(self.store, self.epochs, self.epoch_file, master_address,
                                        self.config.node_id, self.config.broker_name, self.clock)
         self.slave.start()
@@ -231,3 +248,19 @@ class Node:
             st.master_connected = slave.connected
             st.replication_error = slave.last_error
         return st
+
+    # -- runtime configuration (Admin.UpdateConfig) -----------------------------------------
+    def apply_runtime_config(self, config: NodeConfig) -> None:
+        """Swap in `config`, which differs from the current one only in keys that the running
+        services read on every use (cluster/admin_config.py keeps that allow-list). StoreConfig
+        is frozen, so every holder of the old object gets the new one; the role lock keeps a
+        role switch from building its MasterRole/ReplicationClient from the old config."""
+        with self._role_lock:
+            old = self.config.store
+            for holder in (self.store, *self.store.extra_services, self.master, self.slave):
+                if holder is not None and getattr(holder, "config", None) is old:
+                    holder.config = config.store
+            self.config = config
+            if self.messaging is not None:
+                self.messaging.topics.auto_create = config.auto_create_topic_enable
+                self.messaging.topics.default_queue_nums = config.default_topic_queue_nums
