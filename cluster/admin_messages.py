@@ -98,14 +98,12 @@ def query(node: "Node", req: pb.QueryMessagesRequest) -> pb.GetMessagesResponse:
 
 def by_key(store: "MessageStore", topic: str, key: str, limit: int, begin: int,
            end: int) -> list[MessageRecord]:
-    """Newest first. The index keeps store times in whole seconds after its file's first entry
-    (RocketMQ's format), so an entry can read up to 999 ms older than its record: the index is
-    asked from a second earlier (with room for what that adds) and the records' own store
-    times decide."""
+    """Newest first. The store widens the index's whole-second window and filters on each
+    record's exact store time (store/reader.py); ask for some extra in case the widened window
+    brought entries from just outside the range."""
     if begin <= 0:
         return store.query_messages(topic, key, limit, 0, end)
-    found = store.query_messages(topic, key, limit + _INDEX_SLACK, max(0, begin - 999), end)
-    return [r for r in found if begin <= r.store_timestamp <= end][:limit]
+    return store.query_messages(topic, key, limit + _INDEX_SLACK, begin, end)[:limit]
 
 
 def by_id(node: "Node", msg_id: str, topic: str, limit: int) -> list[MessageRecord]:

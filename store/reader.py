@@ -117,7 +117,10 @@ class MessageReader:
         """Messages whose UNIQ_KEY or one of whose KEYS equals `key`, newest first."""
         if self.index_service is None:
             return []
-        offsets = self.index_service.query(topic, key, max_num, begin_ms, end_ms)
+        # The index keeps whole seconds (RocketMQ's timeDiff): widen its window by a second on
+        # both sides and filter on each record's exact store time below.
+        offsets = self.index_service.query(topic, key, max_num, max(0, begin_ms - 1000),
+                                           end_ms + 1000)
         out: list[MessageRecord] = []
         for phy in offsets:
             rec = self.look_message_by_offset(phy)
