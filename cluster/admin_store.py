@@ -56,10 +56,10 @@ def flush(node: "Node", caller: str) -> pb.FlushResponse:
     started = time.monotonic()
     if store.flush_failure.failed or store.logics_flush.failed:
         raise _disk_failure(store)
-    # The flushers' one-round flush, least pages 0: it records a DiskError in the store's
-    # FlushFailure (not writable, waiters answered FLUSH_DISK_FAILED) and moves the checkpoint's
-    # physic timestamp like a background round. MessageStore has no public force-flush.
-    store.flusher._flush(0)
+    # The flusher's full round: it records a DiskError in the store's FlushFailure (not
+    # writable, waiters answered FLUSH_DISK_FAILED) and moves the checkpoint's physic timestamp
+    # like a background round.
+    store.flusher.flush_now()
     if store.flush_failure.failed:
         raise _disk_failure(store)
     store.logics_flush.step(thorough=True)

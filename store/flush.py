@@ -61,6 +61,11 @@ class _FlushBase(Service):
         self.on_flushed = on_flushed  # (flushed offset, store time it covers): checkpoint
         self.stamp = stamp  # store timestamp of the newest appended record
 
+    def flush_now(self) -> bool:
+        """One full flush round in the caller's thread (Admin.Flush); False on a disk error,
+        which is recorded like a background round's."""
+        return self._flush(0)
+
     def _flush(self, least_pages: int) -> bool:
         if self.failure.failed:
             return False
