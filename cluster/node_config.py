@@ -20,6 +20,10 @@ RocketMQ 5 client API (apache.rocketmq.v2.MessagingService, see cluster/messagin
                        MQv2-HMAC-SHA1 `authorization` (else UNAUTHORIZED)
     minInvisibleTimeMillsForRecv  the shortest invisible duration ReceiveMessage and
                        ChangeInvisibleDuration accept (10000, RocketMQ 5 proxy's default)
+Transactions (RocketMQ's BrokerConfig names and defaults, see cluster/messaging/transaction*.py):
+    transactionTimeOut       ms a half message stays unchecked after it was stored (6000)
+    transactionCheckMax      checks sent before an unanswered transaction is rolled back (15)
+    transactionCheckInterval ms between two check-back rounds of the master (60000)
 Every other key is a StoreConfig key; unknown keys are logged and ignored, as RocketMQ does.
 """
 from __future__ import annotations
@@ -37,7 +41,8 @@ log = logging.getLogger(__name__)
 NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToken",
                        "adminTokenFile", "advertisedAddress", "groupAddresses",
                        "autoCreateTopicEnable", "defaultTopicQueueNums", "accessKey", "secretKey",
-                       "minInvisibleTimeMillsForRecv"})
+                       "minInvisibleTimeMillsForRecv", "transactionTimeOut",
+                       "transactionCheckMax", "transactionCheckInterval"})
 
 
 def check_ipv4_address(key: str, value: str) -> str:
@@ -68,6 +73,9 @@ class NodeConfig:
     access_key: str = ""
     secret_key: str = ""
     min_invisible_time_ms: int = 10_000
+    transaction_timeout_ms: int = 6_000
+    transaction_check_max: int = 15
+    transaction_check_interval_ms: int = 60_000
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -93,6 +101,14 @@ class NodeConfig:
         if not 1 <= self.min_invisible_time_ms <= 12 * 3600_000:
             raise ConfigError(f"minInvisibleTimeMillsForRecv={self.min_invisible_time_ms}: must be "
                               f"1..43200000")
+        if not 0 <= self.transaction_timeout_ms <= 24 * 3600_000:
+            raise ConfigError(f"transactionTimeOut={self.transaction_timeout_ms}: must be "
+                              f"0..86400000 ms")
+        if not 1 <= self.transaction_check_max <= 1000:
+            raise ConfigError(f"transactionCheckMax={self.transaction_check_max}: must be 1..1000")
+        if not 10 <= self.transaction_check_interval_ms <= 24 * 3600_000:
+            raise ConfigError(f"transactionCheckInterval={self.transaction_check_interval_ms}: "
+                              f"must be 10..86400000 ms")
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("set both accessKey and secretKey, or neither")
 
@@ -128,6 +144,9 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
                       access_key=props.get("accessKey", "").strip(),
                       secret_key=props.get("secretKey", "").strip(),
                       min_invisible_time_ms=_int(props, "minInvisibleTimeMillsForRecv", 10_000),
+                      transaction_timeout_ms=_int(props, "transactionTimeOut", 6_000),
+                      transaction_check_max=_int(props, "transactionCheckMax", 15),
+                      transaction_check_interval_ms=_int(props, "transactionCheckInterval", 60_000),
                       store=store)
 
 

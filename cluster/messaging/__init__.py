@@ -5,7 +5,10 @@ Plain, testable modules and one thin gRPC adapter:
     route      topic table + auto-create, MessageQueues and Endpoints of a route
     send       SendMessage on the master (one request = one append), forwarding from slaves
     pull       PullMessage / QueryOffset on any replica, long polling
-    telemetry  Settings echo, the budget of threads held by streams
+    telemetry  Settings echo, open streams and pushed commands, the budget of threads held
+    telemetry_relay  a slave mirrors its producers' streams to the master (check-backs)
+    transaction, transaction_records, transaction_state, transaction_check
+               half messages, EndTransaction, the open-transaction table, the check-back
     auth       optional MQv2-HMAC-SHA1 request signatures (accessKey / secretKey)
     service    the node-facing facade (role-aware)
     servicer   the gRPC adapter

@@ -22,9 +22,10 @@ raises V2Error with the matching code before anything is written. Mapping onto t
                                          Admin API, the audit and every reader see the real
                                          body, its CRC and its size (checked against
                                          maxMessageSize after decompression).
-    message_type TRANSACTION / LITE / PRIORITY -> NOT_IMPLEMENTED (EndTransaction, lite topics
-                                         and priorities are not implemented: storing a half
-                                         message that can never be committed would be a trap)
+    message_type TRANSACTION          -> converted like a NORMAL message here; send.py turns
+                                         it into a half message (transaction_records.py)
+    message_type LITE / PRIORITY      -> NOT_IMPLEMENTED (lite topics and priorities are not
+                                         implemented)
 
 Delivery side (`record_to_v2`): the reverse, with body_encoding IDENTITY (a record written with
 RocketMQ's zlib COMPRESSED flag is inflated), message_id = UNIQ_KEY (or the offset message id),
@@ -66,6 +67,7 @@ RESERVED_PROPERTY_NAMES = frozenset({
     "TIMER_DEL_UNIQKEY", "TIMER_DEL_MS", "TIMER_DELAY_LEVEL", "__BORNHOST", "BORN_TIMESTAMP",
     "DLQ_ORIGIN_TOPIC", "DLQ_ORIGIN_MESSAGE_ID", "__CRC32#", PROPERTY_SHARDING_KEY,
     PROPERTY_TRACE_CONTEXT, "CHECK_IMMUNITY_TIME_IN_SECONDS", "__transactionId__",
+    "TRANSACTION_CHECK_TIMES",
 })
 # RocketMQ 5 proxy defaults (ProxyConfig).
 MAX_USER_PROPERTY_NUM = 128
@@ -199,8 +201,7 @@ def to_store_messages(messages: Sequence[d.Message], limits: SendLimits, now_ms:
     return topic, out
 
 
-_REFUSED_TYPES = {d.TRANSACTION: "TRANSACTION messages (EndTransaction)",
-                  d.LITE: "LITE messages", d.PRIORITY: "PRIORITY messages"}
+_REFUSED_TYPES = {d.LITE: "LITE messages", d.PRIORITY: "PRIORITY messages"}
 
 
 def _to_store_message(m: d.Message, topic: str, limits: SendLimits, now_ms: int,

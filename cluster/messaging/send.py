@@ -4,7 +4,9 @@
 nothing), find or auto-create the topic, pick ONE queue for the whole request, append the batch
 with the node's put path (replication wait included) and answer one SendResultEntry per message:
 status, message_id (the client's id, stored as UNIQ_KEY), offset (queue offset) and an empty
-transaction_id (transactional messages are refused as not implemented). A batch shares one
+transaction_id. A transactional message (alone in its request, without a delivery time) is
+validated and gets its queue the same way, then becomes a half message (transaction.py), whose
+entry carries the transaction id. A batch shares one
 status (the store appends it atomically). Stored-but-late outcomes (MASTER/SLAVE_PERSISTENCE_
 TIMEOUT, HA_NOT_AVAILABLE for SLAVE_NOT_AVAILABLE) still carry ids and offsets; refusals carry
 only the response status.
@@ -39,6 +41,7 @@ from . import auth
 from .convert import (PROPERTY_SHARDING_KEY, SendLimits, V2Error, put_status_code,
                       put_status_message, to_store_messages)
 from .route import TopicRegistry
+from .transaction_records import check_transactional_send
 
 log = logging.getLogger(__name__)
 FORWARDED_HEADER = "x-rmqstore-forwarded"
@@ -62,17 +65,25 @@ class QueueSelector:
         return next(counter) % write_queue_nums
 
 
+Prepare = Callable[[d.Message, Message], s.SendMessageResponse]
+
+
 class Sender:
     def __init__(self, put: Callable[[list[Message]], PutResult], topics: TopicRegistry,
-                 limits: Callable[[], SendLimits], now_ms: Callable[[], int]) -> None:
+                 limits: Callable[[], SendLimits], now_ms: Callable[[], int],
+                 prepare: Prepare | None = None) -> None:
         self.put = put
         self.topics = topics
         self.limits = limits
         self.now_ms = now_ms
+        self.prepare = prepare  # stores a transactional message as a half message
         self.selector = QueueSelector()
 
     def send(self, request: s.SendMessageRequest, peer_ip: str = "") -> s.SendMessageResponse:
         try:
+            transactional = check_transactional_send(request.messages)
+            if transactional and self.prepare is None:
+                raise V2Error(d.NOT_IMPLEMENTED, "transactional messages are not enabled here")
             topic, msgs = to_store_messages(request.messages, self.limits(), self.now_ms(), peer_ip)
             config = self.topics.get_or_create(topic)
             self._check_writable(config)
@@ -86,6 +97,8 @@ class Sender:
                 m.queue_id = queue_id
         except V2Error as e:
             return s.SendMessageResponse(status=e.status())
+        if transactional:
+            return self.prepare(request.messages[0], msgs[0])
         return send_response(self.put(msgs), msgs)
 
     @staticmethod
@@ -95,14 +108,16 @@ class Sender:
                                        f"(perm {config.perm})")
 
 
-def send_response(result: PutResult, msgs: Sequence[Message]) -> s.SendMessageResponse:
+def send_response(result: PutResult, msgs: Sequence[Message],
+                  transaction_ids: Sequence[str] = ()) -> s.SendMessageResponse:
     code = put_status_code(result)
     st = d.Status(code=code, message=put_status_message(result))
     response = s.SendMessageResponse(status=st)
-    for append, m in zip(result.appends, msgs):
+    for i, (append, m) in enumerate(zip(result.appends, msgs)):
         response.entries.append(s.SendResultEntry(
             status=st, message_id=m.properties[codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX],
-            transaction_id="", offset=append.queue_offset))
+            transaction_id=transaction_ids[i] if i < len(transaction_ids) else "",
+            offset=append.queue_offset))
     return response
 
 

@@ -8,7 +8,11 @@
 - Consumer calls (ReceiveMessage, Ack, offsets, DLQ): the master answers from its consumer
   state (cluster/consume/); a slave forwards them to its master (consumer_calls.py).
 - Any role: PullMessage / QueryOffset read the local store; Heartbeat and
-  NotifyClientTermination answer OK; Telemetry echoes settings (telemetry.py).
+  NotifyClientTermination answer OK; Telemetry echoes settings and keeps streams open in a
+  registry so the master can push commands (telemetry.py); a slave mirrors its producers'
+  streams to its master (telemetry_relay.py).
+- Transactions (transaction*.py): the master stores half messages, resolves EndTransaction and
+  runs the check-back of orphaned transactions; a slave forwards EndTransaction.
 - A node changing role answers writes with INTERNAL_SERVER_ERROR; the clients retry.
 
 Group addresses (QueryRoute endpoints): node key `groupAddresses` when set (this node's own
@@ -34,7 +38,10 @@ from .convert import SendLimits, V2Error, check_topic_resource
 from .pull import Reader
 from .route import TopicRegistry, config_from_route, endpoints, message_queues
 from .send import MasterForwarder, Sender
-from .telemetry import MAX_OPEN_STREAMS, StreamBudget
+from .telemetry import MAX_OPEN_STREAMS, StreamBudget, TelemetryHub
+from .telemetry_relay import TelemetryRelay
+from .transaction import TransactionService
+from .transaction_check import TransactionChecker
 
 if TYPE_CHECKING:
     from cluster.node import Node
@@ -52,9 +59,16 @@ class MessagingService:
             TopicConfigTable.for_store(c.store.store_path_root_dir, clock=node.clock),
             auto_create=c.auto_create_topic_enable, default_queue_nums=c.default_topic_queue_nums)
         self.budget = StreamBudget(MAX_OPEN_STREAMS)
-        self.sender = Sender(node.put_messages, self.topics, self.limits, node.clock.now_ms)
+        self.telemetry = TelemetryHub(self.budget, lambda: self.max_body_size)
+        self.transactions = TransactionService(node)
+        self.transaction_checker = TransactionChecker(self.transactions, self.telemetry, node.clock)
+        self.sender = Sender(node.put_messages, self.topics, self.limits, node.clock.now_ms,
+                             prepare=self.transactions.prepare)
         self.reader = Reader(node.store, self.topics, self.budget)
         self.forwarder = MasterForwarder(c.access_key, c.secret_key)
+        self.relay = TelemetryRelay(  # producers on a slave still get the master's checks
+            lambda: node.master_address if node.role == "SLAVE" else "", self.telemetry,
+            self.forwarder)
         self.consumers = ConsumerService(node, self.topics)
         self.consumer_router = ConsumerRouter(self, ConsumerCalls(
             self.consumers, self.reader.waiter, self.budget,
@@ -64,8 +78,12 @@ class MessagingService:
         self.topics.load()
         self.reader.attach()
         self.consumers.snapshotter.start()
+        self.transaction_checker.start()
 
     def close(self) -> None:
+        self.transaction_checker.stop()
+        self.relay.close()
+        self.telemetry.close()
         self.consumers.snapshotter.stop()
         self.reader.detach()
         self.forwarder.close()
@@ -173,6 +191,14 @@ class MessagingService:
                                        10.0 if timeout is None else timeout - 0.05, client_id)
         except V2Error as e:
             return s.SendMessageResponse(status=e.status())
+
+
+    def end_transaction(self, request: s.EndTransactionRequest, *, forwarded: bool = False,
+                        timeout: float | None = None,
+                        client_id: str = "") -> s.EndTransactionResponse:
+        """The master resolves the transaction (transaction.py); a slave forwards it."""
+        return self.transactions.end_transaction(request, self.forwarder, forwarded=forwarded,
+                                                 timeout=timeout, client_id=client_id)
 
 
 def _error(code: int, message: str) -> s.SendMessageResponse:

@@ -18,7 +18,6 @@ from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
 from .convert import V2Error, not_implemented
 from .send import FORWARDED_HEADER
 from .service import MessagingService
-from .telemetry import replies
 
 log = logging.getLogger(__name__)
 
@@ -105,16 +104,10 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
         if reason is not None:
             yield s.TelemetryCommand(status=d.Status(code=d.UNAUTHORIZED, message=reason))
             return
-        budget = self.service.budget
-        keep_open = budget.try_acquire()
-        try:
-            for reply in replies(request_iterator, self.service.max_body_size):
-                yield reply
-                if not keep_open:
-                    return  # answered; the stream would hold a thread (see telemetry.py)
-        finally:
-            if keep_open:
-                budget.release()
+        md = _metadata(context)
+        yield from self.service.telemetry.serve(
+            request_iterator, client_id=md.get("x-mq-client-id", ""), peer=context.peer() or "",
+            relayed=md.get(FORWARDED_HEADER) == "1", is_active=context.is_active)
 
     # -- not implemented yet ------------------------------------------------------------------
     def _not_implemented(self, context, response_cls, what: str):
@@ -155,7 +148,9 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
         return self._consumer(context, "GetOffset", s.GetOffsetResponse, request)
 
     def EndTransaction(self, request, context):  # noqa: N802
-        return self._not_implemented(context, s.EndTransactionResponse, "EndTransaction")
+        return self._unary(context, s.EndTransactionResponse,
+                           lambda: self.service.end_transaction(request,
+                                                                **self._call_info(context)))
 
     def ForwardMessageToDeadLetterQueue(self, request, context):  # noqa: N802
         return self._consumer(context, "ForwardMessageToDeadLetterQueue",

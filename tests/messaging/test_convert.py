@@ -103,7 +103,6 @@ ILLEGAL = [
     ("unknown encoding", [v2(body_encoding=7)], d.BAD_REQUEST),
     ("no message", [], d.MESSAGE_CORRUPTED),
     ("mixed topics", [v2(topic="A"), v2(topic="B")], d.MESSAGE_CORRUPTED),
-    ("transaction", [v2(message_type=d.TRANSACTION)], d.NOT_IMPLEMENTED),
     ("lite", [v2(message_type=d.LITE)], d.NOT_IMPLEMENTED),
     ("one bad message of a batch", [v2(), v2(tag="a|b")], d.ILLEGAL_MESSAGE_TAG),
 ]

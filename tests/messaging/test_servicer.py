@@ -222,7 +222,7 @@ def test_refused_sends_write_nothing(nodes):
              ([msg(body=b"")], d.MESSAGE_BODY_EMPTY),
              ([msg(user={"p": "v" * 17000})], d.MESSAGE_PROPERTIES_TOO_LARGE),
              ([msg(), msg(tag="a|b")], d.ILLEGAL_MESSAGE_TAG),
-             ([msg(message_type=d.TRANSACTION)], d.NOT_IMPLEMENTED),
+             ([msg(message_type=d.TRANSACTION), msg(message_type=d.TRANSACTION)], d.BAD_REQUEST),
              ([msg(delivery_timestamp=Timestamp(seconds=int(time.time()) + 10 * 86400))],
               d.ILLEGAL_DELIVERY_TIME),
              ([], d.MESSAGE_CORRUPTED)]
@@ -247,7 +247,6 @@ def test_delay_message_with_the_clients_millisecond_bug(nodes):
 
 
 NOT_IMPLEMENTED = [
-    ("EndTransaction", s.EndTransactionRequest()),
     ("RecallMessage", s.RecallMessageRequest()),
     ("SyncLiteSubscription", s.SyncLiteSubscriptionRequest()),
 ]

@@ -1,0 +1,268 @@
+"""Transactional messages on the master: half messages, EndTransaction, and what the checker
+(transaction_check.py) appends. Record formats and ids: transaction_records.py.
+
+    SendMessage (TRANSACTION)  -> a half record in RMQ_SYS_TRANS_HALF_TOPIC, invisible to
+                                  consumers; OK carries the transaction id (the half record's
+                                  offset msg id)
+    EndTransaction COMMIT      -> one append of [the real message, an op record]
+    EndTransaction ROLLBACK    -> one append of [an op record]
+    EndTransaction (resolution unspecified: the producer does not know yet) -> OK, nothing
+                                  written; the transaction stays open and is checked again
+
+Both records of a commit go in one batch, which the store appends all or nothing: a crash
+cannot leave the message visible with its half still open (which a check-back would commit a
+second time), nor the half closed without its message.
+
+Idempotence: the lookup, the append and marking the transaction resolved happen under one lock,
+so of two EndTransactions for the same transaction (or an EndTransaction and the checker giving
+up) exactly one writes; the other is refused with INVALID_TRANSACTION_ID and writes nothing.
+Waiting for the flush and replication policy happens after the lock is released, like a send.
+
+Every state the service keeps (transaction_state.TransactionTable) is rebuilt from the half and
+op queues when this node becomes master, so the commitlog is the only truth. A slave keeps no
+state and forwards EndTransaction to its master.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from proto.apache.rocketmq.v2 import service_pb2 as s
+from store import codec
+from store.codec import Message, MessageRecord
+from store.put_result import PutResult, PutStatus
+
+from . import transaction_records as tr
+from .convert import V2Error, check_topic_resource, has_control_character, put_status_code, \
+    put_status_message
+from .send import send_response
+from .transaction_state import OpenHalf, QueueShrank, TransactionTable
+
+if TYPE_CHECKING:
+    from cluster.node import Node
+    from master.role import MasterRole
+
+    from .send import MasterForwarder
+
+log = logging.getLogger(__name__)
+OK = d.Status(code=d.OK, message="OK")
+_HOW = {d.COMMIT: "commit", d.ROLLBACK: "rollback"}
+_DONE = {"commit": "committed", "rollback": "rolled back"}
+
+
+@dataclass(frozen=True)
+class Renewed:
+    """A check copy just appended: what to send the producer."""
+    record: MessageRecord  # the half as read (its content is the copy's)
+    transaction_id: str  # the copy's offset msg id
+
+
+class TransactionService:
+    def __init__(self, node: "Node") -> None:
+        self.node = node
+        self.lock = threading.Lock()
+        self.table = TransactionTable()
+        self._loaded_for: object | None = None
+
+    # -- the table ----------------------------------------------------------------------------
+    def master(self) -> "MasterRole":
+        master = self.node.master
+        if master is None:
+            raise V2Error(d.INTERNAL_SERVER_ERROR,
+                          f"{self.node.config.node_id} is not the master: transactions live on "
+                          f"the master ({self.node.master_address or 'unknown'})")
+        return master
+
+    def ensure_loaded(self, refresh: bool = False) -> "MasterRole":
+        """The current master role, with the table built for it (and caught up if asked).
+        Call without the lock."""
+        master = self.master()
+        with self.lock:
+            if self._loaded_for is not master:
+                self.table = TransactionTable()
+                self._loaded_for = master
+                refresh = True
+            if refresh:
+                self._refresh_locked()
+        return master
+
+    def _refresh_locked(self) -> None:
+        try:
+            self.table.refresh(self.node.store)
+        except QueueShrank as e:
+            log.warning("transaction queues changed under the table (%s): rebuilding", e)
+            self.table = TransactionTable()
+            self.table.refresh(self.node.store)
+
+    def open_transactions(self) -> list[OpenHalf]:
+        with self.lock:
+            return sorted(self.table.open.values(), key=lambda h: h.root)
+
+    # -- SendMessage --------------------------------------------------------------------------
+    def prepare(self, v2: d.Message, msg: Message) -> s.SendMessageResponse:
+        """Store a validated transactional message (queue picked) as a half record."""
+        try:
+            master = self.ensure_loaded()
+        except V2Error as e:
+            return s.SendMessageResponse(status=e.status())
+        half = tr.half_message(msg, v2)
+        result = master.append([half], allow_system_topic=True)
+        if result.status is PutStatus.PUT_OK:
+            record = self._appended_record(result)
+            if record is not None:
+                with self.lock:
+                    if self._loaded_for is master:
+                        self.table.add_half(record)
+        result = master.wait_durable([half], result)
+        ids = [a.msg_id for a in result.appends]
+        return send_response(result, [half], ids)
+
+    def _appended_record(self, result: PutResult) -> MessageRecord | None:
+        append = result.append
+        record = self.node.store.look_message_by_offset(append.wrote_offset)
+        if record is None:
+            log.error("cannot read back the half record just appended at %d", append.wrote_offset)
+        return record
+
+    # -- EndTransaction -----------------------------------------------------------------------
+    def end_transaction(self, request: s.EndTransactionRequest, forwarder: "MasterForwarder", *,
+                        forwarded: bool = False, timeout: float | None = None,
+                        client_id: str = "") -> s.EndTransactionResponse:
+        """Role-aware: the master resolves, a slave forwards to its master."""
+        node = self.node
+        try:
+            if node.master is not None:
+                return self.end(request)
+            if node.role != "SLAVE":
+                raise V2Error(d.INTERNAL_SERVER_ERROR, f"{node.config.node_id} is changing role")
+            if forwarded:
+                raise V2Error(d.INTERNAL_SERVER_ERROR,
+                              f"{node.config.node_id} is a slave of {node.master_address}, not the "
+                              f"master (a forwarded call is never forwarded again)")
+            return forwarder.call(node.master_address, "EndTransaction", request,
+                                  10.0 if timeout is None else timeout - 0.05, client_id)
+        except V2Error as e:
+            return s.EndTransactionResponse(status=e.status())
+
+    def end(self, request: s.EndTransactionRequest) -> s.EndTransactionResponse:
+        topic = check_topic_resource(request.topic)
+        message_id = request.message_id
+        if not message_id.strip() or has_control_character(message_id):
+            raise V2Error(d.ILLEGAL_MESSAGE_ID, "message id cannot be empty or contain control "
+                                                "characters")
+        if not request.transaction_id.strip():
+            raise V2Error(d.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
+        phy = tr.transaction_offset(request.transaction_id)
+        resolution = request.resolution
+        if resolution not in (d.COMMIT, d.ROLLBACK, d.TRANSACTION_RESOLUTION_UNSPECIFIED):
+            raise V2Error(d.BAD_REQUEST, f"unknown resolution {resolution}")
+        master = self.ensure_loaded()
+        record = self._half_at(phy, request.transaction_id)
+        self._check_matches(record, topic, message_id, request.transaction_id)
+        if resolution == d.TRANSACTION_RESOLUTION_UNSPECIFIED:
+            return s.EndTransactionResponse(status=d.Status(
+                code=d.OK, message="resolution unknown: the transaction stays open and will be "
+                                   "checked again"))
+        how = _HOW[resolution]
+        with self.lock:
+            known = self.table.root_of_offset(phy)
+            if known is None or self._loaded_for is not master:
+                raise V2Error(d.INVALID_TRANSACTION_ID, f"transaction {request.transaction_id} "
+                                                        f"is unknown to this master")
+            queue_offset, root = known
+            done = self.table.resolved.get(root)
+            if done is not None:
+                what = _DONE.get(done, "committed or rolled back")
+                raise V2Error(d.INVALID_TRANSACTION_ID,
+                              f"transaction {request.transaction_id} of message {message_id} was "
+                              f"already {what}; nothing was written")
+            msgs = [tr.committed_message(record)] if how == "commit" else []
+            msgs.append(tr.op_message(queue_offset))
+            result = self._append_locked(master, msgs)
+            self.table.resolve(root, how)
+        log.info("transaction %s of %s on %s: %s (%s)", request.transaction_id, message_id, topic,
+                 how, d.TransactionSource.Name(request.source) if request.source in
+                 d.TransactionSource.values() else request.source)
+        return s.EndTransactionResponse(status=_status(master.wait_durable(msgs, result)))
+
+    def _half_at(self, phy: int, transaction_id: str) -> MessageRecord:
+        """The half record a transaction id names: it must be a record the half queue lists at
+        that commitlog offset (so an offset into a message body finds nothing)."""
+        with self.lock:
+            known = self.table.root_of_offset(phy)
+            if known is None:
+                self._refresh_locked()
+                known = self.table.root_of_offset(phy)
+        if known is None:
+            raise V2Error(d.INVALID_TRANSACTION_ID, f"transaction {transaction_id} is unknown: no "
+                                                    f"half message at offset {phy}")
+        record = self.node.store.look_message_by_offset(phy)
+        if record is None or record.topic != tr.HALF_TOPIC or record.queue_offset != known[0] \
+                or record.msg_id != transaction_id.strip().upper():
+            raise V2Error(d.INVALID_TRANSACTION_ID, f"transaction {transaction_id} does not name "
+                                                    f"a half message")
+        return record
+
+    @staticmethod
+    def _check_matches(record: MessageRecord, topic: str, message_id: str,
+                       transaction_id: str) -> None:
+        real_topic, _ = tr.real_destination(record)
+        if real_topic != topic:
+            raise V2Error(d.INVALID_TRANSACTION_ID, f"transaction {transaction_id} belongs to "
+                                                    f"topic {real_topic}, not {topic}")
+        uniq = record.properties.get(codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+        if uniq != message_id:
+            raise V2Error(d.ILLEGAL_MESSAGE_ID, f"transaction {transaction_id} belongs to message "
+                                                f"{uniq}, not {message_id}")
+
+    def _append_locked(self, master: "MasterRole", msgs: Sequence[Message]) -> PutResult:
+        result = master.append(msgs, allow_system_topic=True)
+        if result.status is not PutStatus.PUT_OK:
+            raise V2Error(put_status_code(result), put_status_message(result))
+        return result
+
+    # -- for the checker ----------------------------------------------------------------------
+    def renew(self, half: OpenHalf) -> Renewed | None:
+        """Append the check copy of an open transaction (check count + 1) and wait for it to
+        hold; None when the transaction was resolved meanwhile or the copy was not stored."""
+        master = self.master()
+        record = self.node.store.look_message_by_offset(half.phy_offset)
+        if record is None or record.topic != tr.HALF_TOPIC:
+            log.error("open transaction %d: no half record at %d", half.root, half.phy_offset)
+            return None
+        copy = tr.renewed_half(record, half.root, half.check_times + 1)
+        with self.lock:
+            if self._loaded_for is not master or half.root not in self.table.open:
+                return None
+            result = self._append_locked(master, [copy])
+            appended = self._appended_record(result)
+            if appended is not None:
+                self.table.add_half(appended)
+        result = master.wait_durable([copy], result)
+        if not result.status.stored:
+            log.warning("check copy of transaction %d: %s", half.root, put_status_message(result))
+            return None
+        return Renewed(record, result.append.msg_id)
+
+    def give_up(self, half: OpenHalf) -> bool:
+        """Roll back a transaction checked transactionCheckMax times (an op record)."""
+        master = self.master()
+        with self.lock:
+            if self._loaded_for is not master or half.root not in self.table.open:
+                return False
+            msgs = [tr.op_message(half.queue_offset)]
+            result = self._append_locked(master, msgs)
+            self.table.resolve(half.root, "rollback")
+        status = _status(master.wait_durable(msgs, result))
+        log.warning("transaction %d (topic %s) was checked %d times without an answer: rolled "
+                    "back (%s)", half.root, half.real_topic, half.check_times, status.message)
+        return True
+
+
+def _status(result: PutResult) -> d.Status:
+    if result.status is PutStatus.PUT_OK:
+        return OK
+    return d.Status(code=put_status_code(result), message=put_status_message(result))

@@ -1,0 +1,94 @@
+"""Interop: the official RocketMQ 5 Python client's transactional Producer (in a subprocess,
+official_tx_tool.py; HOME is a temp dir because the client writes ~/logs) against an in-process
+node: one transaction committed, one rolled back, and one left open that the server's check-back
+(over the client's Telemetry stream) brings to the client's TransactionChecker, which commits
+it. The results are read back with PullMessage (our generated stubs)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import grpc
+import pytest
+
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from proto.apache.rocketmq.v2 import service_pb2 as s
+from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
+from tests.integration.harness import wait_until
+from tests.messaging.tx_support import make_node
+
+TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "official_tx_tool.py")
+TOPIC = "TxInterop"
+QUEUES = 2
+
+
+def run_tool(spec: dict, home: str) -> dict:
+    env = {**os.environ, "HOME": home}
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([sys.executable, TOOL], input=json.dumps(spec), capture_output=True,
+                          text=True, env=env, timeout=120)
+    if proc.returncode != 0 and "No module named 'rocketmq'" in proc.stderr:
+        pytest.fail("rocketmq-python-client==5.1.2 is a declared test dependency "
+                    f"(pip install -e '.[test]') but could not be imported:\n{proc.stderr}")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = json.loads(proc.stdout)
+    assert out["client_version"] == "5.1.2"
+    return out
+
+
+def pulled(stub) -> list[d.Message]:
+    out = []
+    for queue_id in range(QUEUES):
+        req = s.PullMessageRequest(
+            group=d.Resource(name="G"), offset=0, batch_size=32,
+            message_queue=d.MessageQueue(topic=d.Resource(name=TOPIC), id=queue_id),
+            filter_expression=d.FilterExpression(type=d.TAG, expression="*"))
+        out += [i.message for i in stub.PullMessage(req, timeout=5)
+                if i.WhichOneof("content") == "message"]
+    return out
+
+
+@pytest.fixture
+def workdir():
+    root = tempfile.mkdtemp(prefix="rmq-tx-interop-")
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_official_transactional_producer(workdir):
+    node = make_node(workdir, "master", default_topic_queue_nums=QUEUES,
+                     transaction_timeout_ms=1000, transaction_check_interval_ms=300)
+    home = os.path.join(workdir, "home")
+    os.makedirs(home)
+    channel = grpc.insecure_channel(node.address)
+    try:
+        out = run_tool({"endpoint": node.address, "topic": TOPIC, "wait_check_s": 30}, home)
+        sent = out["sent"]
+        assert all("error" not in r for r in sent.values()), sent
+        assert out["ended"] == {"tx-commit": "ok", "tx-rollback": "ok"}, out["ended"]
+        assert all(len(r["transaction_id"]) == 32 for r in sent.values())
+        # only the open one was checked, as a message of its real topic
+        bodies = {c["body"] for c in out["checked"]}
+        assert bodies == {"tx-orphan"}, out["checked"]
+        assert all(c["topic"] == TOPIC and c["message_id"] == sent["tx-orphan"]["message_id"]
+                   for c in out["checked"])
+        stub = s_grpc.MessagingServiceStub(channel)
+        wait_until(lambda: len(pulled(stub)) >= 2, 15, "the committed messages")
+        got = {m.body.decode(): m.system_properties.message_id for m in pulled(stub)}
+        assert got == {"tx-commit": sent["tx-commit"]["message_id"],
+                       "tx-orphan": sent["tx-orphan"]["message_id"]}
+        assert node.messaging.transactions.open_transactions() == []
+    finally:
+        channel.close()
+        node.stop()
+        log = os.path.join(home, "logs", "rocketmq_python", "rocketmq_client.log")
+        if os.path.exists(log):
+            with open(log, encoding="utf-8", errors="replace") as f:
+                errors = [line for line in f if "ERROR" in line]
+            print("".join(errors[-20:]))

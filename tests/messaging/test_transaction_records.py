@@ -1,0 +1,83 @@
+"""Transaction record formats, the Telemetry outbox and the transaction config keys, without a
+node."""
+from __future__ import annotations
+
+import pytest
+
+from cluster.messaging import transaction_records as tr
+from cluster.node_config import node_config_from_properties
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from proto.apache.rocketmq.v2 import service_pb2 as s
+from store import codec
+from store.errors import ConfigError
+from tests.messaging.tx_support import TOPIC, tx_msg
+
+
+# -- config keys --------------------------------------------------------------------------------
+def test_transaction_keys():
+    c = node_config_from_properties({})
+    assert (c.transaction_timeout_ms, c.transaction_check_max,
+            c.transaction_check_interval_ms) == (6000, 15, 60000)
+    c = node_config_from_properties({"transactionTimeOut": "1000", "transactionCheckMax": "3",
+                                     "transactionCheckInterval": "500"})
+    assert (c.transaction_timeout_ms, c.transaction_check_max,
+            c.transaction_check_interval_ms) == (1000, 3, 500)
+    for key, value in (("transactionTimeOut", "-1"), ("transactionCheckMax", "0"),
+                       ("transactionCheckInterval", "5"), ("transactionCheckMax", "x")):
+        with pytest.raises(ConfigError, match=key):
+            node_config_from_properties({key: value})
+
+
+# -- record formats (no node) -------------------------------------------------------------------
+def _record(msg, queue_offset=5, phy=4096):
+    enc = codec.encode(msg, store_host="10.0.0.7:10911")
+    enc.patch(queue_offset, phy, 1_700_000_000_123)
+    return codec.decode(bytes(enc.data))
+
+
+def test_half_commit_and_op_records_round_trip():
+    from store.codec import Message
+    v2 = tx_msg()
+    v2.system_properties.orphaned_transaction_recovery_duration.seconds = 30
+    msg = Message(topic=TOPIC, body=b"b", queue_id=3, born_timestamp=1_700_000_000_000,
+                  born_host="10.0.0.9:0",
+                  properties={"UNIQ_KEY": "01AB", "TAGS": "t", "KEYS": "k1 k2", "color": "red"})
+    half = _record(tr.half_message(msg, v2))
+    assert (half.topic, half.queue_id) == (tr.HALF_TOPIC, 0)
+    assert (tr.real_destination(half), tr.root_of(half), tr.check_times(half),
+            tr.immunity_ms(half)) == ((TOPIC, 3), 5, 0, 30_000)
+    copy = _record(tr.renewed_half(half, tr.root_of(half), 4), queue_offset=9, phy=8192)
+    assert (tr.root_of(copy), tr.check_times(copy), copy.body, copy.born_host) == \
+        (5, 4, b"b", "10.0.0.9:0")
+    real = _record(tr.committed_message(copy), queue_offset=0, phy=9000)
+    assert (real.topic, real.queue_id, real.prepared_transaction_offset) == (TOPIC, 3, 8192)
+    assert real.sys_flag & codec.SysFlag.TRANSACTION_MASK == codec.SysFlag.TRANSACTION_COMMIT_TYPE
+    assert not set(real.properties) & {"REAL_TOPIC", "REAL_QID", "TRAN_MSG",
+                                       "TRAN_PREPARED_QUEUE_OFFSET"}
+    assert real.properties["color"] == "red" and real.properties["PGROUP"] == TOPIC
+    v2_check = tr.half_to_v2(copy)
+    assert (v2_check.topic.name, v2_check.system_properties.queue_id,
+            v2_check.system_properties.message_id) == (TOPIC, 3, "01AB")
+    op = _record(tr.op_message(9))
+    assert (op.topic, op.tags, op.body, tr.op_offsets(op)) == (tr.OP_TOPIC, "d", b"9", [9])
+    batched = _record(codec.Message(topic=tr.OP_TOPIC, body=b"1,2, 7,x",
+                                    properties={"TAGS": "d"}))
+    assert tr.op_offsets(batched) == [1, 2, 7]  # RocketMQ 5 batches offsets; junk is skipped
+    other_tag = _record(codec.Message(topic=tr.OP_TOPIC, body=b"1", properties={"TAGS": "x"}))
+    assert tr.op_offsets(other_tag) == []
+    assert tr.transaction_offset(half.msg_id) == 4096
+    for bad in ("", "zz", "AB" * 10):
+        with pytest.raises(Exception) as e:
+            tr.transaction_offset(bad)
+        assert e.value.code == d.INVALID_TRANSACTION_ID
+
+
+def test_telemetry_outbox_is_bounded_and_closes():
+    from cluster.messaging import telemetry
+    stream = telemetry.ClientStream("c1")
+    command = s.TelemetryCommand(recover_orphaned_transaction_command=s.RecoverOrphanedTransactionCommand())
+    assert all(stream.push(command) for _ in range(telemetry.OUTBOX_LIMIT))
+    assert not stream.push(command)  # full: refused, not queued without end
+    assert stream.next(0.01) is command and stream.push(command)
+    stream.close()
+    assert not stream.push(command) and stream.closed
