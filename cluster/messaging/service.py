@@ -60,6 +60,7 @@ class MessagingService:
             auto_create=c.auto_create_topic_enable, default_queue_nums=c.default_topic_queue_nums)
         self.budget = StreamBudget(MAX_OPEN_STREAMS)
         self.telemetry = TelemetryHub(self.budget, lambda: self.max_body_size)
+        self.telemetry.group_settings = self._group_settings
         self.transactions = TransactionService(node)
         self.transaction_checker = TransactionChecker(self.transactions, self.telemetry, node.clock)
         self.sender = Sender(node.put_messages, self.topics, self.limits, node.clock.now_ms,
@@ -93,6 +94,10 @@ class MessagingService:
         c = self.node.config.store
         return SendLimits(max_body=c.max_message_size, max_properties=c.max_properties_size,
                           max_delay_ms=c.timer_max_delay_sec * 1000)
+
+    def _group_settings(self, group: str) -> tuple[bool, int] | None:
+        info = self.consumers.state.groups.get(group) if self.node.master is not None else None
+        return None if info is None else (info.fifo, info.max_delivery_attempts)
 
     @property
     def max_body_size(self) -> int:

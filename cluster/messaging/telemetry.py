@@ -47,7 +47,11 @@ DEFAULT_RECEIVE_BATCH_SIZE = 32
 DEFAULT_LONG_POLLING_SECONDS = 20
 
 
-def settings_reply(client: d.Settings, max_body_size: int) -> s.TelemetryCommand:
+GroupSettings = Callable[[str], "tuple[bool, int] | None"]  # group -> (fifo, max attempts)
+
+
+def settings_reply(client: d.Settings, max_body_size: int,
+                   group_settings: GroupSettings | None = None) -> s.TelemetryCommand:
     reply = d.Settings()
     reply.CopyFrom(client)
     which = client.WhichOneof("pub_sub")
@@ -59,17 +63,20 @@ def settings_reply(client: d.Settings, max_body_size: int) -> s.TelemetryCommand
             sub.receive_batch_size = DEFAULT_RECEIVE_BATCH_SIZE
         if not sub.HasField("long_polling_timeout"):
             sub.long_polling_timeout.CopyFrom(Duration(seconds=DEFAULT_LONG_POLLING_SECONDS))
-        if not sub.HasField("fifo"):
+        known = group_settings(sub.group.name) if group_settings is not None else None
+        if known is not None:  # the group's config decides (push consumers follow it)
+            sub.fifo, reply.backoff_policy.max_attempts = known
+        elif not sub.HasField("fifo"):
             sub.fifo = False
     return s.TelemetryCommand(status=d.Status(code=d.OK, message="OK"), settings=reply)
 
 
-def replies(commands, max_body_size: int):
+def replies(commands, max_body_size: int, group_settings: GroupSettings | None = None):
     """The server's answers to a stream of client commands (Settings -> Settings; the rest,
     thread stack traces and verify results, need no answer)."""
     for command in commands:
         if command.WhichOneof("command") == "settings":
-            yield settings_reply(command.settings, max_body_size)
+            yield settings_reply(command.settings, max_body_size, group_settings)
 
 
 class StreamBudget:
@@ -170,6 +177,8 @@ class TelemetryHub:
         self._lock = threading.Lock()
         self._closed = False
         self._next = itertools.count()
+        # A consumer group's (fifo, max delivery attempts), when this node knows the group.
+        self.group_settings: GroupSettings | None = None
         # Called with a stream whenever its Settings change (e.g. a slave relays producers).
         self.listeners: list[Callable[[ClientStream], None]] = []
 
@@ -216,7 +225,7 @@ class TelemetryHub:
               is_active: Callable[[], bool] = lambda: True) -> Iterator[s.TelemetryCommand]:
         """The server's side of one Telemetry call."""
         if not self.budget.try_acquire():
-            for reply in replies(commands, self.max_body_size()):
+            for reply in replies(commands, self.max_body_size(), self.group_settings):
                 yield reply
                 return  # answered; keeping the stream would hold a thread (see the module doc)
             return
@@ -248,7 +257,8 @@ class TelemetryHub:
                     break
                 if command.WhichOneof("command") == "settings":
                     stream.settings = command.settings
-                    stream.reply(settings_reply(command.settings, self.max_body_size()))
+                    stream.reply(settings_reply(command.settings, self.max_body_size(),
+                                                self.group_settings))
                     for listener in list(self.listeners):
                         try:
                             listener(stream)

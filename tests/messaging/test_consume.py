@@ -313,3 +313,19 @@ def test_query_assignment_lists_readable_queues(master):
     missing = stub.QueryAssignment(s.QueryAssignmentRequest(topic=d.Resource(name="Nope"), group=G))
     assert missing.status.code == d.TOPIC_NOT_FOUND
 
+
+
+def test_telemetry_tells_consumers_their_group_config(master):
+    node, stub = master
+    node.messaging.consumers.upsert_group("Ordered", fifo=True, retry_max_times=3)
+
+    def settings_for(group):
+        settings = d.Settings(client_type=d.PUSH_CONSUMER, subscription=d.Subscription(
+            group=d.Resource(name=group)))
+        call = stub.Telemetry(iter([s.TelemetryCommand(settings=settings)]), timeout=10)
+        return next(call).settings
+
+    known = settings_for("Ordered")
+    assert known.subscription.fifo and known.backoff_policy.max_attempts == 4
+    unknown = settings_for("Other")
+    assert not unknown.subscription.fifo and unknown.subscription.receive_batch_size == 32
