@@ -193,14 +193,25 @@ class ConsumerService:
 
     # -- progress and offsets -----------------------------------------------------------------
     def progress(self, group: str) -> list[QueueProgress]:
+        """Every readable queue of every topic the group consumed from; a queue it never read
+        counts from its min offset (where a new group starts)."""
         self.ensure_loaded()
         if group not in self.state.groups:
             raise V2Error(d.CONSUMER_GROUP_NOT_FOUND, f"consumer group {group} does not exist")
         store = self.node.store
-        out = []
         with self.lock:
-            items = sorted((k, q.committed, len(q.inflight)) for k, q in self.state.queues_of(group))
-        for (_, topic, queue_id), committed, inflight in items:
+            known = {(k[1], k[2]): (q.committed, len(q.inflight))
+                     for k, q in self.state.queues_of(group)}
+        queues = set(known)
+        for topic in {t for t, _ in known}:
+            config = self.topics.get(topic)
+            if config is not None:
+                queues.update((topic, q) for q in range(config.read_queue_nums))
+        out = []
+        for topic, queue_id in sorted(queues):
+            committed, inflight = known.get((topic, queue_id), (None, 0))
+            if committed is None:
+                committed = store.min_offset_in_queue(topic, queue_id)
             end = store.max_offset_in_queue(topic, queue_id)
             out.append(QueueProgress(topic, queue_id, committed, end, max(0, end - committed),
                                      inflight))
