@@ -35,8 +35,10 @@ CRC32 body digest (8 uppercase hex digits, like the clients compute it).
 from __future__ import annotations
 
 import ipaddress
+import re
 import zlib
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Iterable, Sequence
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -104,9 +106,20 @@ class SendLimits:
 
 
 # -- validation helpers --------------------------------------------------------------------------
+_CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
 def has_control_character(text: str) -> bool:
-    """Java's Character.isISOControl over the string (what the proxy refuses)."""
-    return any(c < " " or "\x7f" <= c <= "\x9f" for c in text)
+    """Java's Character.isISOControl over the string (what the proxy refuses). A regex search
+    runs in C: this is called for the id, tag, keys and properties of every message sent."""
+    return _CONTROL_CHARACTERS.search(text) is not None
+
+
+_control = _CONTROL_CHARACTERS.search  # (the per-message checks call it without a wrapper)
+
+
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode())
 
 
 def check_topic_resource(resource: d.Resource) -> str:
@@ -166,8 +179,11 @@ def _gunzip(data: bytes, limit: int) -> bytes:
     return out
 
 
+@lru_cache(maxsize=4096)
 def born_host_field(born_host: str, peer_ip: str) -> str:
-    """The record's bornHost ("ip:port"): the client's address if it is an IP, else the peer's."""
+    """The record's bornHost ("ip:port"): the client's address if it is an IP, else the peer's.
+    Cached: parsing with ipaddress costs more than the rest of a message's conversion, and a
+    client sends the same values with every message."""
     for candidate in (born_host.strip(), peer_ip):
         try:
             ip = ipaddress.ip_address(candidate)
@@ -204,72 +220,86 @@ def to_store_messages(messages: Sequence[d.Message], limits: SendLimits, now_ms:
 _REFUSED_TYPES = {d.LITE: "LITE messages", d.PRIORITY: "PRIORITY messages"}
 
 
+_MESSAGE_TYPES = frozenset(d.MessageType.values())
+_TAGS, _KEYS, _UNIQ_KEY = (codec.PROPERTY_TAGS, codec.PROPERTY_KEYS,
+                           codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+
 def _to_store_message(m: d.Message, topic: str, limits: SendLimits, now_ms: int,
                       peer_ip: str) -> Message:
+    """One message, validated. Runs for every message sent (batches of hundreds per request):
+    each protobuf field is read once into a local and string checks stay in C."""
     sp = m.system_properties
-    refused = _REFUSED_TYPES.get(sp.message_type)
+    message_type = sp.message_type
+    refused = _REFUSED_TYPES.get(message_type)
     if refused is None and sp.HasField("lite_topic"):
         refused = _REFUSED_TYPES[d.LITE]
     if refused is not None:
         raise V2Error(d.NOT_IMPLEMENTED, f"{refused} are not implemented yet by this server")
-    if sp.message_type not in d.MessageType.values():
-        raise V2Error(d.BAD_REQUEST, f"unknown message_type {sp.message_type}")
+    if message_type not in _MESSAGE_TYPES:
+        raise V2Error(d.BAD_REQUEST, f"unknown message_type {message_type}")
     # body
     body = m.body
-    if sp.body_encoding == d.GZIP:
+    encoding = sp.body_encoding
+    if encoding == d.GZIP:
         body = _gunzip(body, limits.max_body)
-    elif sp.body_encoding not in (d.IDENTITY, d.ENCODING_UNSPECIFIED):
-        raise V2Error(d.BAD_REQUEST, f"unknown body_encoding {sp.body_encoding}")
+    elif encoding != d.IDENTITY and encoding != d.ENCODING_UNSPECIFIED:
+        raise V2Error(d.BAD_REQUEST, f"unknown body_encoding {encoding}")
     if not body:
         raise V2Error(d.MESSAGE_BODY_EMPTY, "message body cannot be empty")
     if len(body) > limits.max_body:
         raise V2Error(d.MESSAGE_BODY_TOO_LARGE, f"message body of {len(body)} bytes exceeds "
                                                 f"maxMessageSize {limits.max_body}")
     # user properties
-    user = m.user_properties
-    if len(user) > MAX_USER_PROPERTY_NUM:
-        raise V2Error(d.MESSAGE_PROPERTIES_TOO_LARGE,
-                      f"{len(user)} user properties, at most {MAX_USER_PROPERTY_NUM}")
     props: dict[str, str] = {}
     user_size = 0
-    for name in sorted(user):
-        value = user[name]
-        if not name or not name.strip():
-            raise V2Error(d.ILLEGAL_MESSAGE_PROPERTY_KEY, "property name cannot be empty or blank")
-        if name in RESERVED_PROPERTY_NAMES:
-            raise V2Error(d.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property {name!r} is used by the system")
-        if has_control_character(name):
-            raise V2Error(d.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property name {name!r} contains a "
-                                                          f"control character")
-        if has_control_character(value):
-            raise V2Error(d.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the value of property {name!r} "
-                                                          f"contains a control character")
-        props[name] = value
-        user_size += len(name.encode()) + len(value.encode())
+    user = m.user_properties
+    if user:
+        if len(user) > MAX_USER_PROPERTY_NUM:
+            raise V2Error(d.MESSAGE_PROPERTIES_TOO_LARGE,
+                          f"{len(user)} user properties, at most {MAX_USER_PROPERTY_NUM}")
+        for name in sorted(user):
+            value = user[name]
+            if not name or not name.strip():
+                raise V2Error(d.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                              "property name cannot be empty or blank")
+            if name in RESERVED_PROPERTY_NAMES:
+                raise V2Error(d.ILLEGAL_MESSAGE_PROPERTY_KEY,
+                              f"property {name!r} is used by the system")
+            if _control(name):
+                raise V2Error(d.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property name {name!r} contains "
+                                                              f"a control character")
+            if _control(value):
+                raise V2Error(d.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the value of property {name!r} "
+                                                              f"contains a control character")
+            props[name] = value
+            user_size += _utf8_len(name) + _utf8_len(value)
     # tag
-    if sp.HasField("tag") and sp.tag:
-        tag = sp.tag
+    tag = sp.tag if sp.HasField("tag") else ""
+    if tag:
         if not tag.strip():
             raise V2Error(d.ILLEGAL_MESSAGE_TAG, "tag cannot be blank")
         if "|" in tag:
             raise V2Error(d.ILLEGAL_MESSAGE_TAG, f"tag {tag!r} contains '|'")
-        if has_control_character(tag):
+        if _control(tag):
             raise V2Error(d.ILLEGAL_MESSAGE_TAG, f"tag {tag!r} contains a control character")
-        props[codec.PROPERTY_TAGS] = tag
-        user_size += len(tag.encode())
+        props[_TAGS] = tag
+        user_size += _utf8_len(tag)
     # keys
-    keys = []
-    for key in sp.keys:
-        if not key:
-            continue
-        if not key.strip():
-            raise V2Error(d.ILLEGAL_MESSAGE_KEY, "key cannot be blank")
-        if has_control_character(key):
-            raise V2Error(d.ILLEGAL_MESSAGE_KEY, f"key {key!r} contains a control character")
-        keys.append(key)
-        user_size += len(key.encode())
+    keys = sp.keys
     if keys:
-        props[codec.PROPERTY_KEYS] = codec.KEY_SEPARATOR.join(keys)
+        kept = []
+        for key in keys:
+            if not key:
+                continue
+            if not key.strip():
+                raise V2Error(d.ILLEGAL_MESSAGE_KEY, "key cannot be blank")
+            if _control(key):
+                raise V2Error(d.ILLEGAL_MESSAGE_KEY, f"key {key!r} contains a control character")
+            kept.append(key)
+            user_size += _utf8_len(key)
+        if kept:
+            props[_KEYS] = codec.KEY_SEPARATOR.join(kept)
     if user_size > MAX_USER_PROPERTY_SIZE:
         raise V2Error(d.MESSAGE_PROPERTIES_TOO_LARGE, f"user properties, tag and keys take "
                                                       f"{user_size} bytes, at most "
@@ -278,18 +308,18 @@ def _to_store_message(m: d.Message, topic: str, limits: SendLimits, now_ms: int,
     message_id = sp.message_id
     if not message_id.strip():
         raise V2Error(d.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
-    if has_control_character(message_id):
+    if _control(message_id):
         raise V2Error(d.ILLEGAL_MESSAGE_ID, "message id contains a control character")
-    props[codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = message_id
+    props[_UNIQ_KEY] = message_id
     # message group (FIFO)
-    if sp.HasField("message_group") and sp.message_group:
-        group = sp.message_group
+    group = sp.message_group if sp.HasField("message_group") else ""
+    if group:
         if not group.strip():
             raise V2Error(d.ILLEGAL_MESSAGE_GROUP, "message group cannot be blank")
-        if len(group.encode()) >= MAX_MESSAGE_GROUP_SIZE:
+        if _utf8_len(group) >= MAX_MESSAGE_GROUP_SIZE:
             raise V2Error(d.ILLEGAL_MESSAGE_GROUP, f"message group must be shorter than "
                                                    f"{MAX_MESSAGE_GROUP_SIZE} bytes")
-        if has_control_character(group):
+        if _control(group):
             raise V2Error(d.ILLEGAL_MESSAGE_GROUP, "message group contains a control character")
         props[PROPERTY_SHARDING_KEY] = group
     # delivery time (DELAY)
@@ -299,24 +329,28 @@ def _to_store_message(m: d.Message, topic: str, limits: SendLimits, now_ms: int,
             raise V2Error(d.ILLEGAL_DELIVERY_TIME, f"delivery time {deliver} is more than "
                                                    f"{limits.max_delay_ms} ms ahead")
         props[codec.PROPERTY_TIMER_DELIVER_MS] = str(deliver)
-    if sp.HasField("trace_context") and sp.trace_context:
-        if has_control_character(sp.trace_context):
+    trace = sp.trace_context if sp.HasField("trace_context") else ""
+    if trace:
+        if _control(trace):
             raise V2Error(d.BAD_REQUEST, "trace_context contains a control character")
-        props[PROPERTY_TRACE_CONTEXT] = sp.trace_context
+        props[PROPERTY_TRACE_CONTEXT] = trace
     born_ms = 0
     if sp.HasField("born_timestamp"):
         born_ms = timestamp_ms(sp.born_timestamp, d.BAD_REQUEST, "born_timestamp")
-    born_host = sp.born_host.strip() or peer_ip
+    sent_host = sp.born_host
+    born_host = sent_host.strip() or peer_ip
     if born_host:
-        if has_control_character(born_host):
+        if _control(born_host):
             raise V2Error(d.BAD_REQUEST, "born_host contains a control character")
         props[PROPERTY_BORN_HOST] = born_host
-    size = len(codec.properties_to_string(props).encode())
+    text = "".join([f"{k}\x01{v}\x02" for k, v in props.items()])
+    size = _utf8_len(text)
     if size > limits.max_properties:
         raise V2Error(d.MESSAGE_PROPERTIES_TOO_LARGE, f"the message's properties take {size} "
                                                       f"bytes, at most {limits.max_properties}")
-    return Message(topic=topic, body=bytes(body), properties=props, born_timestamp=born_ms,
-                   born_host=born_host_field(sp.born_host, peer_ip))
+    return Message(topic=topic, body=body if type(body) is bytes else bytes(body),
+                   properties=props, born_timestamp=born_ms,
+                   born_host=born_host_field(sent_host, peer_ip))
 
 
 # -- store outcomes -> codes ----------------------------------------------------------------------

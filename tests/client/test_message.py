@@ -1,0 +1,95 @@
+"""The message model, official-client message ids and the client configuration."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import pytest
+
+from cluster.client import ClientConfig, Message, MessageIdGenerator, next_message_id
+from cluster.client.message import from_v2, to_v2
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+
+ID = re.compile(r"^01[0-9A-F]{32}$")
+
+
+def test_ids_have_the_official_v1_layout():
+    ids = [next_message_id() for _ in range(3)]
+    assert all(ID.match(i) for i in ids) and len(set(ids)) == 3
+    prefix = "01" + f"{uuid.getnode():012X}" + f"{os.getpid() & 0xFFFF:04X}"
+    assert all(i.startswith(prefix) for i in ids)
+    seconds = int(ids[0][18:26], 16)
+    assert abs(seconds - (int(time.time()) - 1609459200)) <= 2  # since 2021-01-01 UTC
+    seqs = [int(i[26:], 16) for i in ids]
+    assert seqs[1] == seqs[0] + 1 and seqs[2] == seqs[1] + 1
+
+
+def test_ids_match_the_official_client_codec():
+    """rocketmq-python-client's MessageIdCodec in its own process (its generated modules clash
+    with ours): same MAC, pid and clock fields as ours for that pid."""
+    code = ("import json, os; from rocketmq.v5.util import MessageIdCodec; "
+            "print(json.dumps({'pid': os.getpid(), 'id': MessageIdCodec().next_message_id()}))")
+    home = tempfile.mkdtemp(prefix="client-home-")
+    env = {**os.environ, "HOME": home}
+    env.pop("PYTHONPATH", None)
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env=env, timeout=60)
+    finally:
+        import shutil
+        shutil.rmtree(home, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    theirs = json.loads(proc.stdout.strip().splitlines()[-1])
+    ours = MessageIdGenerator(pid=theirs["pid"]).next_id()
+    assert ID.match(theirs["id"])
+    assert ours[:18] == theirs["id"][:18]  # version, MAC, pid
+    assert abs(int(ours[18:26], 16) - int(theirs["id"][18:26], 16)) <= 2
+
+
+def test_to_v2_and_back():
+    m = Message("T", b"body", tag="a", keys="k1", properties={"p": "v"}, message_group="g",
+                delivery_timestamp_ms=1_700_000_000_123)
+    wire = to_v2(m, "ns", now_ms=1_600_000_000_456)
+    sp = wire.system_properties
+    assert m.message_id and sp.message_id == m.message_id
+    assert (wire.topic.name, wire.topic.resource_namespace) == ("T", "ns")
+    assert (sp.tag, list(sp.keys), sp.message_group) == ("a", ["k1"], "g")
+    assert sp.message_type == d.FIFO and sp.body_encoding == d.IDENTITY
+    assert (sp.delivery_timestamp.seconds, sp.delivery_timestamp.nanos) == (1_700_000_000, 123_000_000)
+    assert (sp.born_timestamp.seconds, sp.born_timestamp.nanos) == (1_600_000_000, 456_000_000)
+    back = from_v2(wire)
+    assert (back.topic, back.body, back.tag, back.keys, back.properties) == \
+        ("T", b"body", "a", ("k1",), {"p": "v"})
+    assert back.delivery_timestamp_ms == 1_700_000_000_123 and back.born_timestamp_ms == 1_600_000_000_456
+    assert to_v2(m).system_properties.message_id == m.message_id  # kept for resends
+    assert Message("T", b"x", delivery_timestamp_ms=1).message_type == d.DELAY
+    assert Message("T", b"x").message_type == d.NORMAL
+
+
+def test_message_checks():
+    with pytest.raises(ValueError):
+        Message("", b"x")
+    with pytest.raises(TypeError):
+        Message("T", "text")
+    assert Message("T", bytearray(b"x"), keys=["a", "b"]).keys == ("a", "b")
+
+
+def test_client_config():
+    c = ClientConfig("127.0.0.2:81;127.0.0.1:80")
+    assert c.addresses == ("127.0.0.2:81", "127.0.0.1:80")
+    assert c.target == "ipv4:127.0.0.1:80,127.0.0.2:81"
+    assert ClientConfig("localhost:80").target == "localhost:80"
+    assert re.match(r"^.+@\d+@\d+@[0-9a-z]+$", c.client_id)
+    for bad in ("", "host", "host:0", "a:1;b:2", "h:99999"):
+        with pytest.raises(ValueError):
+            ClientConfig(bad)
+    with pytest.raises(ValueError):
+        ClientConfig("127.0.0.1:80", request_timeout=0)
+    with pytest.raises(ValueError):
+        ClientConfig("127.0.0.1:80", secret_key="s")

@@ -1,0 +1,326 @@
+"""Messaging benchmarks: the RocketMQ 5 gRPC API of real node processes on 127.0.0.1, with our
+client library (cluster/client) and the official Python client, next to a bare gRPC service.
+
+    python -m tests.perf.bench_messaging [--quick] [--json out.json] [--compare old.json]
+           [--only async,sync] [--producers 4] [--batch 128] [--py-spy DIR]
+
+Scenarios (tests/integration/harness node processes, default store settings, ASYNC_FLUSH):
+  async  an ASYNC_MASTER alone
+  sync   a SYNC_MASTER with two slaves (a put answers once a slave acked it)
+Figures per scenario:
+  send_batch     msg/s, `--producers` threads calling Producer.send_batch(`--batch`) on one
+                 connection (target for sync: >= 30,000 msg/s)
+  send_async     msg/s, the same threads calling BatchingProducer.send_async
+  latency p50/p99  ms of sequential single-message Producer.send (target p99 < 5 ms)
+  receive/ack    msg/s, SimpleConsumer threads: ReceiveMessage(32) + one AckMessage per batch
+  official       msg/s of the official Python client's sequential sends (subprocess)
+Baselines in the same run: the bare service (gRPC + protobuf, no store) answering the same
+send_batch load, and sequential raw unary calls to it (calls/s, p50/p99).
+
+Not a test: nothing asserts on time. The machine is shared and noisy; compare figures measured
+side by side in one run, and runs with --compare (see tests/perf/README.md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import psutil
+
+from cluster.client import BatchingConfig
+from tests.integration.harness import Group, free_port, in_sync, wait_until
+
+from . import messaging_load as load
+from .bench_store import (REPO_ROOT, Context, fmt_value, load_json, percentile, print_compare,
+                          to_json)
+
+SCENARIOS = {"async": ("ASYNC_MASTER", 0, "ASYNC_MASTER alone"),
+             "sync": ("SYNC_MASTER", 2, "SYNC_MASTER + 2 slaves")}
+PY_SPY = os.path.join(os.path.dirname(sys.executable), "py-spy")
+
+
+@dataclass(frozen=True)
+class Plan:
+    seconds: float  # each throughput figure
+    latency_samples: int
+    receive_messages: int
+    official_messages: int
+    producers: int
+    batch: int
+    file_mib: int  # commitlog file size of the nodes
+
+    def __post_init__(self) -> None:
+        if self.producers < 1 or self.batch < 1 or self.seconds <= 0:
+            raise ValueError("producers, batch and seconds must be positive")
+
+
+QUICK = dict(seconds=2.0, latency_samples=300, receive_messages=5000, official_messages=200,
+             file_mib=256)
+FULL = dict(seconds=6.0, latency_samples=2000, receive_messages=30000, official_messages=1000,
+            file_mib=1024)
+
+
+def start_group(root: str, scenario: str, plan: Plan) -> tuple[Group, object]:
+    role, slaves, _ = SCENARIOS[scenario]
+    props = {"mappedFileSizeCommitLog": str(plan.file_mib << 20)}
+    group = Group(root)
+    try:
+        master = group.master(role, **props)
+        for i in range(slaves):
+            group.slave(master, i + 1, **props)
+        if slaves:
+            wait_until(in_sync(master, slaves), timeout=30, what=f"{slaves} slaves in sync")
+    except BaseException:
+        group.close()
+        raise
+    return group, master
+
+
+def add_rate(ctx: Context, key: str, label: str, rate: load.Rate, target: float | None = None):
+    note = rate.first_error and (f"{rate.errors} errors, first: {rate.first_error}"
+                                 if rate.errors else rate.first_error)
+    return ctx.add(key, label, rate.value, "msg/s", target, note=note)
+
+
+def add_latency(ctx: Context, key: str, label: str, samples: list[float], target99: float | None):
+    ctx.add(f"{key}_p50", f"{label} p50", percentile(samples, 50), "ms", higher_is_better=False)
+    ctx.add(f"{key}_p99", f"{label} p99", percentile(samples, 99), "ms", target99,
+            higher_is_better=False)
+
+
+def bench_scenario(ctx: Context, scenario: str, plan: Plan, py_spy_dir: str | None) -> None:
+    _, _, title = SCENARIOS[scenario]
+    print(f"\n{title}:", flush=True)
+    root = ctx.tmpdir(scenario)
+    group, master = start_group(root, scenario, plan)
+    addr = master.address
+    try:
+        probe = NodeProbe([n.pid for n in group.nodes], plan.seconds, py_spy_dir, scenario)
+        rate = load.batched_send_rate(addr, "BenchBatch", plan.producers, plan.batch,
+                                      plan.seconds, probe=probe)
+        add_rate(ctx, f"{scenario}_send_batch", f"send_batch({plan.batch}) x {plan.producers} "
+                 f"threads", rate, 30_000 if scenario == "sync" else None)
+        probe.report(ctx, scenario)
+        config = BatchingConfig(max_messages=plan.batch, max_in_flight=plan.producers)
+        rate = load.batching_producer_rate(addr, "BenchAsync", plan.producers, plan.seconds, config)
+        add_rate(ctx, f"{scenario}_send_async", f"BatchingProducer x {plan.producers} threads", rate)
+        add_latency(ctx, f"{scenario}_latency", "single send latency",
+                    load.send_latencies(addr, "BenchLatency", plan.latency_samples), 5.0)
+        load.fill(addr, "BenchReceive", plan.receive_messages)
+        rate = load.receive_ack_rate(addr, "BenchReceive", plan.receive_messages,
+                                     threads=plan.producers, batch=32, limit_s=plan.seconds * 3)
+        if rate is None:
+            print("  receive/ack: skipped, the server answers ReceiveMessage with NOT_IMPLEMENTED")
+        else:
+            add_rate(ctx, f"{scenario}_receive_ack", f"receive(32) + ack x {plan.producers} threads",
+                     rate)
+        out = load.official_send(addr, "BenchOfficial", plan.official_messages)
+        if "error" in out:
+            print(f"  official client: failed: {out['error']}")
+        else:
+            note = f"client {out['client_version']}" + (
+                f"; {out['errors']} errors, first: {out['first_error']}" if out["errors"] else "")
+            ctx.add(f"{scenario}_official", "official client, sequential send",
+                    out["sent"] / out["seconds"], "msg/s", note=note)
+            add_latency(ctx, f"{scenario}_official_latency", "official client send latency",
+                        out["latencies_ms"], None)
+    except BaseException:
+        print(group.logs(20), file=sys.stderr)
+        raise
+    finally:
+        group.close()
+        shutil.rmtree(root, ignore_errors=True)
+        for key, r in ctx.results.items():  # "sync: ..." in --json and --compare output
+            if key.startswith(f"{scenario}_") and not r.label.startswith(f"{scenario}: "):
+                r.label = f"{scenario}: {r.label}"
+
+
+def bench_baseline(ctx: Context, plan: Plan) -> None:
+    print("\nbaseline, bare gRPC MessagingService (no store) in its own process:", flush=True)
+    server = load.BareServer(free_port())
+    try:
+        rate = load.batched_send_rate(server.address, "Bare", plan.producers, plan.batch,
+                                      plan.seconds)
+        add_rate(ctx, "bare_send_batch", f"bare: send_batch({plan.batch}) x {plan.producers} "
+                 f"threads", rate)
+        samples = load.bare_unary(server.address, plan.latency_samples)
+        ctx.add("bare_unary_rate", "bare: sequential raw unary calls",
+                len(samples) / (sum(samples) / 1000), "calls/s")
+        add_latency(ctx, "bare_unary", "bare: raw unary call", samples, None)
+    finally:
+        server.close()
+
+
+class NodeProbe:
+    """CPU time of every node process and of this (client) process over one measured window,
+    per message; optionally py-spy on the master (--gil: samples of the thread holding the
+    GIL, i.e. where its Python time goes)."""
+
+    def __init__(self, pids: list[int], seconds: float, py_spy_dir: str | None,
+                 scenario: str) -> None:
+        self.procs = [psutil.Process(pid) for pid in pids] + [psutil.Process()]
+        self.seconds = max(1, int(seconds))
+        self.out = os.path.join(py_spy_dir, f"{scenario}-master.txt") if py_spy_dir else None
+        self.spy: subprocess.Popen | None = None
+        self.messages = 0
+        self.cpu: list[float] = []
+        self.wall = 0.0
+
+    @staticmethod
+    def _cpu(proc: psutil.Process) -> float:
+        t = proc.cpu_times()
+        return t.user + t.system
+
+    def __enter__(self) -> "NodeProbe":
+        if self.out:
+            self.spy = subprocess.Popen(
+                [PY_SPY, "record", "-p", str(self.procs[0].pid), "-f", "raw", "--gil", "-d",
+                 str(self.seconds), "-o", self.out], stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE)
+        self.cpu = [self._cpu(p) for p in self.procs]
+        self.wall = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = [self._cpu(p) - c for p, c in zip(self.procs, self.cpu)]
+
+    def report(self, ctx: Context, scenario: str) -> None:
+        n = max(self.messages, 1)
+        master, slaves, client = self.cpu[0], self.cpu[1:-1], self.cpu[-1]
+        ctx.add(f"{scenario}_cpu_master", "  master CPU per message (send_batch)",
+                master / n * 1e6, "us", higher_is_better=False,
+                note=f"{master / self.wall:.2f} cores busy")
+        if slaves:
+            ctx.add(f"{scenario}_cpu_slave", "  CPU per message, each slave (mean)",
+                    sum(slaves) / len(slaves) / n * 1e6, "us", higher_is_better=False,
+                    note=f"{sum(slaves) / self.wall:.2f} cores busy (all slaves)")
+        ctx.add(f"{scenario}_cpu_client", "  client CPU per message (send_batch)",
+                client / n * 1e6, "us", higher_is_better=False,
+                note=f"{client / self.wall:.2f} cores busy")
+        if self.spy is not None:
+            _, err = self.spy.communicate(timeout=self.seconds + 60)
+            if self.spy.returncode != 0 or not os.path.exists(self.out):
+                print(f"  py-spy failed: {err.decode(errors='replace')[-300:]}")
+            else:
+                print_hot_spots(self.out)
+
+
+def print_hot_spots(path: str, top: int = 15) -> None:
+    """Self and inclusive sample shares per function of a py-spy raw (collapsed) profile."""
+    own, incl, total = Counter(), Counter(), 0
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            stack, _, n = line.rstrip("\n").rpartition(" ")
+            if not n.isdigit():
+                continue
+            frames = [_function(fr) for fr in stack.split(";") if fr]
+            total += int(n)
+            if frames:
+                own[frames[-1]] += int(n)
+            for fr in set(frames):
+                incl[fr] += int(n)
+    print(f"  py-spy {path}: {total} samples holding the GIL; top by self / inclusive:")
+    for fr, n in own.most_common(top):
+        print(f"    self {100 * n / total:5.1f}%  incl {100 * incl[fr] / total:5.1f}%  {fr}")
+
+
+def _function(frame: str) -> str:
+    """'put (store/commitlog.py:120)' -> 'put (store/commitlog.py)'."""
+    name, _, where = frame.partition(" (")
+    return f"{name} ({where.rpartition(':')[0] or where.rstrip(')')})"
+
+
+def print_side_by_side(ctx: Context) -> None:
+    rows = [("figure", "unit", SCENARIOS["async"][2], SCENARIOS["sync"][2], "target")]
+    seen = []
+    for key, r in ctx.results.items():
+        for prefix in ("async_", "sync_"):
+            if key.startswith(prefix) and key[len(prefix):] not in seen:
+                seen.append(key[len(prefix):])
+    for fig in seen:
+        a, sy = ctx.results.get(f"async_{fig}"), ctx.results.get(f"sync_{fig}")
+        r = a or sy
+        cell = lambda x: "-" if x is None else f"{fmt_value(x.value, x.unit)}" + (  # noqa: E731
+            f" {x.status}" if x.target is not None else "")
+        targets = {x.target for x in (a, sy) if x is not None and x.target is not None}
+        target = " / ".join(("≥ " if r.higher_is_better else "< ") + fmt_value(t, r.unit)
+                            for t in sorted(targets)) or "-"
+        if sy is not None and sy.target is not None and (a is None or a.target is None):
+            target += " (sync)"
+        rows.append((r.label.partition(": ")[2], r.unit, cell(a), cell(sy), target))
+    for key, r in ctx.results.items():
+        if key.startswith("bare_"):
+            rows.append((r.label, r.unit, fmt_value(r.value, r.unit), "", "(baseline)"))
+    w = [max(len(row[i]) for row in rows) for i in range(5)]
+    print()
+    for i, row in enumerate(rows):
+        print(f"{row[0]:<{w[0]}}  {row[1]:<{w[1]}}  {row[2]:>{w[2]}}  {row[3]:>{w[3]}}  {row[4]}")
+        if i == 0:
+            print("-" * (sum(w) + 8))
+    notes = [r for r in ctx.results.values() if r.note]
+    if notes:
+        print("\nnotes:")
+        for r in notes:
+            print(f"  {r.key}: {r.note}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.perf.bench_messaging",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="2 s per rate, fewer samples (~1-2 min)")
+    p.add_argument("--only", default="baseline,async,sync", help="subset of baseline,async,sync")
+    p.add_argument("--producers", type=int, default=4, help="producer/consumer threads")
+    p.add_argument("--batch", type=int, default=128, help="messages per send_batch / request")
+    p.add_argument("--json", metavar="OUT")
+    p.add_argument("--compare", metavar="OLD", help="print OLD.json next to this run")
+    p.add_argument("--py-spy", metavar="DIR", help="record the master with py-spy during "
+                   "send_batch and print its hot spots (raw profiles kept in DIR)")
+    args = p.parse_args(argv)
+    old = load_json(args.compare) if args.compare else None
+    selected = [x.strip() for x in args.only.split(",") if x.strip()]
+    if any(x not in ("baseline", *SCENARIOS) for x in selected):
+        p.error("--only takes baseline, async, sync")
+    plan = Plan(producers=args.producers, batch=args.batch, **(QUICK if args.quick else FULL))
+    if args.py_spy:
+        os.makedirs(args.py_spy, exist_ok=True)
+    logging.basicConfig(level=logging.WARNING)
+    root = tempfile.mkdtemp(prefix=".bench-msg-", dir=os.path.join(REPO_ROOT, "tests", "perf"))
+    ctx = Context(plan, root, False, 0)  # type: ignore[arg-type]  (any dataclass of sizes)
+    print(f"bench_messaging: {'quick' if args.quick else 'full'} run of {', '.join(selected)}; "
+          f"{plan.producers} threads, batches of {plan.batch}, 1 KiB bodies; "
+          f"{os.cpu_count()} CPUs", flush=True)
+    t0 = time.perf_counter()
+    try:
+        if "baseline" in selected:
+            bench_baseline(ctx, plan)
+        for scenario in SCENARIOS:
+            if scenario in selected:
+                bench_scenario(ctx, scenario, plan, args.py_spy)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    elapsed = time.perf_counter() - t0
+    print_side_by_side(ctx)
+    print(f"\n({elapsed:.0f}s)")
+    args.profile, args.switch_interval = False, None
+    data = to_json(ctx, args, elapsed)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+        print(f"wrote {args.json}")
+    if old is not None:
+        print_compare(old, data, args.compare, "this run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

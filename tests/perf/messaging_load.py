@@ -1,0 +1,282 @@
+"""Load generators of bench_messaging.py: client-library send loops, sequential latency,
+SimpleConsumer receive/ack, the official Python client in a subprocess, and a bare gRPC
+MessagingService (no store) for the ceilings measured in the same run.
+
+Every message: 1 KiB body, a tag, one key, the client's message id (like bench_store's).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from concurrent import futures
+from dataclasses import dataclass
+
+import grpc
+
+from cluster.client import (BatchingConfig, BatchingProducer, ClientConfig, ClientError,
+                            Connection, Message, Producer, PullConsumer, SimpleConsumer)
+from cluster.client.producer import NO_RETRY
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from proto.apache.rocketmq.v2 import service_pb2 as s
+from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
+
+BODY = os.urandom(1024)
+OFFICIAL_TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "official_send_tool.py")
+
+
+@dataclass
+class Rate:
+    value: float  # messages (or calls) per second
+    errors: int = 0
+    first_error: str = ""
+
+
+def connect(endpoint: str) -> Connection:
+    return Connection(ClientConfig(endpoint, request_timeout=30))
+
+
+def _measure(counts: list[int], warmup: float, seconds: float, probe=None) -> float:
+    """Messages per second counted over `seconds` after `warmup`. `probe` (a context manager:
+    CPU times or py-spy of the nodes) is entered for exactly that window, then told how many
+    messages it saw (`probe.messages`)."""
+    time.sleep(warmup)
+    with probe if probe is not None else contextlib.nullcontext():
+        c0, t0 = sum(counts), time.perf_counter()
+        time.sleep(seconds)
+        done, dt = sum(counts) - c0, time.perf_counter() - t0
+    if probe is not None:
+        probe.messages = done
+    return done / dt
+
+
+def _messages(topic: str, t: int, start: int, n: int) -> list[Message]:
+    return [Message(topic, BODY, tag="bench", keys=f"k{t}-{start + i}") for i in range(n)]
+
+
+def batched_send_rate(endpoint: str, topic: str, threads: int, batch: int, seconds: float,
+                      warmup: float = 0.5, probe=None) -> Rate:
+    """`threads` Producers on one connection, each calling send_batch(batch) in a loop."""
+    with connect(endpoint) as conn:
+        Producer(conn).send(Message(topic, BODY))  # route + auto-create before the clock
+        counts, stop, errors = [0] * threads, threading.Event(), []
+
+        def run(t: int) -> None:
+            producer = Producer(conn, retry=NO_RETRY)
+            i = 0
+            while not stop.is_set():
+                try:
+                    producer.send_batch(_messages(topic, t, i, batch))
+                    counts[t] += batch
+                except ClientError as e:
+                    errors.append(e)
+                i += batch
+
+        workers = [threading.Thread(target=run, args=(t,), daemon=True) for t in range(threads)]
+        for w in workers:
+            w.start()
+        try:
+            rate = _measure(counts, warmup, seconds, probe)
+        finally:
+            stop.set()
+            for w in workers:
+                w.join(60)
+    return Rate(rate, len(errors), str(errors[0]) if errors else "")
+
+
+def batching_producer_rate(endpoint: str, topic: str, threads: int, seconds: float,
+                           config: BatchingConfig, warmup: float = 0.5, pending_max: int = 4096,
+                           probe=None) -> Rate:
+    """`threads` callers of one BatchingProducer.send_async, each with up to `pending_max`
+    unanswered messages (pending_max); a message counts when its receipt arrived."""
+    with connect(endpoint) as conn:
+        Producer(conn).send(Message(topic, BODY))
+        producer = BatchingProducer(conn, config, retry=NO_RETRY)
+        counts, stop, errors = [0] * threads, threading.Event(), []
+
+        def run(t: int) -> None:
+            pending: deque = deque()
+            i = 0
+            while not stop.is_set():
+                pending.append(producer.send_async(
+                    Message(topic, BODY, tag="bench", keys=f"b{t}-{i}")))
+                i += 1
+                while len(pending) > pending_max or (pending and pending[0].done()):
+                    try:
+                        pending.popleft().result()
+                        counts[t] += 1
+                    except ClientError as e:
+                        errors.append(e)
+
+        workers = [threading.Thread(target=run, args=(t,), daemon=True) for t in range(threads)]
+        for w in workers:
+            w.start()
+        try:
+            rate = _measure(counts, warmup, seconds, probe)
+        finally:
+            stop.set()
+            for w in workers:
+                w.join(60)
+            requests, messages = producer.requests, sum(counts)
+            producer.close()
+    note = f"{messages / max(requests, 1):.0f} messages per request on average"
+    return Rate(rate, len(errors), str(errors[0]) if errors else note)
+
+
+def send_latencies(endpoint: str, topic: str, n: int, warmup: int = 50) -> list[float]:
+    """Milliseconds of n sequential single-message sends (Producer.send)."""
+    with connect(endpoint) as conn:
+        producer = Producer(conn, retry=NO_RETRY)
+        out = []
+        for i in range(warmup + n):
+            msg = Message(topic, BODY, tag="bench", keys=f"l{i}")
+            t0 = time.perf_counter()
+            producer.send(msg)
+            if i >= warmup:
+                out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def fill(endpoint: str, topic: str, n: int) -> None:
+    """n messages (untimed), then wait until the node dispatched all of them."""
+    with connect(endpoint) as conn:
+        with BatchingProducer(conn, BatchingConfig(max_messages=256)) as producer:
+            pending = [producer.send_async(Message(topic, BODY, tag="bench", keys=f"f{i}"))
+                       for i in range(n)]
+            for f in pending:
+                f.result(60)
+        pc = PullConsumer(conn, "bench-fill")
+        deadline = time.monotonic() + 60
+        while sum(pc.query_offset(topic, q, "END") for q in pc.queues(topic)) < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic}: not every message was dispatched within 60 s")
+            time.sleep(0.05)
+
+
+def receive_ack_rate(endpoint: str, topic: str, total: int, threads: int, batch: int,
+                     limit_s: float) -> Rate | None:
+    """SimpleConsumers (one group) receive `batch` and ack them with one AckMessage, until
+    `total` were acked or `limit_s` passed; None when the server answers NOT_IMPLEMENTED."""
+    with connect(endpoint) as conn:
+        probe = SimpleConsumer(conn, "bench-probe", {topic: "*"}, await_duration=0)
+        try:
+            probe.receive(1, 30)
+        except ClientError as e:
+            if e.code == d.NOT_IMPLEMENTED:
+                return None
+            raise
+        counts, errors = [0] * threads, []
+        start, deadline = time.perf_counter(), time.monotonic() + limit_s
+
+        def run(t: int) -> None:
+            consumer = SimpleConsumer(conn, "bench-group", {topic: "*"}, await_duration=1)
+            while sum(counts) < total and time.monotonic() < deadline:
+                try:
+                    got = consumer.receive(batch, 30)
+                    if not got:
+                        continue
+                    failed = [e for e in consumer.ack_many(got) if e is not None]
+                    errors.extend(failed)
+                    counts[t] += len(got) - len(failed)
+                except ClientError as e:
+                    errors.append(e)
+
+        workers = [threading.Thread(target=run, args=(t,), daemon=True) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(limit_s + 60)
+        elapsed = time.perf_counter() - start
+    return Rate(sum(counts) / elapsed, len(errors), str(errors[0]) if errors else "")
+
+
+def official_send(endpoint: str, topic: str, count: int) -> dict:
+    """The official client's sequential sends, in a subprocess with HOME in a temp dir."""
+    home = tempfile.mkdtemp(prefix="official-home-")
+    env = {**os.environ, "HOME": home}
+    env.pop("PYTHONPATH", None)
+    try:
+        proc = subprocess.run([sys.executable, OFFICIAL_TOOL], capture_output=True, text=True,
+                              env=env, timeout=600, input=json.dumps(
+                                  {"endpoint": endpoint, "topic": topic, "count": count}))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else
+                f"exit {proc.returncode}"}
+    return json.loads(proc.stdout)
+
+
+# -- the bare service: gRPC and protobuf, no store ---------------------------------------------
+class BareServicer(s_grpc.MessagingServiceServicer):
+    """Answers SendMessage with one OK entry per message (ids from the request), QueryRoute
+    with four queues: what a node answers, without converting, storing or replicating."""
+
+    def __init__(self, address: str) -> None:
+        host, _, port = address.rpartition(":")
+        broker = d.Broker(name="bare", id=0, endpoints=d.Endpoints(
+            scheme=d.IPv4, addresses=[d.Address(host=host, port=int(port))]))
+        self.ok = d.Status(code=d.OK, message="OK")
+        self.broker = broker
+
+    def QueryRoute(self, request, context):  # noqa: N802
+        return s.QueryRouteResponse(status=self.ok, message_queues=[
+            d.MessageQueue(topic=request.topic, id=i, permission=d.READ_WRITE, broker=self.broker,
+                           accept_message_types=[d.NORMAL]) for i in range(4)])
+
+    def SendMessage(self, request, context):  # noqa: N802
+        return s.SendMessageResponse(status=self.ok, entries=[
+            s.SendResultEntry(status=self.ok, message_id=m.system_properties.message_id, offset=i)
+            for i, m in enumerate(request.messages)])
+
+
+def _serve_bare(address: str, ready) -> None:
+    server = grpc.server(futures.ThreadPoolExecutor(96), options=[
+        ("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)])
+    s_grpc.add_MessagingServiceServicer_to_server(BareServicer(address), server)
+    server.add_insecure_port(address)
+    server.start()
+    ready.set()
+    server.wait_for_termination(3600)
+
+
+class BareServer:
+    """The bare service in a spawned process (so it has its own GIL, like a node)."""
+
+    def __init__(self, port: int) -> None:
+        self.address = f"127.0.0.1:{port}"
+        mp = multiprocessing.get_context("spawn")
+        ready = mp.Event()
+        self.proc = mp.Process(target=_serve_bare, args=(self.address, ready), daemon=True)
+        self.proc.start()
+        if not ready.wait(30):
+            self.close()
+            raise RuntimeError("the bare gRPC server did not start")
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.join(10)
+
+
+def bare_unary(endpoint: str, n: int, warmup: int = 100) -> list[float]:
+    """Milliseconds of n sequential raw stub calls (one 1 KiB message, no client library)."""
+    request = s.SendMessageRequest(messages=[d.Message(
+        topic=d.Resource(name="Bare"), body=BODY,
+        system_properties=d.SystemProperties(message_id="01" + "0" * 32, tag="bench"))])
+    with grpc.insecure_channel(endpoint) as channel:
+        stub = s_grpc.MessagingServiceStub(channel)
+        out = []
+        for i in range(warmup + n):
+            t0 = time.perf_counter()
+            stub.SendMessage(request, timeout=10)
+            if i >= warmup:
+                out.append((time.perf_counter() - t0) * 1000)
+    return out
