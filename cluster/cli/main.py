@@ -8,11 +8,12 @@ import argparse
 import logging
 import sys
 
-from . import audit, config, groups, messages, pull, smoke, status, store_ops, topics
+from . import audit, config, consume, groups, messages, pull, smoke, status, store_ops, topics
 
 # Each module adds its commands with register(sub). The `receive` smoke test (consume with a
 # group through the RocketMQ 5 client API) will be one more module here, from cluster/client/.
-COMMAND_MODULES = (status, topics, groups, messages, store_ops, config, smoke, pull, audit)
+COMMAND_MODULES = (status, topics, groups, messages, store_ops, config, smoke, consume, pull,
+                   audit)
 
 
 def build_parser() -> argparse.ArgumentParser:

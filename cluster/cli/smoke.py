@@ -1,8 +1,6 @@
 """Smoke-test commands over the Admin API: `send` to the master, `get` and `query` from any node
-(slaves serve reads up to their confirm offset).
-
-`receive` (consume through the RocketMQ 5 client API with a consumer group) belongs here too; it
-comes with the client library (cluster/client/) as its own module registered in main.py."""
+(slaves serve reads up to their confirm offset). `produce` and `receive` go through the RocketMQ 5
+client API instead (consume.py)."""
 from __future__ import annotations
 
 import argparse

@@ -25,6 +25,20 @@ def add_target_args(p: argparse.ArgumentParser, default_node: str | None) -> Non
                    help=f"node name in <cluster-dir>/cluster.json (default {default_node})")
 
 
+def node_address(parser: argparse.ArgumentParser, cluster_dir: str, node: str) -> str:
+    """The address of a node of a `python -m cluster local` folder (parser error if unknown)."""
+    path = os.path.join(cluster_dir, "cluster.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f)
+    except (OSError, ValueError) as e:
+        parser.error(f"give --address, or a cluster folder: cannot read {path}: {e}")
+    nodes = {n["name"]: n["address"] for n in info.get("nodes", [])}
+    if node not in nodes:
+        parser.error(f"no node {node!r} in {path} (nodes: {', '.join(nodes)})")
+    return nodes[node]
+
+
 def resolve_target(parser: argparse.ArgumentParser, args) -> tuple[str, str]:
     """(address, token) or a parser error naming what is missing."""
     address, token_file = args.address, args.token_file
