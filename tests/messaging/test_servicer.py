@@ -8,6 +8,7 @@ import queue
 import threading
 import time
 import zlib
+from typing import Callable
 
 import grpc
 import pytest
@@ -41,13 +42,14 @@ def make_node(root, name="master", role="ASYNC_MASTER", broker_id=0, master_addr
     return node
 
 
-@pytest.fixture
-def nodes(tmp_path):
+def node_group(tmp_path, make: Callable[..., Node] = make_node):
+    """Starts nodes with `make` in tmp_path and stubs for them; stops them all at the end
+    (a test that stops a node itself removes it from `started`)."""
     started: list[Node] = []
     channels: list[grpc.Channel] = []
 
     def start(name="master", **kw):
-        node = make_node(tmp_path, name, **kw)
+        node = make(tmp_path, name, **kw)
         started.append(node)
         return node
 
@@ -58,11 +60,17 @@ def nodes(tmp_path):
 
     start.stub = stub
     start.started = started
+    start.root = tmp_path
     yield start
     for ch in channels:
         ch.close()
     for node in reversed(started):
         node.stop()
+
+
+@pytest.fixture
+def nodes(tmp_path):
+    yield from node_group(tmp_path)
 
 
 def msg(topic="T", body=b"hello", **sp) -> d.Message:

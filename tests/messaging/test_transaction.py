@@ -10,44 +10,22 @@ from __future__ import annotations
 import threading
 import time
 
-import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cluster.messaging import transaction_records as tr
-from cluster.node import Node
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
-from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
 from store import codec
 from tests.integration.harness import wait_until
+from tests.messaging.test_servicer import node_group
 from tests.messaging.tx_support import (TOPIC, Producer, checker_at, dispatched, end, later,
                                         make_node, pull_all, queue_records, send_half, tx_msg)
 
 
 @pytest.fixture
 def nodes(tmp_path):
-    started: list[Node] = []
-    channels: list[grpc.Channel] = []
-
-    def start(name="master", **kw):
-        node = make_node(tmp_path, name, **kw)
-        started.append(node)
-        return node
-
-    def stub(node):
-        ch = grpc.insecure_channel(node.address)
-        channels.append(ch)
-        return s_grpc.MessagingServiceStub(ch)
-
-    start.stub = stub
-    start.started = started
-    start.root = tmp_path
-    yield start
-    for ch in channels:
-        ch.close()
-    for node in reversed(started):  # a test that stops a node removes it from `started`
-        node.stop()
+    yield from node_group(tmp_path, make_node)
 
 
 # -- half messages, commit, rollback ------------------------------------------------------------
