@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import sys
 import zlib
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -168,6 +169,18 @@ def format_host(ip: str, port: int) -> str:
 
 
 # -- Java String.hashCode -----------------------------------------------------------------
+# hashCode is the polynomial sum(unit_i * 31**(n-1-i)) over the UTF-16 code units, mod 2**32.
+# For ASCII text (every key and tag in practice) int(digits, 31) evaluates that polynomial
+# in C, given base-31 digits: split each byte u into u % 31 + 31 * (u // 31), both below 31
+# (u <= 127), so hash = int(low digits, 31) + 31 * int(high digits, 31), with the digit
+# strings made by bytes.translate. That is ~4x faster than a sum over the units for a
+# 45-character index key, and reput hashes two such keys per message.
+_B31 = b"0123456789abcdefghijklmnopqrstu"
+_B31_LOW = bytes(_B31[u % 31] for u in range(128)) + bytes(128)  # bytes >= 128: never used
+_B31_HIGH = bytes(_B31[u // 31] for u in range(128)) + bytes(128)
+_B31_CHUNK = 640  # int() refuses longer non-binary digit strings if int_max_str_digits is low
+_B31_CHUNK_POW = pow(31, _B31_CHUNK, 1 << 32)
+_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
 _POW31 = [pow(31, i, 1 << 32) for i in range(256)][::-1]
 _POW_BY_LEN = [_POW31[len(_POW31) - n:] for n in range(len(_POW31) + 1)]  # no slicing per call
 
@@ -175,17 +188,28 @@ _POW_BY_LEN = [_POW31[len(_POW31) - n:] for n in range(len(_POW31) + 1)]  # no s
 def java_string_hash(s: str) -> int:
     """java.lang.String.hashCode(): sum of UTF-16 units * 31^(n-1-i), wrapped to a signed i32."""
     if s.isascii():
-        units = s.encode("ascii")
+        if not s:
+            return 0
+        b = s.encode("ascii")
+        if len(b) <= _B31_CHUNK:
+            h = int(b.translate(_B31_LOW), 31) + 31 * int(b.translate(_B31_HIGH), 31)
+        else:
+            h = 0
+            for i in range(0, len(b), _B31_CHUNK):
+                c = b[i:i + _B31_CHUNK]
+                h = (h * (_B31_CHUNK_POW if len(c) == _B31_CHUNK else pow(31, len(c), 1 << 32))
+                     + int(c.translate(_B31_LOW), 31) + 31 * int(c.translate(_B31_HIGH), 31))
+                h &= 0xFFFFFFFF
     else:
-        raw = s.encode("utf-16-be")
-        units = struct.unpack(f">{len(raw) // 2}H", raw)
-    n = len(units)
-    if n < len(_POW_BY_LEN):
-        h = sum(map(mul, units, _POW_BY_LEN[n])) & 0xFFFFFFFF
-    else:
-        h = 0
-        for u in units:
-            h = (31 * h + u) & 0xFFFFFFFF
+        units = memoryview(s.encode(_UTF16_NATIVE)).cast("H")  # surrogate pairs: 2 units
+        n = len(units)
+        if n < len(_POW_BY_LEN):
+            h = sum(map(mul, units, _POW_BY_LEN[n]))
+        else:
+            h = 0
+            for u in units:
+                h = (31 * h + u) & 0xFFFFFFFF
+    h &= 0xFFFFFFFF
     return h - (1 << 32) if h & 0x80000000 else h
 
 
@@ -584,3 +608,79 @@ def decode_dispatch_fields(buf, pos: int, total: int) -> tuple[int, int, int, in
     plen = _I16.unpack_from(buf, ppos)[0]
     props = string_to_properties(str(buf[ppos + 2:ppos + 2 + plen], "utf-8", "replace")) if plen else {}
     return queue_id, queue_offset, sys_flag, store_ts, prepared, topic, props
+
+
+# -- reput's lean decode -------------------------------------------------------------------
+# From magic to bodyLength, only what dispatch needs, in one unpack per variant:
+# (magic, queueId, queueOffset, sysFlag, storeTimestamp, preparedTransactionOffset, bodyLength).
+_DISPATCH_HEADERS = {
+    (born_v6, store_v6): struct.Struct(
+        ">4xI4xi4xq8xi8x" + ("20x" if born_v6 else "8x") + "q"
+        + ("20x" if store_v6 else "8x") + "4xqi")
+    for born_v6 in (False, True) for store_v6 in (False, True)}
+_DISPATCH_V4 = _DISPATCH_HEADERS[(False, False)]
+_HOSTS_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
+
+
+def dispatch_fields(buf, pos: int, limit: int) -> tuple[int, int, int, int, int, int, str, str] | None:
+    """Check and decode the record at `pos` for dispatch in one pass: (totalSize, queue_id,
+    queue_offset, sys_flag, store_timestamp, prepared_tx_offset, topic, properties text).
+
+    None unless check_record(buf, pos, limit, check_crc=False) would say RECORD (the same
+    rules, in the same order); the caller then asks check_record what lies there. Reput
+    calls this once per record, so it reads each field once, with one unpack for the fixed
+    header, and leaves the properties as text: dispatch needs only a few of them
+    (property_value), and a dict of all of them cost more than the rest of the decode."""
+    avail = limit - pos
+    if avail < 91:
+        return None
+    total = _I32.unpack_from(buf, pos)[0]
+    if total < 91 or total > avail:
+        return None
+    magic, queue_id, queue_offset, sys_flag, store_ts, prepared, body_len = \
+        _DISPATCH_V4.unpack_from(buf, pos)
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        return None
+    hsize = 84 + 4
+    if sys_flag & _HOSTS_V6:
+        header = _DISPATCH_HEADERS[(bool(sys_flag & SysFlag.BORNHOST_V6),
+                                    bool(sys_flag & SysFlag.STOREHOST_V6))]
+        if header.size + 3 > total:
+            return None  # check_record: the topic length would lie past the record
+        magic, queue_id, queue_offset, sys_flag, store_ts, prepared, body_len = \
+            header.unpack_from(buf, pos)
+        hsize = header.size
+    end = pos + total
+    tpos = pos + hsize + body_len
+    if body_len < 0 or tpos + 3 > end:
+        return None
+    if magic == MAGIC_V1:
+        tlen = buf[tpos]
+        tstart = tpos + 1
+    else:
+        tlen = _I16.unpack_from(buf, tpos)[0]
+        tstart = tpos + 2
+    ppos = tstart + tlen
+    if ppos + 2 > end:
+        return None
+    plen = _I16.unpack_from(buf, ppos)[0]
+    if plen < 0 or ppos + 2 + plen != end or (plen and buf[end - 1] != 2):
+        return None
+    topic = str(buf[tstart:ppos], "utf-8", "replace")
+    props = str(buf[ppos + 2:end], "utf-8", "replace") if plen else ""
+    return total, queue_id, queue_offset, sys_flag, store_ts, prepared, topic, props
+
+
+def property_value(text: str, name: str) -> str | None:
+    """string_to_properties(text).get(name) without building the dict: the value of the last
+    `name` 0x01 segment (a later duplicate wins, as in the dict), up to the next 0x02. `name`
+    must be non-empty and free of 0x01 / 0x02 (true of every MessageConst name)."""
+    i = text.rfind(f"\x02{name}\x01")
+    if i >= 0:
+        start = i + len(name) + 2
+    elif text.startswith(f"{name}\x01"):
+        start = len(name) + 1
+    else:
+        return None
+    end = text.find("\x02", start)
+    return text[start:] if end < 0 else text[start:end]

@@ -208,9 +208,19 @@ class ConsumeQueue:
     def put(self, request: DispatchRequest) -> None:
         """Write the unit of `request` at index request.consume_queue_offset."""
         index = request.consume_queue_offset
-        unit = pack_unit(request.commit_log_offset, request.msg_size, request.tags_code)
+        unit = _UNIT.pack(request.commit_log_offset, request.msg_size, request.tags_code)
         with self._write_lock:
-            if self.mfq.last_file is None:
+            files = self.mfq.files
+            last = files[-1] if files else None
+            if (last is not None and last.wrote_position < last.file_size
+                    and index * CQ_STORE_UNIT_SIZE == last.file_from_offset + last.read_position):
+                # The common case, one unit after the last, in a file with room: what the
+                # general path below ends up doing, without its lookups (reput runs this
+                # for every message).
+                last.append(unit)
+                self.max_physic_offset = request.commit_log_offset + request.msg_size
+                return
+            if last is None:
                 self._create_first(index)
             expected = self.max_offset()
             if index < expected:
@@ -429,7 +439,11 @@ class ConsumeQueueStore:
     def dispatch(self, request: DispatchRequest) -> None:
         if not request.dispatchable:
             return  # prepared / rollback transaction records have no queue position
-        self.get_or_create(request.topic, request.queue_id).put(request)
+        # A dict read is atomic under the GIL: only a queue's creation needs the lock.
+        cq = self._queues.get((request.topic, request.queue_id))
+        if cq is None:
+            cq = self.get_or_create(request.topic, request.queue_id)
+        cq.put(request)
 
     def truncate_dirty(self, phy_offset: int) -> None:
         for cq in self.queues():

@@ -30,7 +30,13 @@ class DispatchRequest:
     uniq_key: str | None
     sys_flag: int
     prepared_transaction_offset: int
-    properties: dict[str, str]
+    # The record's properties as stored (`name` 0x01 `value` 0x02 ...): dispatch itself needs
+    # only TAGS, KEYS and UNIQ_KEY, so the dict is built only if someone asks for it.
+    properties_text: str = ""
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return codec.string_to_properties(self.properties_text)
 
     @property
     def transaction_type(self) -> int:
@@ -62,15 +68,22 @@ def schedule_tags_code(properties: dict[str, str], store_timestamp: int,
     return store_timestamp + delay_level_ms(level) if level > 0 else store_timestamp
 
 
-def build_request(buf, pos: int, total: int, physical_offset: int,
-                  delay_level_ms: Callable[[int], int]) -> DispatchRequest:
-    """Turn a record already checked valid at buf[pos:pos+total] into a DispatchRequest."""
-    queue_id, queue_offset, sys_flag, store_ts, prepared, topic, props = \
-        codec.decode_dispatch_fields(buf, pos, total)
+_property_value = codec.property_value
+
+
+def request_from_fields(fields: tuple[int, int, int, int, int, int, str, str],
+                        physical_offset: int,
+                        delay_level_ms: Callable[[int], int]) -> DispatchRequest:
+    """A DispatchRequest from codec.dispatch_fields' tuple (reput's per-record path)."""
+    total, queue_id, queue_offset, sys_flag, store_ts, prepared, topic, text = fields
+    if not text:
+        return DispatchRequest(topic, queue_id, physical_offset, total,
+                               store_ts if topic == SCHEDULE_TOPIC else 0, store_ts,
+                               queue_offset, "", None, sys_flag, prepared, text)
     if topic == SCHEDULE_TOPIC:
-        tcode = schedule_tags_code(props, store_ts, delay_level_ms)
+        tcode = schedule_tags_code(codec.string_to_properties(text), store_ts, delay_level_ms)
     else:
-        tag = props.get(codec.PROPERTY_TAGS)
+        tag = _property_value(text, codec.PROPERTY_TAGS)
         if tag:
             tcode = _TAG_CODES.get(tag)
             if tcode is None:
@@ -80,6 +93,15 @@ def build_request(buf, pos: int, total: int, physical_offset: int,
         else:
             tcode = 0
     return DispatchRequest(topic, queue_id, physical_offset, total, tcode, store_ts, queue_offset,
-                           props.get(codec.PROPERTY_KEYS, ""),
-                           props.get(codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), sys_flag,
-                           prepared, props)
+                           _property_value(text, codec.PROPERTY_KEYS) or "",
+                           _property_value(text, codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), sys_flag, prepared, text)
+
+
+def build_request(buf, pos: int, total: int, physical_offset: int,
+                  delay_level_ms: Callable[[int], int]) -> DispatchRequest:
+    """Turn a record already checked valid at buf[pos:pos+total] into a DispatchRequest.
+    Raises ValueError when the bytes there are not a valid record."""
+    fields = codec.dispatch_fields(buf, pos, pos + total)
+    if fields is None or fields[0] != total:
+        raise ValueError(f"no valid record of {total} bytes at {pos}")
+    return request_from_fields(fields, physical_offset, delay_level_ms)

@@ -164,6 +164,52 @@ class IndexFile:
         self.dirty = True
         return True
 
+    def put_keys(self, keys: list[str], phy_offset: int, store_timestamp: int) -> int:
+        """Add every key of one record -> phy_offset, in order, as put_key does one by one;
+        returns how many were added (fewer than len(keys) when the file fills up).
+
+        This is reput's path (two keys per message: topic#UNIQ_KEY and topic#KEY), so the
+        loop keeps everything in locals and writes the header once, after the entries and
+        slots of all keys (a reader follows index_count, which still moves per key). The bytes
+        written are the same as from successive put_key calls."""
+        mm = self._mm
+        slots = self.hash_slot_num
+        index_num = self.index_num
+        entries_at = self._entries_at
+        slot_unpack, slot_pack, entry_pack = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
+        n = self.index_count
+        done = 0
+        for key in keys:
+            if n >= index_num:
+                break
+            h = java_string_hash(key)
+            key_hash = -h if h < 0 else h
+            if key_hash > _I32_MAX:  # Math.abs(Integer.MIN_VALUE) stays negative: RocketMQ 0
+                key_hash = 0
+            slot_pos = INDEX_HEADER_SIZE + (key_hash % slots) * HASH_SLOT_SIZE
+            slot_value = slot_unpack(mm, slot_pos)[0]
+            if slot_value <= INVALID_INDEX or slot_value >= n:
+                slot_value = INVALID_INDEX  # empty or stale: see put_key
+                self.hash_slot_count += 1
+            if n <= 1:
+                self.begin_phy_offset = phy_offset
+                self.begin_timestamp = store_timestamp
+            begin_ts = self.begin_timestamp
+            diff = (store_timestamp - begin_ts) // 1000 if begin_ts > 0 else 0
+            diff = 0 if diff < 0 else (_I32_MAX if diff > _I32_MAX else diff)
+            entry_pack(mm, entries_at + n * INDEX_ENTRY_SIZE, key_hash, phy_offset, diff,
+                       slot_value)
+            slot_pack(mm, slot_pos, n)
+            n += 1
+            self.index_count = n
+            done += 1
+        if done:
+            self.end_phy_offset = phy_offset
+            self.end_timestamp = store_timestamp
+            self._write_header()
+            self.dirty = True
+        return done
+
     def truncate_from(self, phy_offset: int) -> int:
         """Undo the entries with phyOffset >= phy_offset (a suffix: entries are added in
         commitlog order) and return how many. The header goes to disk first: should a crash

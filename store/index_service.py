@@ -123,21 +123,27 @@ class IndexService:
     def dispatch(self, request: DispatchRequest) -> None:
         if not request.dispatchable:
             return
-        keys: list[str] = []
-        if request.uniq_key:
-            keys.append(request.uniq_key)
-        if request.keys:
-            keys += [k for k in request.keys.split(KEY_SEPARATOR) if k]
-        if not keys:
+        uniq = request.uniq_key
+        keys_text = request.keys
+        if not uniq and not keys_text:
             return
+        prefix = request.topic + "#"  # build_key, inlined: two keys per message on reput
+        keys = [prefix + uniq] if uniq else []
+        if keys_text:
+            keys += [prefix + k for k in keys_text.split(KEY_SEPARATOR) if k]
+            if not keys:
+                return
+        phy = request.commit_log_offset
         with self._write_lock:
             f = self._last_for_write()
-            if request.commit_log_offset < f.end_phy_offset:
+            if phy < f.end_phy_offset:
                 return  # indexed before a restart; re-dispatch after recovery repeats it
-            for key in keys:
-                full = build_key(request.topic, key)
-                while not f.put_key(full, request.commit_log_offset, request.store_timestamp):
-                    f = self._new_file(f)  # full: the new file begins where this one ended
+            while True:
+                done = f.put_keys(keys, phy, request.store_timestamp)
+                if done == len(keys):
+                    return
+                keys = keys[done:]
+                f = self._new_file(f)  # full: the new file begins where this one ended
 
     # -- reading ----------------------------------------------------------------------------
     def query(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int,

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 from . import codec
 from .codec import RecordKind
 from .commitlog import CommitLog
-from .dispatch import Dispatcher, DispatchRequest, build_request
+from .dispatch import Dispatcher, DispatchRequest, request_from_fields
 from .service import Service
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,9 @@ class ReputService(Service):
         budget_end = offset + max_bytes
         dispatched: list[DispatchRequest] = []
         listening = bool(self.listeners)
+        dispatchers = self.dispatchers
+        delay_level_ms = self.delay_level_ms
+        dispatch_fields = codec.dispatch_fields
         while offset < end and offset < budget_end:
             f = self.commitlog.queue.find_by_offset(offset)
             if f is None or not f.hold():
@@ -87,12 +90,14 @@ class ReputService(Service):
                 pos = offset - base
                 view = f.view
                 while pos < limit and base + pos < budget_end:
-                    kind, size = codec.check_record(view, pos, limit, False)
-                    if kind is RecordKind.RECORD:
-                        req = build_request(view, pos, size, base + pos, self.delay_level_ms)
+                    # One pass checks and decodes a record (the same rules as check_record);
+                    # only when it is not one does check_record say what lies there.
+                    fields = dispatch_fields(view, pos, limit)
+                    if fields is not None:
+                        req = request_from_fields(fields, base + pos, delay_level_ms)
                         if req.dispatchable:
                             try:
-                                for d in self.dispatchers:
+                                for d in dispatchers:
                                     d.dispatch(req)
                             except Exception as e:  # retried from this record next round
                                 self._dispatch_failed(base + pos, e)
@@ -100,12 +105,16 @@ class ReputService(Service):
                                 break
                         if listening:
                             dispatched.append(req)
-                        pos += size
+                        pos += fields[0]
                         count += 1
-                    elif kind is RecordKind.BLANK:
+                        continue
+                    kind, _ = codec.check_record(view, pos, limit, False)
+                    if kind is RecordKind.BLANK:
                         pos = f.file_size
                         break
-                    elif kind is RecordKind.CORRUPT:
+                    elif kind is RecordKind.CORRUPT or kind is RecordKind.RECORD:
+                        # RECORD here would mean dispatch_fields and check_record disagree:
+                        # stop loudly rather than wait forever for the record to appear.
                         if self.corrupt_at != base + pos:
                             log.error("reput stopped: corrupt record at offset %d", base + pos)
                         self.corrupt_at = base + pos

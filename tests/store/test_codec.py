@@ -101,6 +101,30 @@ def test_java_string_hash_known_values():
     assert codec.java_string_hash(long) == (h - (1 << 32) if h >= 1 << 31 else h)
 
 
+def _java_hash_reference(s: str) -> int:
+    """The plain definition: Horner over the UTF-16 code units (a non-BMP character is a
+    surrogate pair, two units), wrapped to a signed 32-bit int."""
+    raw = s.encode("utf-16-be")
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", raw):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+@settings(max_examples=500, deadline=None)
+@given(s=st.one_of(st.text(), st.text(alphabet=st.characters(max_codepoint=127)),
+                   st.text(alphabet=st.characters(max_codepoint=127), min_size=600, max_size=2000),
+                   st.text(min_size=200, max_size=400)))
+def test_java_string_hash_matches_reference(s):
+    assert codec.java_string_hash(s) == _java_hash_reference(s)
+
+
+def test_java_string_hash_edges():
+    for s in ["a", "\x00", "\x7f" * 700, "\x00" * 641, "z" * 640, "z" * 641, "z" * 1280,
+              "z" * 1281, "BenchTopic#" + "F" * 32, "\uffff" * 300, "\U0010FFFF" * 130, "é"]:
+        assert codec.java_string_hash(s) == _java_hash_reference(s), s
+
+
 def test_offset_msg_id_round_trip():
     assert codec.offset_msg_id("10.0.0.5", 10911, 4096) == "0A00000500002A9F0000000000001000"
     assert codec.decode_offset_msg_id("0A00000500002A9F0000000000001000") == ("10.0.0.5", 10911, 4096)
@@ -171,3 +195,45 @@ def test_round_trip(topic, body, queue_id, flag, props, born, store, born_ts, qo
     assert codec.check_record(data, 0, len(data), True, prop_crc) == (RecordKind.RECORD, len(data))
     fields = codec.decode_dispatch_fields(memoryview(data), 0, len(data))
     assert fields[:2] == (queue_id, qoff) and fields[3] == store_ts and fields[5] == topic
+
+
+@settings(max_examples=200, deadline=None)
+@given(topic=st.from_regex(r"^[%|a-zA-Z0-9_-]{1,200}$", fullmatch=True),
+       body=st.binary(max_size=300), props=st.dictionaries(_text, _text, max_size=5),
+       born=_hosts, store=_hosts, qoff=st.integers(0, 2 ** 62), store_ts=st.integers(0, 2 ** 62),
+       tx=st.sampled_from([0, 4, 8, 12]), prop_crc=st.booleans(),
+       damage=st.one_of(st.none(), st.tuples(st.integers(0, 400), st.integers(1, 255))),
+       cut=st.one_of(st.none(), st.integers(0, 400)))
+def test_dispatch_fields_agrees_with_check_record_and_decode(topic, body, props, born, store, qoff,
+                                                            store_ts, tx, prop_crc, damage, cut):
+    """Reput's one-pass decode: a tuple exactly when check_record (no CRC) says RECORD, with
+    the fields decode_dispatch_fields gives, and the properties as text."""
+    enc = codec.encode(Message(topic, body, 5, props, 0, tx, 1, born, store, 0, 99),
+                       append_prop_crc=prop_crc)
+    enc.patch(qoff, 4096, store_ts)
+    data = bytearray(enc.data) + bytes(16)
+    if damage is not None and damage[0] < len(data):
+        data[damage[0]] ^= damage[1]
+    limit = len(data) if cut is None else min(cut, len(data))
+    kind, size = codec.check_record(data, 0, limit, False)
+    got = codec.dispatch_fields(memoryview(data), 0, limit)
+    if kind is not RecordKind.RECORD:
+        assert got is None
+        return
+    assert got is not None and got[0] == size
+    want = codec.decode_dispatch_fields(memoryview(data), 0, size)
+    assert got[1:7] == want[:6]
+    assert codec.string_to_properties(got[7]) == want[6]
+
+
+_prop_text = st.lists(st.one_of(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "K", "TAGSX", "XTAGS", ""]),
+                                st.text(max_size=6)), max_size=12).map(
+    lambda parts: "".join(p + ("\x01", "\x02", "")[i % 3] for i, p in enumerate(parts)))
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.one_of(_prop_text, st.text(alphabet="TAGSKEY\x01\x02a", max_size=30)))
+def test_property_value_matches_the_dict(text):
+    props = codec.string_to_properties(text)
+    for name in ("TAGS", "KEYS", "UNIQ_KEY", "K", "A"):
+        assert codec.property_value(text, name) == props.get(name), (text, name)

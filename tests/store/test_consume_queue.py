@@ -31,7 +31,7 @@ SETTINGS = settings(max_examples=40, deadline=None,
 
 def req(index: int, phy: int, size: int = 100, tags: int = 0, topic: str = "TopicTest",
         qid: int = 0, sys_flag: int = 0, ts: int = 0) -> DispatchRequest:
-    return DispatchRequest(topic, qid, phy, size, tags, ts, index, "", None, sys_flag, 0, {})
+    return DispatchRequest(topic, qid, phy, size, tags, ts, index, "", None, sys_flag, 0, "")
 
 
 def fresh(root, file_size: int = FILE_SIZE, topic: str = "TopicTest", qid: int = 0,
@@ -382,7 +382,7 @@ def test_huge_queue_offset_from_a_damaged_record_does_not_fill_millions_of_units
     cq.load()
 
     def req(qo: int, phy: int) -> DispatchRequest:
-        return DispatchRequest("T", 0, phy, 100, 0, 1, qo, "", None, 0, 0, {})
+        return DispatchRequest("T", 0, phy, 100, 0, 1, qo, "", None, 0, 0, "")
 
     cq.put(req(0, 0))
     cq.put(req(1 << 40, 100))  # a flipped bit in the queue offset field

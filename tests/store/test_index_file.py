@@ -184,3 +184,31 @@ def test_failed_flush_raises_and_stays_dirty(tmp_path):
         f.flush()
     assert f.dirty
     assert f.destroy(0, 0) and not os.path.exists(tmp_path / NAME)
+
+
+def test_put_keys_writes_the_same_bytes_as_put_key(tmp_path):
+    """put_keys (reput's batch path) must leave exactly the bytes of put_key one by one,
+    including a stale slot, a key whose hash is Integer.MIN_VALUE and a file filling up."""
+    slots, entries = 7, 9
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one = IndexFile(str(tmp_path / "a" / NAME), slots, entries, create=True)
+    many = IndexFile(str(tmp_path / "b" / NAME), slots, entries, create=True)
+    for f in (one, many):  # a stale slot pointing past indexCount
+        struct.pack_into(">i", f._mm, 40 + 3 * 4, 8)
+    records = [(["polygenelubricants", "T#k1"], 100, T0), (["T#k2"], 200, T0 + 1500),
+               (["T#k1", "T#k3", "T#k4"], 300, T0 - 5000), (["T#k5", "T#k6", "T#k7", "T#k8"], 400,
+                                                             T0 + 10**13)]
+    for keys, phy, ts in records:
+        stored = 0
+        for k in keys:
+            if not one.put_key(k, phy, ts):
+                break
+            stored += 1
+        assert many.put_keys(keys, phy, ts) == stored
+    assert one.is_full and many.is_full
+    assert bytes(one._mm) == bytes(many._mm)
+    assert (one.hash_slot_count, one.index_count, one.end_phy_offset, one.end_timestamp) == \
+           (many.hash_slot_count, many.index_count, many.end_phy_offset, many.end_timestamp)
+    one.close()
+    many.close()

@@ -25,7 +25,7 @@ assert len({index_key_hash(f"T#{k}") for k in KEYS}) == len(KEYS)
 
 def req(phy: int, keys: str = "", uniq: str | None = None, ts: int = T0, topic: str = "T",
         sys_flag: int = 0, size: int = 100) -> DispatchRequest:
-    return DispatchRequest(topic, 0, phy, size, 0, ts, 0, keys, uniq, sys_flag, 0, {})
+    return DispatchRequest(topic, 0, phy, size, 0, ts, 0, keys, uniq, sys_flag, 0, "")
 
 
 def service(root, slots: int = 4, entries: int = 5, clock: ManualClock | None = None,

@@ -16,7 +16,7 @@ def test_logics_timestamp_advances_only_on_a_thorough_flush(tmp_path):
     svc = LogicsFlushService(cqs, None, cp, clock, dispatched_stamp=lambda: 5000,
                              physic_stamp=lambda: 4000, on_failure=lambda e: None,
                              interval_ms=1000, least_pages=2, thorough_interval_ms=60_000)
-    cqs.dispatch(DispatchRequest("T", 0, 0, 100, 0, 5000, 0, "", None, 0, 0, {}))
+    cqs.dispatch(DispatchRequest("T", 0, 0, 100, 0, 5000, 0, "", None, 0, 0, ""))
     svc.step()  # least-pages round: the unit may still be in memory only
     assert cp.logics_msg_timestamp == 0 and cp.physic_msg_timestamp == 4000
     clock.advance(60)
