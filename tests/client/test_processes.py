@@ -4,8 +4,6 @@ the master, reads are served by the slave), and a paused slave turns a send into
 NotDurableError: stored once, never resent."""
 from __future__ import annotations
 
-import shutil
-import tempfile
 import threading
 
 import pytest
@@ -18,16 +16,7 @@ from tests.integration.harness import Group, in_sync, wait_until
 
 @pytest.fixture
 def group():
-    root = tempfile.mkdtemp(prefix="rmq-client-")
-    g = Group(root)
-    try:
-        yield g
-    except Exception:
-        print(g.logs())
-        raise
-    finally:
-        g.close()
-        shutil.rmtree(root, ignore_errors=True)
+    yield from Group.in_temp_dir("rmq-client-")
 
 
 def test_through_a_slave(group):

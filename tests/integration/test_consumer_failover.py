@@ -6,8 +6,6 @@ Real node processes; the consumer talks to the slave's address throughout (the o
 stay on whichever node of the route answers)."""
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 
 import pytest
@@ -18,16 +16,7 @@ from tests.integration.harness import Group, in_sync, wait_until
 
 @pytest.fixture
 def group():
-    root = tempfile.mkdtemp(prefix="rmq-consumer-failover-")
-    g = Group(root)
-    try:
-        yield g
-    except Exception:
-        print(g.logs())
-        raise
-    finally:
-        g.close()
-        shutil.rmtree(root, ignore_errors=True)
+    yield from Group.in_temp_dir("rmq-consumer-failover-")
 
 
 def test_acks_survive_sigkill_of_the_master(group):
