@@ -59,7 +59,8 @@ def test_official_producer_against_master_and_slave(group):
     slave = group.slave(master, 1, start=False, accessKey=AK, secretKey=SK)
     slave.start(groupAddresses=slave.address)  # clients that reach the slave know only it
     wait_until(lambda: len(master.status().in_sync_set) >= 1, timeout=20, what="slave in sync")
-    home = tempfile.mkdtemp(prefix="official-client-home-")
+    home = os.path.join(group.root, "client-home")  # removed with the group's folder
+    os.makedirs(home)
     to_master = [
         {"body": "plain-0", "tag": "TagA", "keys": ["order-0", "user-9"], "properties": {"color": "red"}},
         {"body": "plain-1", "tag": "TagB", "keys": ["order-1"]},
