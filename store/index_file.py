@@ -134,44 +134,16 @@ class IndexFile:
     # -- writing ----------------------------------------------------------------------------
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add `key` -> phy_offset; False when the file is full."""
-        if self.index_count >= self.index_num:
-            return False
-        key_hash = index_key_hash(key)
-        slot_pos = self._slot_pos(key_hash)
-        slot_value = _SLOT.unpack_from(self._mm, slot_pos)[0]
-        if slot_value <= INVALID_INDEX or slot_value >= self.index_count:
-            # A slot at or past indexCount is stale (header cut back by truncate_from, or
-            # never flushed by RocketMQ); RocketMQ allows == and may then link an entry to
-            # itself.
-            slot_value = INVALID_INDEX
-        if self.index_count <= 1:
-            # RocketMQ computes entry 1's timeDiff before moving beginTimestamp to it, which
-            # in a rolled file measures from the previous file's end. We move begin first, so
-            # entry 1 always has timeDiff 0 and reads back at its own time.
-            self.begin_phy_offset = phy_offset
-            self.begin_timestamp = store_timestamp
-        diff = (store_timestamp - self.begin_timestamp) // 1000 if self.begin_timestamp > 0 else 0
-        diff = min(max(diff, 0), _I32_MAX)
-        n = self.index_count
-        _ENTRY.pack_into(self._mm, self._entry_pos(n), key_hash, phy_offset, diff, slot_value)
-        _SLOT.pack_into(self._mm, slot_pos, n)
-        if slot_value == INVALID_INDEX:
-            self.hash_slot_count += 1
-        self.end_phy_offset = phy_offset
-        self.end_timestamp = store_timestamp
-        self.index_count = n + 1
-        self._write_header()
-        self.dirty = True
-        return True
+        return self.put_keys([key], phy_offset, store_timestamp) == 1
 
     def put_keys(self, keys: list[str], phy_offset: int, store_timestamp: int) -> int:
-        """Add every key of one record -> phy_offset, in order, as put_key does one by one;
-        returns how many were added (fewer than len(keys) when the file fills up).
+        """Add every key of one record -> phy_offset, in order; returns how many were added
+        (fewer than len(keys) when the file fills up).
 
         This is reput's path (two keys per message: topic#UNIQ_KEY and topic#KEY), so the
         loop keeps everything in locals and writes the header once, after the entries and
         slots of all keys (a reader follows index_count, which still moves per key). The bytes
-        written are the same as from successive put_key calls."""
+        written are the same as from one call per key."""
         mm = self._mm
         slots = self.hash_slot_num
         index_num = self.index_num
@@ -189,9 +161,15 @@ class IndexFile:
             slot_pos = INDEX_HEADER_SIZE + (key_hash % slots) * HASH_SLOT_SIZE
             slot_value = slot_unpack(mm, slot_pos)[0]
             if slot_value <= INVALID_INDEX or slot_value >= n:
-                slot_value = INVALID_INDEX  # empty or stale: see put_key
+                # Empty, or stale: a slot at or past indexCount (header cut back by
+                # truncate_from, or never flushed by RocketMQ); RocketMQ allows == and may
+                # then link an entry to itself.
+                slot_value = INVALID_INDEX
                 self.hash_slot_count += 1
             if n <= 1:
+                # RocketMQ computes entry 1's timeDiff before moving beginTimestamp to it,
+                # which in a rolled file measures from the previous file's end. We move begin
+                # first, so entry 1 always has timeDiff 0 and reads back at its own time.
                 self.begin_phy_offset = phy_offset
                 self.begin_timestamp = store_timestamp
             begin_ts = self.begin_timestamp
