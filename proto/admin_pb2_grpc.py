@@ -176,7 +176,7 @@ class AdminServicer:
         """A copy of the node's store directory, streamed while the node runs: first one
         ExportChunk.manifest, then ExportChunk.chunk messages (files in manifest order, each file's
         chunks in offset order), then ExportChunk.done = true. What is consistent with what is
-        described in cluster/store_export.py. INVALID_ARGUMENT for a bad include or chunk_bytes.
+        described in cluster/admin/store_export.py. INVALID_ARGUMENT for a bad include or chunk_bytes.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

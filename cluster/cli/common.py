@@ -7,7 +7,7 @@ from typing import Callable
 
 import grpc
 
-from ..admin_client import AdminClient
+from cluster.client.admin_client import AdminClient
 from .output import refused
 from .targets import add_target_args, connect
 

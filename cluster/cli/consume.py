@@ -14,7 +14,7 @@ import sys
 import time
 
 from ..client import ClientConfig, ClientError, Connection, Message, Producer, SimpleConsumer
-from ..client.errors import TransportError
+from cluster.client.client_errors import TransportError
 from .targets import DEFAULT_CLUSTER_DIR, node_address
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..admin_client import AdminClient
+from cluster.client.admin_client import AdminClient
 from .common import command, group
 from .output import fmt_ms, print_json, table
 from .timeparse import parse_time_ms

@@ -8,12 +8,13 @@ import argparse
 import logging
 import sys
 
-from . import audit, config, consume, groups, messages, pull, smoke, status, store_ops, topics
+from cluster.cli import (audit_cmd, config_cmd, consume, groups, messages, pull_cmd, smoke, status,
+                         store_ops, topics)
 
 # Each module adds its commands with register(sub). The `receive` smoke test (consume with a
 # group through the RocketMQ 5 client API) will be one more module here, from cluster/client/.
-COMMAND_MODULES = (status, topics, groups, messages, store_ops, config, smoke, consume, pull,
-                   audit)
+COMMAND_MODULES = (status, topics, groups, messages, store_ops, config_cmd, smoke, consume,
+                   pull_cmd, audit_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,13 +45,13 @@ def _log_to_stderr() -> None:
 
 def _run_node(args) -> int:
     _log_to_stderr()
-    from ..node_main import run_node
+    from cluster.node.node_main import run_node
     return run_node(args.config, args.set)
 
 
 def _run_local(args) -> int:
     _log_to_stderr()
-    from ..local_cluster import run_local
+    from cluster.node.local_cluster import run_local
     return run_local(args.dir, args.base_port, args.role)
 
 

@@ -7,7 +7,7 @@ import base64
 
 from proto import admin_pb2 as pb
 
-from ..admin_client import AdminClient
+from cluster.client.admin_client import AdminClient
 from .common import command, group
 from .output import fmt_ms, print_json, table
 from .timeparse import parse_time_ms

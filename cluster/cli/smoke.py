@@ -8,7 +8,7 @@ import sys
 
 from proto import admin_pb2 as pb
 
-from ..admin_client import AdminClient
+from cluster.client.admin_client import AdminClient
 from .common import command
 from .output import print_json
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import grpc
 
-from ..admin_client import AdminClient
+from cluster.client.admin_client import AdminClient
 from .output import print_json, table
 from .targets import DEFAULT_CLUSTER_DIR, cluster_targets, operator
 

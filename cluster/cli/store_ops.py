@@ -2,7 +2,7 @@
 trigger (mqadmin brokerStatus / deleteExpiredCommitLog)."""
 from __future__ import annotations
 
-from ..admin_client import AdminClient
+from cluster.client.admin_client import AdminClient
 from .common import command
 from .output import fmt_ms, print_json, table
 

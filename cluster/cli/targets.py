@@ -10,8 +10,8 @@ import os
 
 from store.errors import ConfigError
 
-from ..admin_client import AdminClient
-from ..auth import read_token_file
+from cluster.client.admin_client import AdminClient
+from cluster.admin.admin_token import read_token_file
 
 DEFAULT_CLUSTER_DIR = "data/cluster"
 

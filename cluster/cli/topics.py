@@ -6,7 +6,7 @@ import argparse
 
 from proto import admin_pb2 as pb
 
-from ..admin_client import AdminClient
+from cluster.client.admin_client import AdminClient
 from .common import command, group
 from .output import print_json, table
 

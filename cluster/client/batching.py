@@ -34,7 +34,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 
 from .connection import Connection
-from .errors import ClientError, NotDurableError, TransportError
+from cluster.client.client_errors import ClientError, NotDurableError, TransportError
 from .message import Message, SendReceipt, to_v2
 from .producer import RetryPolicy, receipts
 

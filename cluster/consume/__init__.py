@@ -6,7 +6,8 @@ the data and survive a failover.
     records   events <-> commitlog records of rmq_sys_CONSUMER_STATE
     receipt   receipt handles bound to topic and group
     planner   which messages of a queue a receive hands out (redelivery, DLQ, FIFO, filter)
-    service   the lock, replay, append-then-apply, groups, progress, offset reset, snapshots
-    handlers  the v2 calls: ReceiveMessage, AckMessage, ChangeInvisibleDuration,
-              ForwardMessageToDeadLetterQueue, UpdateOffset, GetOffset
+    consumer_service  the lock, replay, append-then-apply, groups, progress, offset reset,
+                      snapshots
+    consumer_calls    the v2 calls: ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+                      ForwardMessageToDeadLetterQueue, UpdateOffset, GetOffset
 """

@@ -37,7 +37,7 @@ from store.codec import Message
 from store.json_config import TopicConfig
 from store.put_result import PutResult
 
-from . import auth
+from cluster.messaging import request_signature
 from .convert import (PROPERTY_SHARDING_KEY, SendLimits, V2Error, put_status_code,
                       put_status_message, to_store_messages)
 from .route import TopicRegistry
@@ -143,7 +143,8 @@ class MasterForwarder:
             return self._stub
 
     def metadata(self, client_id: str = "") -> list[tuple[str, str]]:
-        return [*auth.sign(self.access_key, self.secret_key, client_id), (FORWARDED_HEADER, "1")]
+        return [*request_signature.sign(self.access_key, self.secret_key, client_id),
+                (FORWARDED_HEADER, "1")]
 
     def call(self, address: str, method: str, request, timeout: float, client_id: str = ""):
         """The master's answer, or V2Error when it cannot be reached in time."""

@@ -42,7 +42,7 @@ from .send import send_response
 from .transaction_state import OpenHalf, QueueShrank, TransactionTable
 
 if TYPE_CHECKING:
-    from cluster.node import Node
+    from cluster.node.node import Node
     from master.role import MasterRole
 
     from .send import MasterForwarder

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from cluster.client import ClientConfig, Connection
-from cluster.node import Node
-from cluster.node_config import NodeConfig
+from cluster.node.node import Node
+from cluster.node.node_config import NodeConfig
 from store.config import StoreConfig
 from tests.integration.harness import free_port, wait_until
 

@@ -14,7 +14,7 @@ import tempfile
 import time
 from typing import Callable, Iterator
 
-from cluster.admin_client import AdminClient
+from cluster.client.admin_client import AdminClient
 from proto import admin_pb2 as pb
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

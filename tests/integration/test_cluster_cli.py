@@ -18,7 +18,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cluster.admin_client import AdminClient
+from cluster.client.admin_client import AdminClient
 from proto import admin_pb2 as pb
 from proto import admin_pb2_grpc as pb_grpc
 

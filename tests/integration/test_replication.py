@@ -213,7 +213,7 @@ class _ConfirmBoundWatch:
         self._thread.start()
 
     def _run(self) -> None:
-        from cluster.admin_client import AdminClient
+        from cluster.client.admin_client import AdminClient
         from .harness import TOKEN
         client = None
         while not self._stop.wait(0.02):

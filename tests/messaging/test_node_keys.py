@@ -1,7 +1,7 @@
 """The node keys of the MessagingService: defaults, parsing and refusals."""
 import pytest
 
-from cluster.node_config import node_config_from_properties
+from cluster.node.node_config import node_config_from_properties
 from store.errors import ConfigError
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
-from cluster.messaging import auth, telemetry
+from cluster.messaging import request_signature, telemetry
 from cluster.messaging.route import (ACCEPTED_MESSAGE_TYPES, TopicRegistry, config_from_route,
                                      endpoints, message_queues)
 from cluster.messaging.send import Sender
@@ -169,16 +169,18 @@ def test_stream_budget():
 
 # -- signatures -----------------------------------------------------------------------------------
 def test_signatures_like_the_official_clients():
-    md = auth.sign("ak", "sk")
-    assert auth.check(md, "ak", "sk") is None
-    assert auth.check(md, "", "") is None  # not configured: nothing checked
-    assert "signature" in auth.check(md, "ak", "other")
-    assert "access key" in auth.check(auth.sign("intruder", "sk"), "ak", "sk")
-    assert "missing" in auth.check([], "ak", "sk")
+    md = request_signature.sign("ak", "sk")
+    assert request_signature.check(md, "ak", "sk") is None
+    assert request_signature.check(md, "", "") is None  # not configured: nothing checked
+    assert "signature" in request_signature.check(md, "ak", "other")
+    intruder = request_signature.sign("intruder", "sk")
+    assert "access key" in request_signature.check(intruder, "ak", "sk")
+    assert "missing" in request_signature.check([], "ak", "sk")
     date = dict(md)["x-mq-date-time"]
     # what the Python client sends (its signature: hex HMAC-SHA1 of the date with the secret)
     official = [("x-mq-date-time", date), ("authorization",
                 f"MQv2-HMAC-SHA1 Credential=ak, SignedHeaders=x-mq-date-time, "
-                f"Signature={auth.signature('sk', date)}")]
-    assert auth.check(official, "ak", "sk") is None
-    assert auth.check([("x-mq-date-time", date), ("authorization", "Bearer x")], "ak", "sk")
+                f"Signature={request_signature.signature('sk', date)}")]
+    assert request_signature.check(official, "ak", "sk") is None
+    bearer = [("x-mq-date-time", date), ("authorization", "Bearer x")]
+    assert request_signature.check(bearer, "ak", "sk")

@@ -16,10 +16,10 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cluster.messaging import auth
+from cluster.messaging import request_signature as auth
 from cluster.messaging.send import FORWARDED_HEADER
-from cluster.node import Node
-from cluster.node_config import NodeConfig
+from cluster.node.node import Node
+from cluster.node.node_config import NodeConfig
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc

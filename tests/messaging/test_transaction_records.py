@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cluster.messaging import transaction_records as tr
-from cluster.node_config import node_config_from_properties
+from cluster.node.node_config import node_config_from_properties
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store import codec

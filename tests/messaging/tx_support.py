@@ -9,8 +9,8 @@ import time
 
 import grpc
 
-from cluster.node import Node
-from cluster.node_config import NodeConfig
+from cluster.node.node import Node
+from cluster.node.node_config import NodeConfig
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.clock import ManualClock

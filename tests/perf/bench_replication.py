@@ -33,9 +33,9 @@ from concurrent import futures
 
 import grpc
 
-from cluster.admin_client import AdminClient
-from cluster.node import Node
-from cluster.node_config import NodeConfig
+from cluster.client.admin_client import AdminClient
+from cluster.node.node import Node
+from cluster.node.node_config import NodeConfig
 from proto import replication_pb2 as rpb
 from proto import replication_pb2_grpc as rpb_grpc
 from slave.replication_client import GRPC_OPTIONS

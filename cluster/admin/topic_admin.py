@@ -1,0 +1,209 @@
+"""Topic management of the Admin API: list, create, update, delete.
+
+The table is the node's TopicRegistry table (`config/topics.json`, the one QueryRoute and
+SendMessage use), so a topic created here is routed at once. Writes happen on the master only:
+a slave's table is a cache of its master's answers. Names the broker manages itself (system
+topics, rmq_sys_*/RMQ_SYS_*, %RETRY%<group>, %DLQ%<group>) are refused with PERMISSION_DENIED:
+changing their queue counts or deleting them would break the schedule service, the consumer
+state or the retry/DLQ path. Deleting a topic removes its table entry only; its messages stay
+until retention deletes the files that hold them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from typing import TYPE_CHECKING
+
+import grpc
+
+from proto import admin_pb2 as pb
+from store.errors import MessageIllegal, StoreError
+from store.json_config import MAX_QUEUE_NUMS, PERM_READ, PERM_WRITE, TopicConfig, TopicConfigTable
+from store.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, check_topic, is_system_topic
+
+from cluster.admin.admin_error import AdminError, invalid, require_master
+
+if TYPE_CHECKING:
+    from cluster.node.node import Node
+
+log = logging.getLogger(__name__)
+ALLOWED_PERMS = {PERM_WRITE: "-W", PERM_READ: "R-", PERM_READ | PERM_WRITE: "RW"}
+DELETE_NOTE = ("removed from the topic table only: its messages stay in the commitlog and consume "
+               "queues until retention deletes them (fileReservedTime); with "
+               "autoCreateTopicEnable=true the next send creates the topic again")
+# Check-then-write of admin calls (create must not overwrite a topic another admin call just
+# created). Auto-creation by a send can still slip in between; the operator's config then wins.
+_write_lock = threading.Lock()
+
+
+def topic_kind(name: str) -> str:
+    if name.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return "RETRY"
+    if name.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        return "DLQ"
+    return "SYSTEM" if is_system_topic(name) else "NORMAL"
+
+
+def perm_name(perm: int) -> str:
+    return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-")
+
+
+def _table(node: "Node") -> TopicConfigTable:
+    messaging = node.messaging
+    if messaging is None:
+        raise AdminError(grpc.StatusCode.UNAVAILABLE, "the node is starting: no topic table yet")
+    return messaging.topics.table
+
+
+def check_writable_name(name: str) -> None:
+    """A name an operator may create, change or delete."""
+    if not name:
+        raise invalid("the topic name is empty")
+    try:
+        check_topic(name, allow_system=True)
+    except MessageIllegal as e:
+        raise invalid(f"topic name {name!r}: {e}") from None
+    kind = topic_kind(name)
+    if kind != "NORMAL":
+        raise AdminError(grpc.StatusCode.PERMISSION_DENIED,
+                         f"{name} is a reserved {kind.lower()} topic managed by the broker: it "
+                         f"cannot be created, changed or deleted through the admin API")
+
+
+def _check_counts(what: str, value: int) -> int:
+    if not 1 <= value <= MAX_QUEUE_NUMS:
+        raise invalid(f"{what} {value} is out of range 1..{MAX_QUEUE_NUMS}")
+    return value
+
+
+def _check_perm(perm: int) -> int:
+    if perm not in ALLOWED_PERMS:
+        raise invalid(f"perm {perm} is not one of 2 (write), 4 (read), 6 (read and write)")
+    return perm
+
+
+def _changes(req: pb.TopicRequest) -> dict:
+    """The TopicConfig fields a request sets, validated."""
+    if req.HasField("queue_nums") and (req.HasField("read_queue_nums")
+                                       or req.HasField("write_queue_nums")):
+        raise invalid("give queue_nums, or read_queue_nums/write_queue_nums, not both")
+    out: dict = {}
+    if req.HasField("queue_nums"):
+        n = _check_counts("queue_nums", req.queue_nums)
+        out["read_queue_nums"] = out["write_queue_nums"] = n
+    if req.HasField("read_queue_nums"):
+        out["read_queue_nums"] = _check_counts("read_queue_nums", req.read_queue_nums)
+    if req.HasField("write_queue_nums"):
+        out["write_queue_nums"] = _check_counts("write_queue_nums", req.write_queue_nums)
+    if req.HasField("perm"):
+        out["perm"] = _check_perm(req.perm)
+    if req.HasField("order"):
+        out["order"] = req.order
+    return out
+
+
+def to_info(config: TopicConfig) -> pb.TopicInfo:
+    return pb.TopicInfo(name=config.topic_name, read_queue_nums=config.read_queue_nums,
+                        write_queue_nums=config.write_queue_nums, perm=config.perm,
+                        perm_name=perm_name(config.perm), order=config.order,
+                        kind=topic_kind(config.topic_name), configured=True)
+
+
+def _put(table: TopicConfigTable, config: TopicConfig) -> None:
+    try:
+        table.put(config)
+    except StoreError as e:  # DiskError: the file and the table are unchanged
+        raise AdminError(grpc.StatusCode.INTERNAL, f"cannot write {table.path}: {e}") from e
+
+
+def list_topics(node: "Node", req: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
+    table = _table(node)
+    store = node.store
+    configured = {c.topic_name: c for c in table.all()}
+    queues: dict[str, list[int]] = {}
+    for cq in store.cq_store.queues():
+        queues.setdefault(cq.topic, []).append(cq.queue_id)
+    names = sorted(set(configured) | set(queues))
+    if req.topic:
+        if req.topic not in configured and req.topic not in queues:
+            raise AdminError(grpc.StatusCode.NOT_FOUND, f"topic {req.topic} does not exist")
+        names = [req.topic]
+    timestamp, counter = table.data_version
+    out = pb.ListTopicsResponse(data_version_counter=counter, data_version_timestamp=timestamp)
+    for name in names:
+        config = configured.get(name)
+        info = to_info(config) if config else pb.TopicInfo(name=name, kind=topic_kind(name),
+                                                           perm_name="--")
+        if info.kind == "SYSTEM" and not req.include_system and not req.topic:
+            continue
+        if req.with_offsets:
+            ids = set(queues.get(name, ()))
+            if config is not None:
+                ids.update(range(max(config.read_queue_nums, config.write_queue_nums)))
+            for qid in sorted(ids):
+                lo, hi = store.min_offset_in_queue(name, qid), store.max_offset_in_queue(name, qid)
+                info.queues.append(pb.QueueOffsets(queue_id=qid, min_offset=lo, max_offset=hi))
+                info.messages += max(0, hi - lo)
+        out.topics.append(info)
+    return out
+
+
+def create_topic(node: "Node", req: pb.TopicRequest, caller: str) -> pb.TopicInfo:
+    check_writable_name(req.name)
+    changes = _changes(req)
+    require_master(node, f"create topic {req.name}")
+    table = _table(node)
+    n = node.config.default_topic_queue_nums
+    config = TopicConfig(**{"topic_name": req.name, "read_queue_nums": n,
+                            "write_queue_nums": n, **changes})
+    with _write_lock:
+        if table.get(req.name) is not None:
+            raise AdminError(grpc.StatusCode.ALREADY_EXISTS,
+                             f"topic {req.name} already exists (use update)")
+        _put(table, config)
+    log.warning("admin CreateTopic by %s: %s read %d write %d perm %s order %s", caller,
+                req.name, config.read_queue_nums, config.write_queue_nums,
+                perm_name(config.perm), config.order)
+    return to_info(config)
+
+
+def update_topic(node: "Node", req: pb.TopicRequest, caller: str) -> pb.TopicInfo:
+    check_writable_name(req.name)
+    changes = _changes(req)
+    if not changes:
+        raise invalid(f"update topic {req.name}: no field to change was given")
+    require_master(node, f"update topic {req.name}")
+    table = _table(node)
+    with _write_lock:
+        old = table.get(req.name)
+        if old is None:
+            raise AdminError(grpc.StatusCode.NOT_FOUND,
+                             f"topic {req.name} does not exist (use create)")
+        config = dataclasses.replace(old, **changes)
+        _put(table, config)
+    log.warning("admin UpdateTopic by %s: %s %s -> %s", caller, req.name,
+                _describe(old), _describe(config))
+    return to_info(config)
+
+
+def delete_topic(node: "Node", req: pb.DeleteTopicRequest, caller: str) -> pb.DeleteTopicResponse:
+    check_writable_name(req.name)
+    require_master(node, f"delete topic {req.name}")
+    table = _table(node)
+    with _write_lock:
+        old = table.get(req.name)
+        if old is None:
+            raise AdminError(grpc.StatusCode.NOT_FOUND, f"topic {req.name} does not exist")
+        try:
+            table.delete(req.name)
+        except StoreError as e:
+            raise AdminError(grpc.StatusCode.INTERNAL, f"cannot write {table.path}: {e}") from e
+    log.warning("admin DeleteTopic by %s: %s (%s); data kept until retention", caller, req.name,
+                _describe(old))
+    return pb.DeleteTopicResponse(deleted=to_info(old), note=DELETE_NOTE)
+
+
+def _describe(c: TopicConfig) -> str:
+    return (f"read {c.read_queue_nums} write {c.write_queue_nums} perm {perm_name(c.perm)}"
+            f"{' order' if c.order else ''}")

@@ -1,0 +1,64 @@
+"""`python -m cluster audit`: audit the replicas of a running group in one command.
+
+Pulls a copy of every node listed in <cluster-dir>/cluster.json through Admin.ExportStore
+(the live stores keep changing; a copy is a consistent snapshot per node) into
+<cluster-dir>/audits/<time>/<node>, then runs the Spark audit (`python -m cluster.audit`) on the
+copies and writes report.json and lag.png next to them. `--offline` audits the store folders
+in place instead (the cluster must be stopped). Exit status: the audit's (0 agree, 1 errors,
+2 bad input)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import grpc
+
+from cluster.client.admin_client import AdminClient, ExportError
+from cluster.admin.admin_token import read_token_file
+
+
+def run_audit(cluster_dir: str, offline: bool, extra: list[str]) -> int:
+    path = os.path.join(cluster_dir, "cluster.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"cannot read {path}: {e} (start the cluster with ./scripts/run first)", file=sys.stderr)
+        return 2
+    names = [n["name"] for n in info["nodes"]]
+    out = os.path.join(cluster_dir, "audits", time.strftime("%Y%m%d-%H%M%S"))
+    if offline:
+        dirs = [os.path.join(cluster_dir, name) for name in names]
+        os.makedirs(out, exist_ok=True)
+    else:
+        token = read_token_file(info["token_file"])
+        dirs = []
+        for node in info["nodes"]:
+            dest = os.path.join(out, node["name"])
+            try:
+                with AdminClient(node["address"], token) as client:
+                    s = client.export_store(dest)
+            except (ExportError, grpc.RpcError) as e:
+                detail = e.details() if isinstance(e, grpc.RpcError) else str(e)
+                print(f"cannot pull {node['name']} ({node['address']}): {detail}; "
+                      f"stop the cluster and use --offline", file=sys.stderr)
+                return 2
+            print(f"pulled {node['name']}: {s.bytes / 1048576:.1f} MiB, commitlog "
+                  f"[{s.commitlog_min_offset}, {s.commitlog_end_offset})", file=sys.stderr)
+            dirs.append(dest)
+    from cluster.audit.cli import main as audit_main
+    return audit_main([*dirs, "--names", ",".join(names), "--json",
+                       os.path.join(out, "report.json"), "--chart", os.path.join(out, "lag.png"),
+                       *extra])
+
+
+def register(sub) -> None:
+    audit = sub.add_parser("audit", help="pull every node of a local cluster and run the Spark audit")
+    audit.add_argument("--cluster-dir", default="data/cluster")
+    audit.add_argument("--offline", action="store_true",
+                       help="audit the store folders in place (the cluster must be stopped)")
+    audit.add_argument("audit_args", nargs="*", help="extra `python -m cluster.audit` options after --")
+    audit.set_defaults(run=lambda args: run_audit(args.cluster_dir, args.offline, args.audit_args),
+                       parser=audit)

@@ -1,0 +1,125 @@
+"""SimpleConsumer: the server tracks what the group consumed. ReceiveMessage hands out messages
+that stay invisible to the group for `invisible_duration` seconds; AckMessage with the receipt
+handle marks one done; otherwise it comes back with delivery_attempt + 1.
+ChangeInvisibleDuration extends (or ends) the invisibility and answers a NEW receipt handle (the
+old one is refused from then on): this client stores it in the message.
+
+ReceiveMessage is a server stream: a status first (OK, or MESSAGE_NOT_FOUND when the long poll
+ended empty), then a delivery timestamp and the messages. The server long-polls within
+`await_duration`; the call's deadline is request_timeout + await_duration, like the official
+clients', so the server always answers before the client gives up. Like them, each receive
+names a queue of the topic (rotating over the route's readable queues) and the server starts
+there and continues over the other queues.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import defaultdict
+from typing import Mapping, Sequence
+
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from proto.apache.rocketmq.v2 import service_pb2 as s
+
+from cluster.client.connection import Connection
+from cluster.client.client_errors import ClientError, check
+from cluster.client.message import ReceivedMessage, from_v2
+from cluster.client.pull_consumer import duration, tag_filter
+
+
+class SimpleConsumer:
+    def __init__(self, connection: Connection, group: str, subscriptions: Mapping[str, str],
+                 await_duration: float = 20.0, invisible_duration: float = 30.0) -> None:
+        """subscriptions: topic -> tag expression ("*", "a||b")."""
+        if not group:
+            raise ValueError("a simple consumer needs a consumer group")
+        if not subscriptions:
+            raise ValueError("subscribe to at least one topic")
+        if await_duration < 0 or invisible_duration < 0:
+            raise ValueError("await_duration and invisible_duration must be >= 0")
+        self.connection = connection
+        self.group = group
+        self.subscriptions = dict(subscriptions)
+        self.await_duration = await_duration
+        self.invisible_duration = invisible_duration
+        self._topics = itertools.cycle(sorted(self.subscriptions))
+        self._turn: dict[str, itertools.count] = defaultdict(itertools.count)
+        self._lock = threading.Lock()
+
+    def _next_queue(self, topic: str) -> d.MessageQueue:
+        queues = [q for q in self.connection.route(topic) if q.permission in (d.READ, d.READ_WRITE)]
+        if not queues:
+            raise ClientError(d.FORBIDDEN, f"topic {topic} has no readable queue")
+        with self._lock:
+            turn = next(self._turn[topic])
+        return queues[turn % len(queues)]
+
+    def receive(self, max_messages: int = 16, invisible_duration: float | None = None,
+                topic: str | None = None, await_duration: float | None = None
+                ) -> list[ReceivedMessage]:
+        """Up to max_messages (the server's limit is 1024), [] when none came within the long
+        poll. `topic` defaults to the subscribed topics in turn."""
+        if topic is None:
+            with self._lock:
+                topic = next(self._topics)
+        elif topic not in self.subscriptions:
+            raise ValueError(f"not subscribed to topic {topic}")
+        wait = self.await_duration if await_duration is None else await_duration
+        invisible = self.invisible_duration if invisible_duration is None else invisible_duration
+        request = s.ReceiveMessageRequest(
+            group=self.connection.resource(self.group), message_queue=self._next_queue(topic),
+            filter_expression=tag_filter(self.subscriptions[topic]), batch_size=max_messages,
+            invisible_duration=duration(invisible), long_polling_timeout=duration(wait),
+            auto_renew=False)
+        responses = self.connection.stream("ReceiveMessage", request,
+                                           self.connection.config.request_timeout + wait)
+        if not responses or responses[0].WhichOneof("content") != "status":
+            raise ClientError(d.INTERNAL_ERROR, f"receive from {topic}: the answer does not "
+                                                f"start with a status")
+        status = responses[0].status
+        if status.code == d.MESSAGE_NOT_FOUND:
+            return []
+        check(status, f"receive from {topic} for group {self.group}")
+        return [from_v2(r.message) for r in responses[1:] if r.WhichOneof("content") == "message"]
+
+    def ack(self, message: ReceivedMessage) -> None:
+        error = self.ack_many([message])[0]
+        if error is not None:
+            raise error
+
+    def ack_many(self, messages: Sequence[ReceivedMessage]) -> list[ClientError | None]:
+        """Ack several messages (one AckMessage per topic); per message None or its error."""
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for i, m in enumerate(messages):
+            by_topic[m.topic].append(i)
+        out: list[ClientError | None] = [None] * len(messages)
+        for topic, indexes in by_topic.items():
+            request = s.AckMessageRequest(
+                group=self.connection.resource(self.group), topic=self.connection.resource(topic),
+                entries=[s.AckMessageEntry(message_id=messages[i].message_id,
+                                           receipt_handle=messages[i].receipt_handle)
+                         for i in indexes])
+            answer = self.connection.call("AckMessage", request)
+            if answer.status.code not in (d.OK, d.MULTIPLE_RESULTS) or \
+                    len(answer.entries) != len(indexes):
+                error = ClientError.from_status(answer.status, f"ack on {topic}")
+                for i in indexes:
+                    out[i] = error
+                continue
+            for i, entry in zip(indexes, answer.entries):  # the server answers in order
+                if entry.status.code != d.OK:
+                    out[i] = ClientError.from_status(entry.status, f"ack of {entry.message_id}")
+        return out
+
+    def change_invisible_duration(self, message: ReceivedMessage, seconds: float) -> str:
+        """Invisible for `seconds` from now (0: visible again at once); the message gets the new
+        receipt handle, which is also returned."""
+        answer = self.connection.call("ChangeInvisibleDuration", s.ChangeInvisibleDurationRequest(
+            group=self.connection.resource(self.group),
+            topic=self.connection.resource(message.topic),
+            receipt_handle=message.receipt_handle, invisible_duration=duration(seconds),
+            message_id=message.message_id))
+        check(answer.status, f"change invisible duration of {message.message_id}")
+        message.receipt_handle = answer.receipt_handle
+        message.invisible_duration_ms = int(seconds * 1000)
+        return answer.receipt_handle

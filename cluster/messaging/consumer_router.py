@@ -1,0 +1,106 @@
+"""Role-aware routing of the consumer calls (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
+ForwardMessageToDeadLetterQueue, UpdateOffset, GetOffset, QueryAssignment).
+
+Consumer state lives on the master (cluster/consume/), so a master answers them itself and a
+slave forwards them unchanged to its master over the forwarder's channel (marked so they are
+never forwarded twice), like SendMessage. The official clients stay on whichever node of the
+route answers, so a consumer connected to a slave keeps working, also across a failover.
+
+QueryAssignment (push consumers) answers one assignment per readable queue of the topic, each
+with the group's endpoints: every queue is consumed through ReceiveMessage on this broker group.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import grpc
+
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from proto.apache.rocketmq.v2 import service_pb2 as s
+
+from cluster.consume.consumer_calls import ConsumerCalls
+
+from cluster.messaging.convert import V2Error, check_group_resource, check_topic_resource
+from cluster.messaging.route import endpoints, message_queues
+
+if TYPE_CHECKING:
+    from cluster.messaging.messaging_service import MessagingService
+
+# method -> (ConsumerCalls attribute, response class, server-streaming)
+CALLS = {
+    "ReceiveMessage": ("receive", s.ReceiveMessageResponse, True),
+    "AckMessage": ("ack", s.AckMessageResponse, False),
+    "ChangeInvisibleDuration": ("change_invisible", s.ChangeInvisibleDurationResponse, False),
+    "ForwardMessageToDeadLetterQueue": ("forward_to_dlq",
+                                        s.ForwardMessageToDeadLetterQueueResponse, False),
+    "UpdateOffset": ("update_offset", s.UpdateOffsetResponse, False),
+    "GetOffset": ("get_offset", s.GetOffsetResponse, False),
+}
+
+
+class ConsumerRouter:
+    def __init__(self, service: "MessagingService", calls: ConsumerCalls) -> None:
+        self.service = service
+        self.calls = calls
+
+    def call(self, method: str, request, *, forwarded: bool = False, timeout: float | None = None,
+             client_id: str = "", time_remaining: Callable[[], float | None] = lambda: None):
+        """The answer (a list of responses for ReceiveMessage)."""
+        attribute, response_cls, streaming = CALLS[method]
+        node = self.service.node
+        try:
+            if node.master is not None:
+                fn = getattr(self.calls, attribute)
+                return fn(request, time_remaining) if streaming else fn(request)
+            if node.role != "SLAVE":
+                raise V2Error(d.INTERNAL_SERVER_ERROR, f"{node.config.node_id} is changing role")
+            if forwarded:
+                raise V2Error(d.INTERNAL_SERVER_ERROR,
+                              f"{node.config.node_id} is a slave of {node.master_address}, not the "
+                              f"master (a forwarded call is never forwarded again)")
+            return self._forward(method, request, streaming, timeout, client_id)
+        except V2Error as e:
+            answer = response_cls(status=e.status())
+            return [answer] if streaming else answer
+
+    def _forward(self, method: str, request, streaming: bool, timeout: float | None,
+                 client_id: str):
+        forwarder = self.service.forwarder
+        address = self.service.node.master_address
+        if not address:
+            raise V2Error(d.INTERNAL_SERVER_ERROR, "this slave has no master to forward to")
+        # A call without a deadline reports an unusable time_remaining: use 60 s.
+        limit = 60.0 if timeout is None or not 0 < timeout < 3600 else timeout - 0.05
+        if not streaming:
+            return forwarder.call(address, method, request, limit, client_id)
+        try:
+            stream = getattr(forwarder.stub(address), method)(
+                request, timeout=max(0.05, limit),
+                metadata=forwarder.metadata(client_id))
+            return list(stream)
+        except grpc.RpcError as e:
+            code = e.code() if hasattr(e, "code") else None
+            if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise V2Error(d.PROXY_TIMEOUT, f"the master {address} did not answer {method} "
+                                               f"in time") from None
+            raise V2Error(d.INTERNAL_SERVER_ERROR, f"cannot forward {method} to the master "
+                                                   f"{address}: {e}") from None
+
+    def query_assignment(self, request: s.QueryAssignmentRequest) -> s.QueryAssignmentResponse:
+        try:
+            topic = check_topic_resource(request.topic)
+            if not check_group_resource(request.group):
+                raise V2Error(d.ILLEGAL_CONSUMER_GROUP, "the consumer group is required")
+            config = self.service.topics.get(topic)
+            if config is None:
+                raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+        except V2Error as e:
+            return s.QueryAssignmentResponse(status=e.status())
+        svc = self.service
+        queues = message_queues(request.topic, config, svc.node.config.broker_name,
+                                endpoints(svc.group_addresses()))
+        answer = s.QueryAssignmentResponse(status=d.Status(code=d.OK, message="OK"))
+        for mq in queues:
+            if mq.permission in (d.READ, d.READ_WRITE):
+                answer.assignments.append(d.Assignment(message_queue=mq))
+        return answer

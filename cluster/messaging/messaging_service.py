@@ -1,0 +1,210 @@
+"""The MessagingService of one node: wires the plain modules to the node's role.
+
+- Master: QueryRoute answers from the topic table (auto-creating), SendMessage appends.
+- Slave: SendMessage is forwarded to the current master (the node's haMasterAddress, or the
+  address given by the last SwitchRole); QueryRoute asks the master for the topic (which may
+  create it there), keeps a copy in the slave's own table, and answers with the slave's view of
+  the group's addresses; when the master cannot be reached, the local copy answers.
+- Consumer calls (ReceiveMessage, Ack, offsets, DLQ): the master answers from its consumer
+  state (cluster/consume/); a slave forwards them to its master (consumer_router.py).
+- Any role: PullMessage / QueryOffset read the local store; Heartbeat and
+  NotifyClientTermination answer OK; Telemetry echoes settings and keeps streams open in a
+  registry so the master can push commands (telemetry.py); a slave mirrors its producers'
+  streams to its master (telemetry_relay.py).
+- Transactions (transaction*.py): the master stores half messages, resolves EndTransaction and
+  runs the check-back of orphaned transactions; a slave forwards EndTransaction.
+- A node changing role answers writes with INTERNAL_SERVER_ERROR; the clients retry.
+
+Group addresses (QueryRoute endpoints): node key `groupAddresses` when set (this node's own
+advertised address is added if missing), else this node's advertised address plus, while it is
+a slave, its master's address. `advertisedAddress` defaults to brokerIP1 and the listening port.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from proto.apache.rocketmq.v2 import service_pb2 as s
+from store.errors import StoreError
+from store.json_config import TopicConfigTable
+
+from cluster.messaging import request_signature
+from cluster.consume.consumer_calls import ConsumeSettings, ConsumerCalls
+from cluster.consume.consumer_service import ConsumerService
+
+from cluster.messaging.consumer_router import ConsumerRouter
+from cluster.messaging.convert import SendLimits, V2Error, check_topic_resource
+from cluster.messaging.pull_reader import Reader
+from cluster.messaging.route import TopicRegistry, config_from_route, endpoints, message_queues
+from cluster.messaging.send import MasterForwarder, Sender
+from cluster.messaging.telemetry import MAX_OPEN_STREAMS, StreamBudget, TelemetryHub
+from cluster.messaging.telemetry_relay import TelemetryRelay
+from cluster.messaging.transaction import TransactionService
+from cluster.messaging.transaction_check import TransactionChecker
+
+if TYPE_CHECKING:
+    from cluster.node.node import Node
+
+log = logging.getLogger(__name__)
+SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
+ROUTE_FROM_MASTER_TIMEOUT = 2.0  # seconds a slave waits for its master's route
+
+
+class MessagingService:
+    def __init__(self, node: "Node") -> None:
+        c = node.config
+        self.node = node
+        self.topics = TopicRegistry(
+            TopicConfigTable.for_store(c.store.store_path_root_dir, clock=node.clock),
+            auto_create=c.auto_create_topic_enable, default_queue_nums=c.default_topic_queue_nums)
+        self.budget = StreamBudget(MAX_OPEN_STREAMS)
+        self.telemetry = TelemetryHub(self.budget, lambda: self.max_body_size)
+        self.telemetry.group_settings = self._group_settings
+        self.transactions = TransactionService(node)
+        self.transaction_checker = TransactionChecker(self.transactions, self.telemetry, node.clock)
+        self.sender = Sender(node.put_messages, self.topics, self.limits, node.clock.now_ms,
+                             prepare=self.transactions.prepare)
+        self.reader = Reader(node.store, self.topics, self.budget)
+        self.forwarder = MasterForwarder(c.access_key, c.secret_key)
+        self.relay = TelemetryRelay(  # producers on a slave still get the master's checks
+            lambda: node.master_address if node.role == "SLAVE" else "", self.telemetry,
+            self.forwarder)
+        self.consumers = ConsumerService(node, self.topics)
+        self.consumer_router = ConsumerRouter(self, ConsumerCalls(
+            self.consumers, self.reader.waiter, self.budget,
+            ConsumeSettings(min_invisible_ms=c.min_invisible_time_ms)))
+
+    def start(self) -> None:
+        self.topics.load()
+        self.reader.attach()
+        self.consumers.snapshotter.start()
+        self.transaction_checker.start()
+
+    def close(self) -> None:
+        self.transaction_checker.stop()
+        self.relay.close()
+        self.telemetry.close()
+        self.consumers.snapshotter.stop()
+        self.reader.detach()
+        self.forwarder.close()
+
+    # -- settings -----------------------------------------------------------------------------
+    def limits(self) -> SendLimits:
+        c = self.node.config.store
+        return SendLimits(max_body=c.max_message_size, max_properties=c.max_properties_size,
+                          max_delay_ms=c.timer_max_delay_sec * 1000)
+
+    def _group_settings(self, group: str) -> tuple[bool, int] | None:
+        info = self.consumers.state.groups.get(group) if self.node.master is not None else None
+        return None if info is None else (info.fifo, info.max_delivery_attempts)
+
+    @property
+    def max_body_size(self) -> int:
+        return self.node.config.store.max_message_size
+
+    def authorize(self, metadata) -> str | None:
+        c = self.node.config
+        return request_signature.check(metadata, c.access_key, c.secret_key)
+
+    def advertised_address(self) -> str:
+        c = self.node.config
+        return c.advertised_address or f"{c.store.broker_ip1}:{self.node.port}"
+
+    def group_addresses(self) -> list[str]:
+        own = self.advertised_address()
+        configured = list(self.node.config.group_addresses)
+        if configured:
+            return configured if own in configured else [*configured, own]
+        out = [own]
+        master = self.node.master_address
+        if self.node.role == "SLAVE" and master and master != own:
+            out.append(master)
+        return out
+
+    # -- role-aware calls ---------------------------------------------------------------------
+    def query_route(self, request: s.QueryRouteRequest, *, forwarded: bool = False,
+                    timeout: float | None = None, client_id: str = "") -> s.QueryRouteResponse:
+        try:
+            topic = check_topic_resource(request.topic)
+            node = self.node
+            if node.master is not None:
+                config = self.topics.get_or_create(topic)
+            elif node.role == "SLAVE" and not forwarded:
+                config = self._route_from_master(request, topic, timeout, client_id)
+            else:
+                config = self.topics.get(topic)
+                if config is None:
+                    raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+        except V2Error as e:
+            return s.QueryRouteResponse(status=e.status())
+        queues = message_queues(request.topic, config, self.node.config.broker_name,
+                                endpoints(self.group_addresses()))
+        return s.QueryRouteResponse(status=d.Status(code=d.OK, message="OK"), message_queues=queues)
+
+    def _route_from_master(self, request: s.QueryRouteRequest, topic: str,
+                           timeout: float | None, client_id: str):
+        limit = ROUTE_FROM_MASTER_TIMEOUT if timeout is None else min(timeout, ROUTE_FROM_MASTER_TIMEOUT)
+        problem = None
+        try:
+            answer = self.forwarder.call(self.node.master_address, "QueryRoute",
+                                         s.QueryRouteRequest(topic=request.topic), limit, client_id)
+            if answer.status.code == d.OK:
+                config = config_from_route(topic, answer.message_queues)
+                if config is not None:
+                    try:
+                        self.topics.adopt(config)
+                    except StoreError as e:  # still answer; the copy is only a fallback
+                        log.warning("cannot keep the master's config of topic %s: %s", topic, e)
+                    return config
+            elif answer.status.code in (d.TOPIC_NOT_FOUND, d.ILLEGAL_TOPIC, d.NOT_IMPLEMENTED):
+                raise V2Error(answer.status.code, answer.status.message)
+            problem = V2Error(answer.status.code, f"the master answered: {answer.status.message}")
+        except V2Error as e:
+            if e.code in (d.TOPIC_NOT_FOUND, d.ILLEGAL_TOPIC, d.NOT_IMPLEMENTED):
+                raise
+            problem = e
+        config = self.topics.get(topic)
+        if config is None:
+            raise problem or V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+        log.info("route of %s from the local table: %s", topic, problem.message if problem else "")
+        return config
+
+    def send(self, request: s.SendMessageRequest, *, peer_ip: str = "", forwarded: bool = False,
+             timeout: float | None = None, client_id: str = "") -> s.SendMessageResponse:
+        node = self.node
+        if node.master is not None:
+            try:
+                return self.sender.send(request, peer_ip)
+            except StoreError as e:  # the role changed under the put
+                return s.SendMessageResponse(status=d.Status(code=d.INTERNAL_SERVER_ERROR,
+                                                             message=str(e)))
+        if node.role != "SLAVE":
+            return _error(d.INTERNAL_SERVER_ERROR, f"{node.config.node_id} is changing role")
+        if forwarded:
+            return _error(d.INTERNAL_SERVER_ERROR, f"{node.config.node_id} is a slave of "
+                                                   f"{node.master_address}, not the master "
+                                                   f"(a forwarded write is never forwarded again)")
+        copy = s.SendMessageRequest()
+        copy.CopyFrom(request)
+        if peer_ip:
+            for m in copy.messages:
+                if not m.system_properties.born_host.strip():
+                    m.system_properties.born_host = peer_ip
+        try:
+            return self.forwarder.call(node.master_address, "SendMessage", copy,
+                                       10.0 if timeout is None else timeout - 0.05, client_id)
+        except V2Error as e:
+            return s.SendMessageResponse(status=e.status())
+
+
+    def end_transaction(self, request: s.EndTransactionRequest, *, forwarded: bool = False,
+                        timeout: float | None = None,
+                        client_id: str = "") -> s.EndTransactionResponse:
+        """The master resolves the transaction (transaction.py); a slave forwards it."""
+        return self.transactions.end_transaction(request, self.forwarder, forwarded=forwarded,
+                                                 timeout=timeout, client_id=client_id)
+
+
+def _error(code: int, message: str) -> s.SendMessageResponse:
+    return s.SendMessageResponse(status=d.Status(code=code, message=message))

@@ -1,0 +1,168 @@
+"""gRPC adapter of apache.rocketmq.v2.MessagingService. Every answer carries a v2 Status (errors
+included: the official clients read the Status, not the gRPC code). Authentication (auth.py) is
+checked first on every call; an unexpected exception answers INTERNAL_ERROR and is logged.
+
+Consumer calls go through the role-aware router (consumer_router.py). Not implemented, answered
+with NOT_IMPLEMENTED (50100), never a fake success: RecallMessage, SyncLiteSubscription.
+"""
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from proto.apache.rocketmq.v2 import service_pb2 as s
+from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
+
+from cluster.messaging.convert import V2Error, not_implemented
+from cluster.messaging.send import FORWARDED_HEADER
+from cluster.messaging.messaging_service import MessagingService
+
+log = logging.getLogger(__name__)
+
+
+def peer_ip(context: grpc.ServicerContext) -> str:
+    peer = context.peer() or ""  # "ipv4:127.0.0.1:5555" / "ipv6:[::1]:5555"
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    if kind == "ipv6" and rest.startswith("["):
+        return rest[1:].partition("]")[0]
+    return ""
+
+
+def _metadata(context: grpc.ServicerContext) -> dict[str, str]:
+    return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+
+
+class MessagingServicer(s_grpc.MessagingServiceServicer):
+    def __init__(self, service: MessagingService) -> None:
+        self.service = service
+
+    def _unary(self, context, response_cls, fn):
+        reason = self.service.authorize(context.invocation_metadata())
+        if reason is not None:
+            return response_cls(status=d.Status(code=d.UNAUTHORIZED, message=reason))
+        try:
+            return fn()
+        except V2Error as e:
+            return response_cls(status=e.status())
+        except Exception as e:  # answer with a status; the client must not hang or crash
+            log.exception("%s failed", response_cls.__name__)
+            return response_cls(status=d.Status(code=d.INTERNAL_ERROR,
+                                                message=f"{type(e).__name__}: {e}"))
+
+    @staticmethod
+    def _call_info(context) -> dict:
+        md = _metadata(context)
+        left = context.time_remaining()
+        if left is not None and not 0 < left < 24 * 3600:
+            left = None  # a call without a deadline: grpc reports a meaningless number
+        return {"forwarded": md.get(FORWARDED_HEADER) == "1", "timeout": left,
+                "client_id": md.get("x-mq-client-id", "")}
+
+    # -- implemented --------------------------------------------------------------------------
+    def QueryRoute(self, request, context):  # noqa: N802
+        return self._unary(context, s.QueryRouteResponse,
+                           lambda: self.service.query_route(request, **self._call_info(context)))
+
+    def Heartbeat(self, request, context):  # noqa: N802
+        return self._unary(context, s.HeartbeatResponse,
+                           lambda: s.HeartbeatResponse(status=d.Status(code=d.OK, message="OK")))
+
+    def NotifyClientTermination(self, request, context):  # noqa: N802
+        return self._unary(context, s.NotifyClientTerminationResponse,
+                           lambda: s.NotifyClientTerminationResponse(
+                               status=d.Status(code=d.OK, message="OK")))
+
+    def SendMessage(self, request, context):  # noqa: N802
+        return self._unary(context, s.SendMessageResponse,
+                           lambda: self.service.send(request, peer_ip=peer_ip(context),
+                                                     **self._call_info(context)))
+
+    def QueryOffset(self, request, context):  # noqa: N802
+        return self._unary(context, s.QueryOffsetResponse,
+                           lambda: self.service.reader.query_offset(request))
+
+    def PullMessage(self, request, context):  # noqa: N802
+        reason = self.service.authorize(context.invocation_metadata())
+        if reason is not None:
+            yield s.PullMessageResponse(status=d.Status(code=d.UNAUTHORIZED, message=reason))
+            return
+        try:
+            responses = self.service.reader.pull(request, context.time_remaining)
+        except Exception as e:
+            log.exception("PullMessage failed")
+            yield s.PullMessageResponse(status=d.Status(code=d.INTERNAL_ERROR,
+                                                        message=f"{type(e).__name__}: {e}"))
+            return
+        yield from responses
+
+    def Telemetry(self, request_iterator, context):  # noqa: N802
+        reason = self.service.authorize(context.invocation_metadata())
+        if reason is not None:
+            yield s.TelemetryCommand(status=d.Status(code=d.UNAUTHORIZED, message=reason))
+            return
+        md = _metadata(context)
+        yield from self.service.telemetry.serve(
+            request_iterator, client_id=md.get("x-mq-client-id", ""), peer=context.peer() or "",
+            relayed=md.get(FORWARDED_HEADER) == "1", is_active=context.is_active)
+
+    # -- not implemented yet ------------------------------------------------------------------
+    def _not_implemented(self, context, response_cls, what: str):
+        return self._unary(context, response_cls,
+                           lambda: response_cls(status=not_implemented(what)))
+
+    def ReceiveMessage(self, request, context):  # noqa: N802
+        reason = self.service.authorize(context.invocation_metadata())
+        if reason is not None:
+            yield s.ReceiveMessageResponse(status=d.Status(code=d.UNAUTHORIZED, message=reason))
+            return
+        try:
+            responses = self.service.consumer_router.call(
+                "ReceiveMessage", request, time_remaining=context.time_remaining,
+                **self._call_info(context))
+        except Exception as e:
+            log.exception("ReceiveMessage failed")
+            yield s.ReceiveMessageResponse(status=d.Status(code=d.INTERNAL_ERROR,
+                                                           message=f"{type(e).__name__}: {e}"))
+            return
+        yield from responses
+
+    def _consumer(self, context, method: str, response_cls, request):
+        return self._unary(context, response_cls, lambda: self.service.consumer_router.call(
+            method, request, **self._call_info(context)))
+
+    def AckMessage(self, request, context):  # noqa: N802
+        return self._consumer(context, "AckMessage", s.AckMessageResponse, request)
+
+    def ChangeInvisibleDuration(self, request, context):  # noqa: N802
+        return self._consumer(context, "ChangeInvisibleDuration",
+                              s.ChangeInvisibleDurationResponse, request)
+
+    def UpdateOffset(self, request, context):  # noqa: N802
+        return self._consumer(context, "UpdateOffset", s.UpdateOffsetResponse, request)
+
+    def GetOffset(self, request, context):  # noqa: N802
+        return self._consumer(context, "GetOffset", s.GetOffsetResponse, request)
+
+    def EndTransaction(self, request, context):  # noqa: N802
+        return self._unary(context, s.EndTransactionResponse,
+                           lambda: self.service.end_transaction(request,
+                                                                **self._call_info(context)))
+
+    def ForwardMessageToDeadLetterQueue(self, request, context):  # noqa: N802
+        return self._consumer(context, "ForwardMessageToDeadLetterQueue",
+                              s.ForwardMessageToDeadLetterQueueResponse, request)
+
+    def QueryAssignment(self, request, context):  # noqa: N802
+        return self._unary(context, s.QueryAssignmentResponse,
+                           lambda: self.service.consumer_router.query_assignment(request))
+
+    def RecallMessage(self, request, context):  # noqa: N802
+        return self._not_implemented(context, s.RecallMessageResponse, "RecallMessage")
+
+    def SyncLiteSubscription(self, request, context):  # noqa: N802
+        return self._not_implemented(context, s.SyncLiteSubscriptionResponse,
+                                     "SyncLiteSubscription")

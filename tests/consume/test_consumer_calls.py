@@ -1,0 +1,330 @@
+"""Receive / ack / invisibility / DLQ / FIFO / offsets over gRPC against in-process nodes, and the
+consumer state surviving a restart and a failover (it is replayed from the commitlog)."""
+from __future__ import annotations
+
+import time
+
+import grpc
+import pytest
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from cluster.consume import receipt
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from proto.apache.rocketmq.v2 import service_pb2 as s
+from tests.integration.harness import wait_until
+from tests.messaging.test_servicer import msg, nodes  # noqa: F401  (fixture)
+
+G = d.Resource(name="G")
+
+
+def mq(topic="T", qid=0):
+    return d.MessageQueue(topic=d.Resource(name=topic), id=qid)
+
+
+def send(stub, topic, bodies, **sp):
+    r = stub.SendMessage(s.SendMessageRequest(messages=[msg(topic, b, **sp) for b in bodies]))
+    assert r.status.code == d.OK, r.status
+    return r
+
+
+def receive(stub, topic="T", group=G, tags="*", n=32, invisible=1.0, wait=2.0, qid=0):
+    """wait: sends return before reput dispatched, so receives long-poll briefly."""
+    req = s.ReceiveMessageRequest(
+        group=group, message_queue=mq(topic, qid), batch_size=n,
+        filter_expression=d.FilterExpression(type=d.TAG, expression=tags),
+        invisible_duration=Duration(seconds=int(invisible), nanos=int(invisible % 1 * 1e9)),
+        long_polling_timeout=Duration(seconds=int(wait), nanos=int(wait % 1 * 1e9)))
+    out = list(stub.ReceiveMessage(req, timeout=10))
+    assert out[0].WhichOneof("content") == "status"
+    kinds = [r.WhichOneof("content") for r in out[1:]]
+    assert kinds[:1] == (["delivery_timestamp"] if out[0].status.code == d.OK else [])
+    return out[0].status, [r.message for r in out[1:] if r.HasField("message")]
+
+
+def ack(stub, messages, topic="T", group=G):
+    return stub.AckMessage(s.AckMessageRequest(group=group, topic=d.Resource(name=topic), entries=[
+        s.AckMessageEntry(message_id=m.system_properties.message_id,
+                          receipt_handle=m.system_properties.receipt_handle) for m in messages]))
+
+
+def settle(node) -> None:
+    """Wait until reput dispatched everything appended (sends return before it)."""
+    store = node.store
+    wait_until(lambda: store.reput.reput_from_offset >= store.max_phy_offset(), 10, "dispatch")
+
+
+def bodies(messages):
+    return sorted(m.body for m in messages)
+
+
+def state_records(node) -> int:
+    return node.store.max_phy_offset()
+
+
+@pytest.fixture
+def master(nodes):  # noqa: F811
+    node = nodes(min_invisible_time_ms=500)
+    return node, nodes.stub(node)
+
+
+def test_receive_ack_and_tag_filter(master):
+    node, stub = master
+    send(stub, "T", [b"a1", b"a2"], tag="a")
+    send(stub, "T", [b"b1"], tag="b")
+    settle(node)
+    st, got = receive(stub, tags="a", invisible=30)
+    assert st.code == d.OK and bodies(got) == [b"a1", b"a2"]
+    m = got[0]
+    assert m.system_properties.delivery_attempt == 1
+    assert m.system_properties.invisible_duration.seconds == 30
+    assert m.system_properties.body_digest.checksum
+    assert receive(stub, tags="a", wait=0.3)[0].code == d.MESSAGE_NOT_FOUND  # in flight: invisible
+    r = ack(stub, got)
+    assert r.status.code == d.OK and all(e.status.code == d.OK for e in r.entries)
+    again = ack(stub, got[:1])  # acked already
+    assert again.status.code == d.INVALID_RECEIPT_HANDLE
+    # another group sees everything, from the start of the queues
+    st, other = receive(stub, group=d.Resource(name="G2"))
+    assert bodies(other) == [b"a1", b"a2", b"b1"]
+    progress = {p.queue_id: p for p in node.messaging.consumers.progress("G")}
+    assert sum(p.inflight for p in progress.values()) == 0
+
+
+def test_redelivery_after_invisibility_with_attempt_two(master):
+    _, stub = master
+    send(stub, "T", [b"x"])
+    _, first = receive(stub, invisible=0.5)
+    assert [m.system_properties.delivery_attempt for m in first] == [1]
+    t0 = time.monotonic()
+    st, again = receive(stub, invisible=5, wait=3)  # woken by the expiry, not the poll's end
+    assert st.code == d.OK and time.monotonic() - t0 < 2.5
+    assert again[0].body == b"x" and again[0].system_properties.delivery_attempt == 2
+    assert again[0].system_properties.message_id == first[0].system_properties.message_id
+    assert ack(stub, first).status.code == d.INVALID_RECEIPT_HANDLE  # the old delivery's handle
+    assert ack(stub, again).status.code == d.OK
+
+
+def test_change_invisible_duration_issues_a_new_handle(master):
+    _, stub = master
+    send(stub, "T", [b"x"])
+    _, got = receive(stub, invisible=0.5)
+    old = got[0].system_properties.receipt_handle
+    r = stub.ChangeInvisibleDuration(s.ChangeInvisibleDurationRequest(
+        group=G, topic=d.Resource(name="T"), receipt_handle=old,
+        invisible_duration=Duration(seconds=30), message_id=got[0].system_properties.message_id))
+    assert r.status.code == d.OK and r.receipt_handle != old
+    time.sleep(0.7)
+    assert receive(stub, wait=0.3)[0].code == d.MESSAGE_NOT_FOUND  # still invisible: 30 s now
+    bad = stub.ChangeInvisibleDuration(s.ChangeInvisibleDurationRequest(
+        group=G, topic=d.Resource(name="T"), receipt_handle=old, invisible_duration=Duration(seconds=30)))
+    assert bad.status.code == d.INVALID_RECEIPT_HANDLE
+    got[0].system_properties.receipt_handle = r.receipt_handle
+    assert ack(stub, got).status.code == d.OK
+
+
+def test_dead_letter_queue_after_max_attempts(master):
+    node, stub = master
+    node.messaging.consumers.upsert_group("G", retry_max_times=1)  # 2 deliveries
+    send(stub, "T", [b"poison"], keys=["k1"])
+    _, first = receive(stub, invisible=0.5)
+    time.sleep(0.6)
+    _, second = receive(stub, invisible=0.5)
+    assert second[0].system_properties.delivery_attempt == 2
+    time.sleep(0.6)
+    st, third = receive(stub, invisible=0.5, wait=0.3)
+    assert st.code == d.MESSAGE_NOT_FOUND and not third
+    st, dlq = receive(stub, topic="%DLQ%G", group=d.Resource(name="ops"))
+    assert [m.body for m in dlq] == [b"poison"]
+    stored = node.store.get_messages("%DLQ%G", 0, 0).messages[0]
+    assert stored.properties["DLQ_ORIGIN_TOPIC"] == "T" and stored.reconsume_times == 2
+    assert dlq[0].system_properties.message_id == first[0].system_properties.message_id
+    assert node.messaging.consumers.progress("G")[0].committed_offset == 1
+
+
+def test_forward_to_dead_letter_queue_call(master):
+    _, stub = master
+    send(stub, "T", [b"bad"])
+    _, got = receive(stub, invisible=30)
+    r = stub.ForwardMessageToDeadLetterQueue(s.ForwardMessageToDeadLetterQueueRequest(
+        group=G, topic=d.Resource(name="T"), receipt_handle=got[0].system_properties.receipt_handle,
+        message_id=got[0].system_properties.message_id, delivery_attempt=1, max_delivery_attempts=16))
+    assert r.status.code == d.OK
+    assert ack(stub, got).status.code == d.INVALID_RECEIPT_HANDLE  # done already
+    assert [m.body for m in receive(stub, topic="%DLQ%G", group=d.Resource(name="ops"))[1]] == [b"bad"]
+
+
+def test_fifo_group_has_one_message_in_flight_per_message_group(master):
+    node, stub = master
+    node.messaging.consumers.upsert_group("G", fifo=True)
+    send(stub, "F", [b"A1", b"A2"], message_group="A")
+    send(stub, "F", [b"B1", b"B2"], message_group="B")
+    settle(node)
+    got = []
+    for qid in range(4):
+        got += receive(stub, topic="F", invisible=30, qid=qid)[1]
+    assert bodies(got) == [b"A1", b"B1"]
+    assert ack(stub, [m for m in got if m.body == b"A1"], topic="F").status.code == d.OK
+    st, nxt = receive(stub, topic="F", invisible=30,
+                      qid=next(m.system_properties.queue_id for m in got if m.body == b"A1"))
+    assert [m.body for m in nxt] == [b"A2"]
+
+
+def test_offsets_for_pull_consumers(master):
+    _, stub = master
+    send(stub, "T", [b"1", b"2", b"3"])
+    settle(master[0])
+    req = s.GetOffsetRequest(group=G, message_queue=mq())
+    assert stub.GetOffset(req).status.code == d.OFFSET_NOT_FOUND
+    assert stub.UpdateOffset(s.UpdateOffsetRequest(group=G, message_queue=mq(), offset=2)).status.code == d.OK
+    r = stub.GetOffset(req)
+    assert r.status.code == d.OK and r.offset == 2
+    assert [m.body for m in receive(stub)[1]] == [b"3"]  # receive resumes at the committed offset
+    bad = stub.UpdateOffset(s.UpdateOffsetRequest(group=G, message_queue=mq(), offset=-1))
+    assert bad.status.code == d.ILLEGAL_OFFSET
+    beyond = stub.UpdateOffset(s.UpdateOffsetRequest(group=G, message_queue=mq(), offset=99))
+    assert beyond.status.code == d.ILLEGAL_OFFSET
+    assert stub.UpdateOffset(s.UpdateOffsetRequest(group=G, message_queue=mq("T", 77), offset=0)
+                             ).status.code == d.BAD_REQUEST
+
+
+@pytest.mark.parametrize("change, code", [
+    (dict(group=d.Resource(name="")), d.ILLEGAL_CONSUMER_GROUP),
+    (dict(group=d.Resource(name="bad group")), d.ILLEGAL_CONSUMER_GROUP),
+    (dict(topic="Nope"), d.TOPIC_NOT_FOUND),
+    (dict(topic="bad topic"), d.ILLEGAL_TOPIC),
+    (dict(tags="||"), d.ILLEGAL_FILTER_EXPRESSION),
+    (dict(invisible=0.1), d.ILLEGAL_INVISIBLE_TIME),
+    (dict(invisible=50000), d.ILLEGAL_INVISIBLE_TIME),
+    (dict(wait=60), d.ILLEGAL_POLLING_TIME),
+    (dict(n=0), d.BAD_REQUEST),
+])
+def test_illegal_receive_requests_change_nothing(master, change, code):
+    node, stub = master
+    send(stub, "T", [b"x"])
+    before = state_records(node)
+    st, got = receive(stub, **change)
+    assert st.code == code and not got
+    assert state_records(node) == before
+
+
+@pytest.mark.parametrize("handle", ["", "garbage", "R1:0:0:1:00000000", "R1:0:0:x:00000000",
+                                    "R1:" + "9" * 200])
+def test_bad_receipt_handles_are_refused(master, handle):
+    node, stub = master
+    send(stub, "T", [b"x"])
+    _, got = receive(stub, invisible=30)
+    before = state_records(node)
+    r = stub.AckMessage(s.AckMessageRequest(group=G, topic=d.Resource(name="T"), entries=[
+        s.AckMessageEntry(message_id="x", receipt_handle=handle)]))
+    assert r.status.code == d.INVALID_RECEIPT_HANDLE and r.entries[0].status.code == d.INVALID_RECEIPT_HANDLE
+    # a real handle used with another group is refused too
+    other = ack(stub, got, group=d.Resource(name="G2"))
+    assert other.status.code == d.INVALID_RECEIPT_HANDLE
+    bad_duration = stub.ChangeInvisibleDuration(s.ChangeInvisibleDurationRequest(
+        group=G, topic=d.Resource(name="T"), receipt_handle=got[0].system_properties.receipt_handle,
+        invisible_duration=Duration(seconds=-1)))
+    assert bad_duration.status.code == d.ILLEGAL_INVISIBLE_TIME
+    assert state_records(node) == before
+
+
+def test_state_survives_a_restart(nodes, tmp_path):  # noqa: F811
+    node = nodes("m1", min_invisible_time_ms=500)
+    stub = nodes.stub(node)
+    send(stub, "T", [b"%d" % i for i in range(6)])
+    settle(node)
+    _, got = receive(stub, n=4, invisible=0.5)
+    assert ack(stub, got[:3]).status.code == d.OK
+    node.stop()
+    nodes.started.remove(node)
+    node = nodes("m1", min_invisible_time_ms=500)  # same store directory
+    stub = nodes.stub(node)
+    time.sleep(0.6)
+    st, rest = receive(stub, n=32, invisible=30)
+    assert bodies(rest) == sorted({b"%d" % i for i in range(6)} - {m.body for m in got[:3]})
+    redelivered = [m for m in rest if m.body == got[3].body]
+    assert redelivered[0].system_properties.delivery_attempt == 2
+
+
+def test_slave_forwards_and_a_promoted_slave_resumes_from_the_acks(nodes):  # noqa: F811
+    master = nodes("master", role="SYNC_MASTER", min_invisible_time_ms=500)
+    slave = nodes("slave", role="SLAVE", broker_id=1, master_address=master.address,
+                  min_invisible_time_ms=500)
+    wait_until(lambda: len(master.master.tracker.in_sync_ids()) == 1, 15, "slave in sync")
+    via_slave = nodes.stub(slave)
+    send(via_slave, "T", [b"%d" % i for i in range(5)])
+    settle(master)
+    _, got = receive(via_slave, n=3, invisible=30)  # forwarded to the master
+    assert len(got) == 3 and ack(via_slave, got).status.code == d.OK
+    assert slave.messaging.consumers.state.queues == {}  # the slave keeps no state
+    master.stop()
+    nodes.started.remove(master)
+    slave.switch_role("ASYNC_MASTER")
+    st, rest = receive(via_slave, n=32, invisible=30)
+    assert bodies(rest) == sorted({b"%d" % i for i in range(5)} - {m.body for m in got})
+    # the promoted node runs its schedule service as a master: delay messages arrive
+    assert slave.store.config.broker_role == "ASYNC_MASTER"
+    due = Timestamp()
+    due.FromMilliseconds(int(time.time() * 1000) + 500)
+    send(via_slave, "Later", [b"late"], delivery_timestamp=due)
+    st, late = receive(via_slave, topic="Later", wait=5)
+    assert [m.body for m in late] == [b"late"]
+
+
+def test_snapshot_then_replay_gives_the_same_state(master, monkeypatch):
+    node, stub = master
+    import cluster.consume.consumer_service as svc
+    monkeypatch.setattr(svc, "SNAPSHOT_EVERY", 3)
+    send(stub, "T", [b"%d" % i for i in range(4)])
+    settle(node)
+    _, got = receive(stub, n=4, invisible=30)
+    ack(stub, got[:2])
+    consumers = node.messaging.consumers
+    assert consumers.maybe_snapshot()
+    ack(stub, got[2:3])
+    settle(node)  # every state record dispatched (the snapshot thread may have added some)
+    consumers.persist_offsets()  # the snapshotter thread may have written it already
+    assert not consumers.persist_offsets()  # unchanged since
+    import json
+    with open(consumers.offset_file.path) as f:
+        table = json.load(f)["offsetTable"]
+    assert table["T@G"][str(got[0].system_properties.queue_id)] == consumers.progress("G")[0].committed_offset
+    replayed = consumers.replay()
+    assert replayed.queues == consumers.state.queues
+    assert replayed.groups == consumers.state.groups
+    assert replayed.next_handle == consumers.state.next_handle
+
+
+def test_receipt_handles_are_bound_to_topic_and_group():
+    text = receipt.encode("T", "G", 3, 42, 7)
+    assert receipt.decode(text, "T", "G") == receipt.Receipt(3, 42, 7)
+    for topic, group in (("T2", "G"), ("T", "G2")):
+        with pytest.raises(receipt.BadReceiptHandle):
+            receipt.decode(text, topic, group)
+
+
+def test_query_assignment_lists_readable_queues(master):
+    _, stub = master
+    send(stub, "T", [b"x"])
+    r = stub.QueryAssignment(s.QueryAssignmentRequest(topic=d.Resource(name="T"), group=G))
+    assert r.status.code == d.OK and sorted(a.message_queue.id for a in r.assignments) == [0, 1, 2, 3]
+    assert r.assignments[0].message_queue.broker.id == 0
+    missing = stub.QueryAssignment(s.QueryAssignmentRequest(topic=d.Resource(name="Nope"), group=G))
+    assert missing.status.code == d.TOPIC_NOT_FOUND
+
+
+
+def test_telemetry_tells_consumers_their_group_config(master):
+    node, stub = master
+    node.messaging.consumers.upsert_group("Ordered", fifo=True, retry_max_times=3)
+
+    def settings_for(group):
+        settings = d.Settings(client_type=d.PUSH_CONSUMER, subscription=d.Subscription(
+            group=d.Resource(name=group)))
+        call = stub.Telemetry(iter([s.TelemetryCommand(settings=settings)]), timeout=10)
+        return next(call).settings
+
+    known = settings_for("Ordered")
+    assert known.subscription.fifo and known.backoff_policy.max_attempts == 4
+    unknown = settings_for("Other")
+    assert not unknown.subscription.fifo and unknown.subscription.receive_batch_size == 32

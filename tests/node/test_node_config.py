@@ -1,0 +1,43 @@
+"""Node settings from broker.conf keys: identity, role rules, token options."""
+import pytest
+
+from cluster.node.node_config import NodeConfig, load_node_config, node_config_from_properties
+from store.config import StoreConfig
+from store.errors import ConfigError
+
+
+def test_broker_conf_keys(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerClusterName=C1\nbrokerName=b1\nbrokerId=2\nbrokerRole=SLAVE\n"
+                    f"storePathRootDir={tmp_path}/s\nhaMasterAddress=127.0.0.1:10911\n"
+                    "listenPort=10921\nslaveTimeout=1500\nnamesrvAddr=ignored:9876\n")
+    c = load_node_config(str(conf))
+    assert (c.cluster_name, c.broker_name, c.broker_id, c.node_id) == ("C1", "b1", 2, "b1:2")
+    assert c.store.is_slave and c.store.ha_master_address == "127.0.0.1:10911"
+    assert c.store.slave_timeout == 1500 and c.listen_address == "127.0.0.1:10921"
+    assert c.default_token_path == f"{tmp_path}/s/config/admin.token"
+
+
+@pytest.mark.parametrize("props, message", [
+    ({"brokerRole": "SLAVE", "brokerId": "1"}, "haMasterAddress"),
+    ({"brokerRole": "SLAVE", "haMasterAddress": "h:1"}, "brokerId > 0"),
+    ({"brokerId": "x"}, "brokerId"),
+    ({"brokerId": "-1"}, "brokerId"),
+    ({"brokerName": "a b"}, "broker_name"),
+    ({"adminToken": "t", "adminTokenFile": "/f"}, "not both"),
+    ({"brokerRole": "MASTER"}, "brokerRole"),
+])
+def test_bad_settings_are_refused_with_the_key(props, message):
+    with pytest.raises(ConfigError, match=message):
+        node_config_from_properties(props)
+
+
+def test_missing_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_node_config(str(tmp_path / "nope.conf"))
+
+
+def test_defaults():
+    c = NodeConfig(store=StoreConfig(store_path_root_dir="/tmp/x"))
+    assert (c.cluster_name, c.broker_name, c.broker_id) == ("DefaultCluster", "broker-a", 0)
+    assert c.store.broker_role == "ASYNC_MASTER"
