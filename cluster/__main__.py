@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from .cli.main import main
+from cluster.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

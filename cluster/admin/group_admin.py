@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import grpc
 
-from cluster.messaging.convert import V2Error
+from cluster.messaging.v2_status import V2Error
 from proto import admin_pb2 as pb
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 

@@ -8,8 +8,8 @@ from typing import Callable
 import grpc
 
 from cluster.client.admin_client import AdminClient
-from .output import refused
-from .targets import add_target_args, connect
+from cluster.cli.output import refused
+from cluster.cli.targets import add_target_args, connect
 
 Run = Callable[[AdminClient, argparse.Namespace], int]
 

@@ -13,9 +13,9 @@ import json
 import sys
 import time
 
-from ..client import ClientConfig, ClientError, Connection, Message, Producer, SimpleConsumer
+from cluster.client import ClientConfig, ClientError, Connection, Message, Producer, SimpleConsumer
 from cluster.client.client_errors import TransportError
-from .targets import DEFAULT_CLUSTER_DIR, node_address
+from cluster.cli.targets import DEFAULT_CLUSTER_DIR, node_address
 
 
 def register(sub) -> None:

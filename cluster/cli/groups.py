@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 
 from cluster.client.admin_client import AdminClient
-from .common import command, group
-from .output import fmt_ms, print_json, table
-from .timeparse import parse_time_ms
-from .topics import _bool
+from cluster.cli.common import command, group
+from cluster.cli.output import fmt_ms, print_json, table
+from cluster.cli.timeparse import parse_time_ms
+from cluster.cli.topics import _bool
 
 
 def register(sub) -> None:

@@ -8,9 +8,9 @@ import base64
 from proto import admin_pb2 as pb
 
 from cluster.client.admin_client import AdminClient
-from .common import command, group
-from .output import fmt_ms, print_json, table
-from .timeparse import parse_time_ms
+from cluster.cli.common import command, group
+from cluster.cli.output import fmt_ms, print_json, table
+from cluster.cli.timeparse import parse_time_ms
 
 BODY_FORMATS = ("text", "hex", "base64", "none")
 

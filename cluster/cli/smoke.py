@@ -9,8 +9,8 @@ import sys
 from proto import admin_pb2 as pb
 
 from cluster.client.admin_client import AdminClient
-from .common import command
-from .output import print_json
+from cluster.cli.common import command
+from cluster.cli.output import print_json
 
 
 def register(sub) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import grpc
 
 from cluster.client.admin_client import AdminClient
-from .output import print_json, table
-from .targets import DEFAULT_CLUSTER_DIR, cluster_targets, operator
+from cluster.cli.output import print_json, table
+from cluster.cli.targets import DEFAULT_CLUSTER_DIR, cluster_targets, operator
 
 
 def register(sub) -> None:

@@ -3,8 +3,8 @@ trigger (mqadmin brokerStatus / deleteExpiredCommitLog)."""
 from __future__ import annotations
 
 from cluster.client.admin_client import AdminClient
-from .common import command
-from .output import fmt_ms, print_json, table
+from cluster.cli.common import command
+from cluster.cli.output import fmt_ms, print_json, table
 
 
 def register(sub) -> None:

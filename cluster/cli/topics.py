@@ -7,8 +7,8 @@ import argparse
 from proto import admin_pb2 as pb
 
 from cluster.client.admin_client import AdminClient
-from .common import command, group
-from .output import print_json, table
+from cluster.cli.common import command, group
+from cluster.cli.output import print_json, table
 
 PERMS = {"W": 2, "R": 4, "RW": 6, "2": 2, "4": 4, "6": 6}
 

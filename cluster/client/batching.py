@@ -33,10 +33,10 @@ import grpc
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 
-from .connection import Connection
+from cluster.client.connection import Connection
 from cluster.client.client_errors import ClientError, NotDurableError, TransportError
-from .message import Message, SendReceipt, to_v2
-from .producer import RetryPolicy, receipts
+from cluster.client.message import Message, SendReceipt, to_v2
+from cluster.client.producer import RetryPolicy, receipts
 
 # Refusals that blame one message of a batch: resend its messages one by one.
 SPLIT_CODES = frozenset({

@@ -28,9 +28,9 @@ from typing import Sequence
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 
-from .connection import Connection
+from cluster.client.connection import Connection
 from cluster.client.client_errors import ClientError, NotDurableError
-from .message import Message, SendReceipt, receipts_of, to_v2
+from cluster.client.message import Message, SendReceipt, receipts_of, to_v2
 
 RETRYABLE_CODES = frozenset({d.TOO_MANY_REQUESTS, d.HA_NOT_AVAILABLE, d.INTERNAL_SERVER_ERROR})
 

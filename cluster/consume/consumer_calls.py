@@ -32,8 +32,9 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.codec import Message, MessageRecord
 from store.json_config import TopicConfig
 
-from cluster.messaging.convert import (V2Error, check_group_resource, check_topic_resource,
-                                       record_to_v2)
+from cluster.messaging.convert import check_group_resource, check_topic_resource, record_to_v2
+
+from cluster.messaging.v2_status import V2Error
 from cluster.messaging.pull_reader import tag_expression
 
 from cluster.consume import receipt

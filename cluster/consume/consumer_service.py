@@ -34,7 +34,7 @@ from store.json_config import JsonConfigFile
 from store.put_result import PutResult, PutStatus
 from store.service import Service
 
-from cluster.messaging.convert import V2Error, put_status_code, put_status_message
+from cluster.messaging.v2_status import V2Error, put_status
 
 from cluster.consume.records import STATE_TOPIC, StateRecordError, from_body, to_message
 from cluster.consume.state import ConsumerState, GroupInfo
@@ -127,7 +127,7 @@ class ConsumerService:
         messages = [*extra, *(to_message(e) for e in events)]
         result = master.append(messages, allow_system_topic=True)
         if result.status is not PutStatus.PUT_OK:
-            raise V2Error(put_status_code(result), put_status_message(result))
+            raise V2Error.from_put(result)
         for event in events:
             self.state.apply(event)
         return Pending(messages, result)
@@ -137,7 +137,7 @@ class ConsumerService:
         result = master.wait_durable(pending.messages, pending.result)
         if result.status is PutStatus.PUT_OK:
             return d.Status(code=d.OK, message="OK")
-        return d.Status(code=put_status_code(result), message=put_status_message(result))
+        return put_status(result)
 
     def change(self, events: list[dict[str, Any]]) -> d.Status:
         master = self.ensure_loaded()

@@ -18,7 +18,7 @@ from typing import Callable
 from store.codec import MessageRecord
 from store.get_result import GetMessageResult
 
-from .state import Inflight, QueueState
+from cluster.consume.state import Inflight, QueueState
 
 PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"
 

@@ -20,7 +20,9 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 
 from cluster.consume.consumer_calls import ConsumerCalls
 
-from cluster.messaging.convert import V2Error, check_group_resource, check_topic_resource
+from cluster.messaging.convert import check_group_resource, check_topic_resource
+
+from cluster.messaging.v2_status import V2Error
 from cluster.messaging.route import endpoints, message_queues
 
 if TYPE_CHECKING:

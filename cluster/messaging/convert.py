@@ -47,8 +47,9 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store import codec
 from store.codec import Message, MessageRecord, SysFlag
 from store.errors import MessageIllegal
-from store.put_result import PutResult, PutStatus
 from store.validation import check_topic
+
+from cluster.messaging.v2_status import V2Error
 
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
 PROPERTY_TRACE_CONTEXT = "TRACE_CONTEXT"
@@ -76,26 +77,6 @@ MAX_USER_PROPERTY_NUM = 128
 MAX_USER_PROPERTY_SIZE = 16 * 1024  # user properties + tag + keys, UTF-8 bytes
 MAX_MESSAGE_GROUP_SIZE = 64  # bytes; RocketMQ refuses >= this
 SECONDS_THAT_ARE_MILLIS = 10 ** 11  # see the module doc (client bug)
-
-
-class V2Error(Exception):
-    """A request refused with a v2 status code; nothing was written."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-    def status(self) -> d.Status:
-        return d.Status(code=self.code, message=self.message)
-
-
-def status(code: int, message: str = "") -> d.Status:
-    return d.Status(code=code, message=message or d.Code.Name(code))
-
-
-def not_implemented(what: str) -> d.Status:
-    return d.Status(code=d.NOT_IMPLEMENTED, message=f"{what} is not implemented yet by this server")
 
 
 @dataclass(frozen=True)
@@ -351,45 +332,6 @@ def _to_store_message(m: d.Message, topic: str, limits: SendLimits, now_ms: int,
     return Message(topic=topic, body=body if type(body) is bytes else bytes(body),
                    properties=props, born_timestamp=born_ms,
                    born_host=born_host_field(sent_host, peer_ip))
-
-
-# -- store outcomes -> codes ----------------------------------------------------------------------
-PUT_STATUS_CODES: dict[PutStatus, int] = {
-    PutStatus.PUT_OK: d.OK,
-    PutStatus.FLUSH_DISK_TIMEOUT: d.MASTER_PERSISTENCE_TIMEOUT,
-    PutStatus.FLUSH_SLAVE_TIMEOUT: d.SLAVE_PERSISTENCE_TIMEOUT,
-    PutStatus.SLAVE_NOT_AVAILABLE: d.HA_NOT_AVAILABLE,
-    PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: d.HA_NOT_AVAILABLE,
-    PutStatus.SERVICE_NOT_AVAILABLE: d.INTERNAL_SERVER_ERROR,
-    PutStatus.FLUSH_DISK_FAILED: d.INTERNAL_SERVER_ERROR,
-    PutStatus.CREATE_MAPPED_FILE_FAILED: d.INTERNAL_SERVER_ERROR,
-    PutStatus.UNKNOWN_ERROR: d.INTERNAL_SERVER_ERROR,
-    PutStatus.OS_PAGE_CACHE_BUSY: d.TOO_MANY_REQUESTS,
-    PutStatus.PROPERTIES_SIZE_EXCEEDED: d.MESSAGE_PROPERTIES_TOO_LARGE,
-    PutStatus.MESSAGE_ILLEGAL: d.BAD_REQUEST,  # refined from the reason below
-}
-# MessageIllegal("<field>", ...) reasons start with "illegal <field>".
-_ILLEGAL_FIELD_CODES = (("illegal topic", d.ILLEGAL_TOPIC), ("illegal tag", d.ILLEGAL_MESSAGE_TAG),
-                        ("illegal property", d.ILLEGAL_MESSAGE_PROPERTY_KEY),
-                        ("illegal delivery time", d.ILLEGAL_DELIVERY_TIME),
-                        ("illegal body", d.MESSAGE_BODY_TOO_LARGE))
-
-
-def put_status_code(result: PutResult) -> int:
-    if result.status is PutStatus.MESSAGE_ILLEGAL:
-        for prefix, code in _ILLEGAL_FIELD_CODES:
-            if result.reason.startswith(prefix):
-                return code
-    return PUT_STATUS_CODES.get(result.status, d.INTERNAL_SERVER_ERROR)
-
-
-def put_status_message(result: PutResult) -> str:
-    if result.status is PutStatus.PUT_OK:
-        return "OK"
-    text = f"send message failed, status {result.status.value}"
-    if result.status.stored:
-        text = f"stored, but {result.status.value}"
-    return f"{text}: {result.reason}" if result.reason else text
 
 
 # -- delivery side --------------------------------------------------------------------------------

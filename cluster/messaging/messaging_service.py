@@ -34,7 +34,8 @@ from cluster.consume.consumer_calls import ConsumeSettings, ConsumerCalls
 from cluster.consume.consumer_service import ConsumerService
 
 from cluster.messaging.consumer_router import ConsumerRouter
-from cluster.messaging.convert import SendLimits, V2Error, check_topic_resource
+from cluster.messaging.convert import SendLimits, check_topic_resource
+from cluster.messaging.v2_status import V2Error
 from cluster.messaging.pull_reader import Reader
 from cluster.messaging.route import TopicRegistry, config_from_route, endpoints, message_queues
 from cluster.messaging.send import MasterForwarder, Sender

@@ -15,7 +15,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
 
-from cluster.messaging.convert import V2Error, not_implemented
+from cluster.messaging.v2_status import V2Error, not_implemented
 from cluster.messaging.send import FORWARDED_HEADER
 from cluster.messaging.messaging_service import MessagingService
 

@@ -31,8 +31,10 @@ from store.get_result import GetMessageResult, GetStatus
 from store.message_store import MessageStore
 from store.reader import TagFilter
 
-from cluster.messaging.convert import (V2Error, check_group_resource, check_topic_resource,
-                                      records_to_v2, timestamp_ms)
+from cluster.messaging.convert import (check_group_resource, check_topic_resource, records_to_v2,
+                                        timestamp_ms)
+
+from cluster.messaging.v2_status import V2Error
 from cluster.messaging.route import TopicRegistry
 from cluster.messaging.telemetry import StreamBudget
 

@@ -22,7 +22,7 @@ from typing import Iterable
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.json_config import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigTable
 
-from .convert import V2Error
+from cluster.messaging.v2_status import V2Error
 
 ACCEPTED_MESSAGE_TYPES = (d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION)
 

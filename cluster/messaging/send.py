@@ -38,10 +38,10 @@ from store.json_config import TopicConfig
 from store.put_result import PutResult
 
 from cluster.messaging import request_signature
-from .convert import (PROPERTY_SHARDING_KEY, SendLimits, V2Error, put_status_code,
-                      put_status_message, to_store_messages)
-from .route import TopicRegistry
-from .transaction_records import check_transactional_send
+from cluster.messaging.convert import PROPERTY_SHARDING_KEY, SendLimits, to_store_messages
+from cluster.messaging.v2_status import V2Error, put_status
+from cluster.messaging.route import TopicRegistry
+from cluster.messaging.transaction_records import check_transactional_send
 
 log = logging.getLogger(__name__)
 FORWARDED_HEADER = "x-rmqstore-forwarded"
@@ -110,8 +110,7 @@ class Sender:
 
 def send_response(result: PutResult, msgs: Sequence[Message],
                   transaction_ids: Sequence[str] = ()) -> s.SendMessageResponse:
-    code = put_status_code(result)
-    st = d.Status(code=code, message=put_status_message(result))
+    st = put_status(result)
     response = s.SendMessageResponse(status=st)
     for i, (append, m) in enumerate(zip(result.appends, msgs)):
         response.entries.append(s.SendResultEntry(

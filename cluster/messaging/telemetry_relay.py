@@ -26,10 +26,10 @@ import grpc
 
 from proto.apache.rocketmq.v2 import service_pb2 as s
 
-from .telemetry import ClientStream, TelemetryHub
+from cluster.messaging.telemetry import ClientStream, TelemetryHub
 
 if TYPE_CHECKING:
-    from .send import MasterForwarder
+    from cluster.messaging.send import MasterForwarder
 
 log = logging.getLogger(__name__)
 IDLE_SECONDS = 1.0  # how often an idle or waiting relay looks at the node's role again

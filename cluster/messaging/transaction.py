@@ -35,17 +35,17 @@ from store import codec
 from store.codec import Message, MessageRecord
 from store.put_result import PutResult, PutStatus
 
-from . import transaction_records as tr
-from .convert import V2Error, check_topic_resource, has_control_character, put_status_code, \
-    put_status_message
-from .send import send_response
-from .transaction_state import OpenHalf, QueueShrank, TransactionTable
+from cluster.messaging import transaction_records as tr
+from cluster.messaging.convert import check_topic_resource, has_control_character
+from cluster.messaging.send import send_response
+from cluster.messaging.transaction_state import OpenHalf, QueueShrank, TransactionTable
+from cluster.messaging.v2_status import V2Error, put_status, put_status_message
 
 if TYPE_CHECKING:
     from cluster.node.node import Node
     from master.role import MasterRole
 
-    from .send import MasterForwarder
+    from cluster.messaging.send import MasterForwarder
 
 log = logging.getLogger(__name__)
 OK = d.Status(code=d.OK, message="OK")
@@ -186,7 +186,7 @@ class TransactionService:
         log.info("transaction %s of %s on %s: %s (%s)", request.transaction_id, message_id, topic,
                  how, d.TransactionSource.Name(request.source) if request.source in
                  d.TransactionSource.values() else request.source)
-        return s.EndTransactionResponse(status=_status(master.wait_durable(msgs, result)))
+        return s.EndTransactionResponse(status=put_status(master.wait_durable(msgs, result)))
 
     def _half_at(self, phy: int, transaction_id: str) -> MessageRecord:
         """The half record a transaction id names: it must be a record the half queue lists at
@@ -221,7 +221,7 @@ class TransactionService:
     def _append_locked(self, master: "MasterRole", msgs: Sequence[Message]) -> PutResult:
         result = master.append(msgs, allow_system_topic=True)
         if result.status is not PutStatus.PUT_OK:
-            raise V2Error(put_status_code(result), put_status_message(result))
+            raise V2Error.from_put(result)
         return result
 
     # -- for the checker ----------------------------------------------------------------------
@@ -256,13 +256,7 @@ class TransactionService:
             msgs = [tr.op_message(half.queue_offset)]
             result = self._append_locked(master, msgs)
             self.table.resolve(half.root, "rollback")
-        status = _status(master.wait_durable(msgs, result))
+        status = put_status(master.wait_durable(msgs, result))
         log.warning("transaction %d (topic %s) was checked %d times without an answer: rolled "
                     "back (%s)", half.root, half.real_topic, half.check_times, status.message)
         return True
-
-
-def _status(result: PutResult) -> d.Status:
-    if result.status is PutStatus.PUT_OK:
-        return OK
-    return d.Status(code=put_status_code(result), message=put_status_message(result))

@@ -33,12 +33,12 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.clock import Clock
 from store.service import Service
 
-from . import transaction_records as tr
-from .convert import V2Error
-from .telemetry import TelemetryHub
+from cluster.messaging import transaction_records as tr
+from cluster.messaging.v2_status import V2Error
+from cluster.messaging.telemetry import TelemetryHub
 
 if TYPE_CHECKING:
-    from .transaction import TransactionService
+    from cluster.messaging.transaction import TransactionService
 
 log = logging.getLogger(__name__)
 

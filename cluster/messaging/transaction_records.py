@@ -50,7 +50,9 @@ from store import codec
 from store.codec import Message, MessageRecord, SysFlag
 from store.errors import MessageIllegal
 
-from .convert import V2Error, record_to_v2
+from cluster.messaging.convert import record_to_v2
+
+from cluster.messaging.v2_status import V2Error
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from store.codec import MessageRecord
 from store.get_result import GetStatus
 from store.message_store import MessageStore
 
-from . import transaction_records as tr
+from cluster.messaging import transaction_records as tr
 
 log = logging.getLogger(__name__)
 READ_BATCH = 64

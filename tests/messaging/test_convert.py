@@ -8,7 +8,9 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cluster.messaging import convert
-from cluster.messaging.convert import SendLimits, V2Error, to_store_messages
+from cluster.messaging.convert import SendLimits, to_store_messages
+from cluster.messaging import v2_status
+from cluster.messaging.v2_status import V2Error
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store import codec
 from store.codec import MessageRecord, SysFlag
@@ -150,16 +152,16 @@ EXPECTED_CODES = {
 @pytest.mark.parametrize("status", list(PutStatus), ids=[s.value for s in PutStatus])
 def test_every_put_status_has_its_code(status):
     result = PutResult(status, reason="disk said no")
-    assert convert.put_status_code(result) == EXPECTED_CODES[status]
-    message = convert.put_status_message(result)
+    assert v2_status.put_status_code(result) == EXPECTED_CODES[status]
+    message = v2_status.put_status_message(result)
     assert status is PutStatus.PUT_OK or ("disk said no" in message and status.value in message)
 
 
 def test_store_refusal_reasons_refine_message_illegal():
     r = PutResult(PutStatus.MESSAGE_ILLEGAL, reason="illegal delivery time: too far")
-    assert convert.put_status_code(r) == d.ILLEGAL_DELIVERY_TIME
+    assert v2_status.put_status_code(r) == d.ILLEGAL_DELIVERY_TIME
     r = PutResult(PutStatus.MESSAGE_ILLEGAL, reason="illegal topic: reserved")
-    assert convert.put_status_code(r) == d.ILLEGAL_TOPIC
+    assert v2_status.put_status_code(r) == d.ILLEGAL_TOPIC
 
 
 # -- delivery side --------------------------------------------------------------------------------

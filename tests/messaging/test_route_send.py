@@ -37,7 +37,7 @@ def test_auto_create_persists_the_topic(tmp_path):
 
 def test_unknown_topic_without_auto_create(tmp_path):
     r = registry(tmp_path, auto_create=False)
-    from cluster.messaging.convert import V2Error
+    from cluster.messaging.v2_status import V2Error
     with pytest.raises(V2Error) as e:
         r.get_or_create("Orders")
     assert e.value.code == d.TOPIC_NOT_FOUND
