@@ -412,6 +412,12 @@ class MessageStore:
             "commitlog_files": len(self.commitlog.queue),
         }
 
+    def reconfigure(self, config: StoreConfig) -> None:
+        """Swap in `config`, which differs from the current one only in keys the running
+        services read on every use (the runtime-updatable keys, the broker role). Services read
+        `store.config` when they use a key, so this one assignment reaches them all."""
+        self.config = config
+
     # -- internals ---------------------------------------------------------------------------
     def delay_level_ms(self, level: int) -> int:
         levels = self._delay_levels

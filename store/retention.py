@@ -116,7 +116,6 @@ class RetentionService(Service):
                  sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__()
         self.store = store
-        self.config = store.config
         self.clock = store.clock
         self.disk_usage = disk_usage
         self._sleep = sleep  # pacing between deletions (delete_commit_log_files_interval)
@@ -139,6 +138,11 @@ class RetentionService(Service):
     @property
     def manual_rounds_left(self) -> int:
         return self._manual_rounds
+
+    @property
+    def config(self):
+        """The store's config as it is now: the retention keys change at runtime."""
+        return self.store.config
 
     # -- service -------------------------------------------------------------------------------
     def wait_interval(self) -> float:

@@ -1,9 +1,9 @@
 """What the Admin API's plain modules share: the error they raise (a gRPC status code and a
 message, turned into the call's status by the servicer), who is calling (for the log of every
-change), and the master-only guard.
+change), and the refusal of a master-only change on another node.
 
 The modules (topic_admin, group_admin, message_lookup, maintenance, runtime_config) take the
-node and plain arguments and never see a gRPC context, so they are tested without a server and
+AdminNode and plain arguments and never see a gRPC context, so they are tested without a server and
 the servicer stays a thin adapter.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 if TYPE_CHECKING:
-    from cluster.node.node import Node
+    from cluster.node.node_role import NotMaster
 
 OPERATOR_METADATA = "x-operator"  # set by the CLI to the local user; informational, not checked
 
@@ -42,14 +42,7 @@ def caller(context: grpc.ServicerContext) -> str:
     return peer
 
 
-def require_master(node: "Node", what: str) -> None:
-    """Writes of topics, groups and offsets happen on the master only: a slave's copy is
-    replaced by whatever its master says next, so a change there would be lost."""
-    if node.master is not None:
-        return
-    if node.role == "SLAVE":
-        raise AdminError(grpc.StatusCode.FAILED_PRECONDITION,
-                         f"{what}: {node.config.node_id} is a slave; send it to the master at "
-                         f"{node.master_address or '(unknown)'}")
-    raise AdminError(grpc.StatusCode.FAILED_PRECONDITION,
-                     f"{what}: {node.config.node_id} is changing role; retry in a moment")
+def not_master_error(what: str, e: "NotMaster") -> AdminError:
+    """The refusal of a change that only the master may make (see AdminNode.require_master)."""
+    where = "; send it to the master" if e.master_address else ""
+    return AdminError(grpc.StatusCode.FAILED_PRECONDITION, f"{what}: {e.reason}{where}")

@@ -15,18 +15,19 @@ import grpc
 
 from proto import admin_pb2 as pb
 from proto import admin_pb2_grpc as pb_grpc
+from store.broker_role import BrokerRole
 from store.errors import StoreError
 
 from cluster.admin import (group_admin, maintenance, message_lookup, runtime_config,
                            store_export, topic_admin)
 from cluster.admin.admin_error import AdminError, caller
 from cluster.admin.message_lookup import from_record, to_store_message
+from cluster.node.node_role import NotMaster
 
 if TYPE_CHECKING:
-    from cluster.node.node import Node
+    from cluster.admin.admin_node import AdminNode
 
 log = logging.getLogger(__name__)
-ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
 
 def _answer(context: grpc.ServicerContext, fn, *args):
@@ -52,24 +53,25 @@ def _born_host(context: grpc.ServicerContext) -> str:
 
 
 class AdminServicer(pb_grpc.AdminServicer):
-    def __init__(self, node: "Node") -> None:
+    def __init__(self, node: "AdminNode") -> None:
         self.node = node
 
     def GetNodeStatus(self, request, context):  # noqa: N802
         return self.node.status()
 
     def SwitchRole(self, request, context):  # noqa: N802
-        if request.role not in ROLES:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"role {request.role!r}: must be one of {', '.join(ROLES)}")
-        if request.role == "SLAVE" and not request.master_address:
+        try:
+            role = BrokerRole.parse(request.role)
+        except ValueError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        if role is BrokerRole.SLAVE and not request.master_address:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "role SLAVE needs master_address")
         if request.epoch < 0:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"epoch {request.epoch} must be >= 0")
         log.warning("admin SwitchRole by %s: to %s (master %s, epoch %d)", caller(context),
                     request.role, request.master_address or "-", request.epoch)
         try:
-            self.node.switch_role(request.role, request.master_address, request.epoch)
+            self.node.switch_role(role, request.master_address, request.epoch)
         except StoreError as e:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
         return self.node.status()
@@ -81,8 +83,8 @@ class AdminServicer(pb_grpc.AdminServicer):
         msgs = [to_store_message(m, host) for m in request.messages]
         try:
             result = self.node.put_messages(msgs)
-        except StoreError as e:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        except NotMaster as e:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"writes go to the master: {e}")
         return pb.SendMessagesResponse(
             status=result.status.value, reason=result.reason,
             results=[pb.SendResult(msg_id=a.msg_id, queue_offset=a.queue_offset,
@@ -113,7 +115,7 @@ class AdminServicer(pb_grpc.AdminServicer):
         try:
             export = store_export.StoreExport(
                 self.node.store, request.include, request.chunk_bytes,
-                node_id=self.node.config.node_id, role=self.node.role)
+                node_id=self.node.node_id, role=self.node.role.name)
         except store_export.ExportRequestError as e:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         peer = context.peer()

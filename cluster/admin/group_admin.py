@@ -9,18 +9,19 @@ codes in a V2Error) become gRPC codes: ILLEGAL_* and BAD_REQUEST -> INVALID_ARGU
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 import grpc
 
-from cluster.messaging.v2_status import V2Error
 from proto import admin_pb2 as pb
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 
-from cluster.admin.admin_error import AdminError, invalid, require_master
+from cluster.admin.admin_error import AdminError, invalid
+from cluster.messaging.v2_status import V2Error
 
 if TYPE_CHECKING:
-    from cluster.node.node import Node
+    from cluster.admin.admin_node import AdminNode
+    from cluster.consume.consumer_service import ConsumerService
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -35,14 +36,9 @@ def grpc_code(v2_code: int) -> grpc.StatusCode:
     return grpc.StatusCode.FAILED_PRECONDITION
 
 
-def _consumers(node: "Node", what: str) -> Any:
-    consumers = getattr(node.messaging, "consumers", None)
-    if consumers is None:
-        raise AdminError(grpc.StatusCode.UNIMPLEMENTED,
-                         f"{what}: this node has no consumer state service (consumer groups are "
-                         f"not available in this build)")
-    require_master(node, what)
-    return consumers
+def _consumers(node: "AdminNode", what: str) -> "ConsumerService":
+    node.require_master(what)
+    return node.messaging.consumers
 
 
 def _call(what: str, fn: Callable[[], T]) -> T:
@@ -62,13 +58,13 @@ def _need_name(name: str, what: str) -> None:
         raise invalid(f"{what}: the group name is empty")
 
 
-def list_groups(node: "Node") -> pb.ListGroupsResponse:
+def list_groups(node: "AdminNode") -> pb.ListGroupsResponse:
     consumers = _consumers(node, "list groups")
     groups = _call("list groups", consumers.list_groups)
     return pb.ListGroupsResponse(groups=[_info(g) for g in groups])
 
 
-def upsert_group(node: "Node", req: pb.UpsertGroupRequest, caller: str) -> pb.GroupInfo:
+def upsert_group(node: "AdminNode", req: pb.UpsertGroupRequest, caller: str) -> pb.GroupInfo:
     what = f"upsert group {req.name}"
     _need_name(req.name, what)
     consumers = _consumers(node, what)
@@ -80,7 +76,7 @@ def upsert_group(node: "Node", req: pb.UpsertGroupRequest, caller: str) -> pb.Gr
     return _info(info)
 
 
-def delete_group(node: "Node", req: pb.DeleteGroupRequest, caller: str) -> pb.DeleteGroupResponse:
+def delete_group(node: "AdminNode", req: pb.DeleteGroupRequest, caller: str) -> pb.DeleteGroupResponse:
     what = f"delete group {req.name}"
     _need_name(req.name, what)
     consumers = _consumers(node, what)
@@ -91,7 +87,7 @@ def delete_group(node: "Node", req: pb.DeleteGroupRequest, caller: str) -> pb.De
     return pb.DeleteGroupResponse(deleted=True)
 
 
-def progress(node: "Node", req: pb.ConsumerProgressRequest) -> pb.ConsumerProgress:
+def progress(node: "AdminNode", req: pb.ConsumerProgressRequest) -> pb.ConsumerProgress:
     what = f"progress of group {req.group}"
     _need_name(req.group, what)
     consumers = _consumers(node, what)
@@ -106,7 +102,7 @@ def progress(node: "Node", req: pb.ConsumerProgressRequest) -> pb.ConsumerProgre
     return out
 
 
-def reset_offset(node: "Node", req: pb.ResetOffsetRequest, caller: str) -> pb.ResetOffsetResponse:
+def reset_offset(node: "AdminNode", req: pb.ResetOffsetRequest, caller: str) -> pb.ResetOffsetResponse:
     what = f"reset offset of group {req.group} on {req.topic}"
     _need_name(req.group, what)
     if not req.topic:

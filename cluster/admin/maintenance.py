@@ -30,7 +30,7 @@ from cluster.admin.admin_error import AdminError, invalid
 if TYPE_CHECKING:
     from store.message_store import MessageStore
 
-    from cluster.node.node import Node
+    from cluster.admin.admin_node import AdminNode
 
 log = logging.getLogger(__name__)
 DEFAULT_CLEANUP_WAIT_MS = 10_000
@@ -51,7 +51,7 @@ def _disk_failure(store: "MessageStore") -> AdminError:
                       f"flush failed: {reason} (the store stays not writable until a restart)")
 
 
-def flush(node: "Node", caller: str) -> pb.FlushResponse:
+def flush(node: "AdminNode", caller: str) -> pb.FlushResponse:
     store = node.store
     started = time.monotonic()
     if store.flush_failure.failed or store.logics_flush.failed:
@@ -73,7 +73,7 @@ def flush(node: "Node", caller: str) -> pb.FlushResponse:
                             dispatched_offset=store.reput.reput_from_offset, took_ms=took)
 
 
-def trigger_cleanup(node: "Node", req: pb.CleanupRequest, caller: str) -> pb.CleanupResponse:
+def trigger_cleanup(node: "AdminNode", req: pb.CleanupRequest, caller: str) -> pb.CleanupResponse:
     if not 0 <= req.wait_ms <= MAX_CLEANUP_WAIT_MS:
         raise invalid(f"wait_ms {req.wait_ms} is out of range 0..{MAX_CLEANUP_WAIT_MS}")
     store = node.store
@@ -137,12 +137,12 @@ def _disk_usage(store: "MessageStore") -> tuple[float, str]:
     return best, where
 
 
-def stats(node: "Node") -> pb.StoreStats:
+def stats(node: "AdminNode") -> pb.StoreStats:
     store = node.store
     st = store.status()
     usage, usage_path = _disk_usage(store)
     out = pb.StoreStats(
-        node_id=node.config.node_id, role=node.role, writable=st["writable"],
+        node_id=node.node_id, role=node.role.name, writable=st["writable"],
         not_writable=store.flags.reasons, min_offset=st["min_offset"],
         max_offset=st["max_offset"], flushed_offset=st["flushed_offset"],
         confirm_offset=st["confirm_offset"] or 0, dispatched_offset=st["dispatched_offset"],

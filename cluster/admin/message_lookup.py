@@ -25,7 +25,7 @@ from cluster.admin.admin_error import invalid
 if TYPE_CHECKING:
     from store.message_store import MessageStore
 
-    from cluster.node.node import Node
+    from cluster.admin.admin_node import AdminNode
 
 DEFAULT_MAX = 32
 MAX_QUERY = 1024
@@ -58,7 +58,7 @@ def from_record(r: MessageRecord, with_body: bool = True) -> pb.Message:
                       sys_flag=r.sys_flag, body_crc=r.body_crc)
 
 
-def query(node: "Node", req: pb.QueryMessagesRequest) -> pb.GetMessagesResponse:
+def query(node: "AdminNode", req: pb.QueryMessagesRequest) -> pb.GetMessagesResponse:
     """The QueryMessages lookups; INVALID_ARGUMENT (AdminError) for a request that names none
     or lacks what its lookup needs."""
     if req.max_count < 0 or req.max_count > MAX_QUERY:
@@ -106,7 +106,7 @@ def by_key(store: "MessageStore", topic: str, key: str, limit: int, begin: int,
     return store.query_messages(topic, key, limit + _INDEX_SLACK, begin, end)[:limit]
 
 
-def by_id(node: "Node", msg_id: str, topic: str, limit: int) -> list[MessageRecord]:
+def by_id(node: "AdminNode", msg_id: str, topic: str, limit: int) -> list[MessageRecord]:
     store = node.store
     found: dict[int, MessageRecord] = {}
     record = _by_offset_id(store, msg_id)
@@ -132,10 +132,9 @@ def _by_offset_id(store: "MessageStore", msg_id: str) -> MessageRecord | None:
     return record
 
 
-def _all_topics(node: "Node") -> list[str]:
+def _all_topics(node: "AdminNode") -> list[str]:
     names = {cq.topic for cq in node.store.cq_store.queues()}
-    if node.messaging is not None:
-        names.update(c.topic_name for c in node.messaging.topics.table.all())
+    names.update(c.topic_name for c in node.messaging.topics.table.all())
     return sorted(names)
 
 

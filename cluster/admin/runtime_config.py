@@ -3,9 +3,9 @@ runtime updates of an explicit allow-list.
 
 Only keys that the running services really read again after start are updatable. StoreConfig
 and NodeConfig are frozen: an update builds a new object with dataclasses.replace (validated
-like a config file) and Node.apply_runtime_config hands it to every holder of the old one (the
-node, the store, the retention service, the master or slave role) and copies the topic
-auto-create settings into the topic registry. Each key below says where it is read; a key read
+like a config file) and the node's LiveConfig publishes it (cluster/node/live_config.py: the one
+path of a runtime change); services read the keys below from the live config, or from
+`store.config`, when they use them. Each key below says where it is read; a key read
 only when something is built (flush intervals, index sizes, HA tracker thresholds, delay
 levels, ...) is not here, because changing it in memory would change nothing and lie to the
 operator. Updates are in memory only: a restart reads broker.conf again.
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 from typing import TYPE_CHECKING
 
 import grpc
@@ -29,7 +28,7 @@ from store.errors import ConfigError
 from cluster.admin.admin_error import AdminError, invalid
 
 if TYPE_CHECKING:
-    from cluster.node.node import Node
+    from cluster.admin.admin_node import AdminNode
     from cluster.node.node_config import NodeConfig
 
 log = logging.getLogger(__name__)
@@ -68,12 +67,11 @@ PATH_KEYS = frozenset({"storePathRootDir", "storePathCommitLog"})
 ROLE_KEYS = frozenset({"brokerRole", "haMasterAddress", "brokerId", "brokerName",
                        "brokerClusterName"})
 SECRET_KEYS = frozenset({"adminToken", "secretKey"})
-_update_lock = threading.Lock()  # read-modify-write of node.config
 
 
-def node_entries(node: "Node") -> dict[str, str]:
+def node_entries(node: "AdminNode") -> dict[str, str]:
     """The node's own keys (node_config.NODE_KEYS) with their effective values."""
-    c = node.config
+    c = node.config.current
     return {
         "brokerClusterName": c.cluster_name, "brokerName": c.broker_name,
         "brokerId": str(c.broker_id),
@@ -91,17 +89,17 @@ def node_entries(node: "Node") -> dict[str, str]:
     }
 
 
-def effective(node: "Node") -> dict[str, str]:
+def effective(node: "AdminNode") -> dict[str, str]:
     """Every key, node keys first. brokerRole and haMasterAddress are the live role (SwitchRole
     changes them without touching the config)."""
     out = node_entries(node)
-    out.update(node.config.store.to_properties())
-    out["brokerRole"] = node.role
-    out["haMasterAddress"] = node.master_address if node.role == "SLAVE" else ""
+    out.update(node.config.current.store.to_properties())
+    out["brokerRole"] = node.role.name
+    out["haMasterAddress"] = node.role.followed_address
     return out
 
 
-def get_config(node: "Node", req: pb.GetConfigRequest) -> pb.ConfigResponse:
+def get_config(node: "AdminNode", req: pb.GetConfigRequest) -> pb.ConfigResponse:
     values = effective(node)
     keys = list(req.keys) or list(values)
     unknown = [k for k in keys if k not in values]
@@ -152,23 +150,19 @@ def _with_node_key(config: "NodeConfig", key: str, value: str) -> "NodeConfig":
     return dataclasses.replace(config, **{NODE_RUNTIME_FIELDS[key]: new})
 
 
-def update_config(node: "Node", req: pb.UpdateConfigRequest, caller: str) -> pb.UpdateConfigResponse:
+def update_config(node: "AdminNode", req: pb.UpdateConfigRequest, caller: str) -> pb.UpdateConfigResponse:
     key = req.key.strip()
     if not key:
         raise invalid("the config key is empty")
-    with _update_lock:
-        values = effective(node)
-        if key not in RUNTIME_KEYS:
-            raise _refuse(key, values)
-        try:
-            if key in NODE_RUNTIME_FIELDS:
-                config = _with_node_key(node.config, key, req.value)
-            else:
-                config = _with_store_key(node.config, key, req.value)
-        except ConfigError as e:
-            raise invalid(str(e)) from None
-        node.apply_runtime_config(config)
-        new_value = effective(node)[key]
+    values = effective(node)
+    if key not in RUNTIME_KEYS:
+        raise _refuse(key, values)
+    change = _with_node_key if key in NODE_RUNTIME_FIELDS else _with_store_key
+    try:
+        node.update_config(lambda config: change(config, key, req.value))
+    except ConfigError as e:
+        raise invalid(str(e)) from None
+    new_value = effective(node)[key]
     log.warning("admin UpdateConfig by %s: %s %s -> %s (in memory until restart)", caller, key,
                 values[key], new_value)
     return pb.UpdateConfigResponse(

@@ -22,10 +22,10 @@ from store.errors import MessageIllegal, StoreError
 from store.json_config import MAX_QUEUE_NUMS, PERM_READ, PERM_WRITE, TopicConfig, TopicConfigTable
 from store.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, check_topic, is_system_topic
 
-from cluster.admin.admin_error import AdminError, invalid, require_master
+from cluster.admin.admin_error import AdminError, invalid
 
 if TYPE_CHECKING:
-    from cluster.node.node import Node
+    from cluster.admin.admin_node import AdminNode
 
 log = logging.getLogger(__name__)
 ALLOWED_PERMS = {PERM_WRITE: "-W", PERM_READ: "R-", PERM_READ | PERM_WRITE: "RW"}
@@ -49,11 +49,8 @@ def perm_name(perm: int) -> str:
     return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-")
 
 
-def _table(node: "Node") -> TopicConfigTable:
-    messaging = node.messaging
-    if messaging is None:
-        raise AdminError(grpc.StatusCode.UNAVAILABLE, "the node is starting: no topic table yet")
-    return messaging.topics.table
+def _table(node: "AdminNode") -> TopicConfigTable:
+    return node.messaging.topics.table
 
 
 def check_writable_name(name: str) -> None:
@@ -117,7 +114,7 @@ def _put(table: TopicConfigTable, config: TopicConfig) -> None:
         raise AdminError(grpc.StatusCode.INTERNAL, f"cannot write {table.path}: {e}") from e
 
 
-def list_topics(node: "Node", req: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
+def list_topics(node: "AdminNode", req: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
     table = _table(node)
     store = node.store
     configured = {c.topic_name: c for c in table.all()}
@@ -149,12 +146,12 @@ def list_topics(node: "Node", req: pb.ListTopicsRequest) -> pb.ListTopicsRespons
     return out
 
 
-def create_topic(node: "Node", req: pb.TopicRequest, caller: str) -> pb.TopicInfo:
+def create_topic(node: "AdminNode", req: pb.TopicRequest, caller: str) -> pb.TopicInfo:
     check_writable_name(req.name)
     changes = _changes(req)
-    require_master(node, f"create topic {req.name}")
+    node.require_master(f"create topic {req.name}")
     table = _table(node)
-    n = node.config.default_topic_queue_nums
+    n = node.config.current.default_topic_queue_nums
     config = TopicConfig(**{"topic_name": req.name, "read_queue_nums": n,
                             "write_queue_nums": n, **changes})
     with _write_lock:
@@ -168,12 +165,12 @@ def create_topic(node: "Node", req: pb.TopicRequest, caller: str) -> pb.TopicInf
     return to_info(config)
 
 
-def update_topic(node: "Node", req: pb.TopicRequest, caller: str) -> pb.TopicInfo:
+def update_topic(node: "AdminNode", req: pb.TopicRequest, caller: str) -> pb.TopicInfo:
     check_writable_name(req.name)
     changes = _changes(req)
     if not changes:
         raise invalid(f"update topic {req.name}: no field to change was given")
-    require_master(node, f"update topic {req.name}")
+    node.require_master(f"update topic {req.name}")
     table = _table(node)
     with _write_lock:
         old = table.get(req.name)
@@ -187,9 +184,9 @@ def update_topic(node: "Node", req: pb.TopicRequest, caller: str) -> pb.TopicInf
     return to_info(config)
 
 
-def delete_topic(node: "Node", req: pb.DeleteTopicRequest, caller: str) -> pb.DeleteTopicResponse:
+def delete_topic(node: "AdminNode", req: pb.DeleteTopicRequest, caller: str) -> pb.DeleteTopicResponse:
     check_writable_name(req.name)
-    require_master(node, f"delete topic {req.name}")
+    node.require_master(f"delete topic {req.name}")
     table = _table(node)
     with _write_lock:
         old = table.get(req.name)

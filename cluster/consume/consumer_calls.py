@@ -84,14 +84,14 @@ class ConsumerCalls:
 
     @property
     def _clock(self):
-        return self.consumers.node.clock
+        return self.consumers.clock
 
     def _topic(self, resource: d.Resource) -> tuple[str, TopicConfig]:
         topic = check_topic_resource(resource)
         topics = self.consumers.topics
         config = topics.get(topic)
         if config is None:
-            cq_store = self.consumers.node.store.cq_store
+            cq_store = self.consumers.store.cq_store
             config = topics.learn(topic, (cq.queue_id for cq in cq_store.queues()
                                           if cq.topic == topic))
         if config is None:
@@ -178,7 +178,7 @@ class ConsumerCalls:
     def _take(self, master, group: str, info, topic: str, queues: list[int], filt: str | None,
               batch: int, invisible_ms: int) -> tuple[list[d.Message], int | None]:
         consumers = self.consumers
-        store = consumers.node.store
+        store = consumers.store
         out: list[d.Message] = []
         with consumers.lock:
             state = consumers.state
@@ -306,7 +306,7 @@ class ConsumerCalls:
         topic, _ = self._topic(request.topic)
         consumers = self.consumers
         master = consumers.ensure_loaded()
-        store = consumers.node.store
+        store = consumers.store
         with consumers.lock:
             r = self._current(group, topic, request.receipt_handle)
             record = _record_at(store, topic, r.queue_id, r.offset)
@@ -333,7 +333,7 @@ class ConsumerCalls:
         topic, qid = self._queue(request.message_queue)
         if request.offset < 0:
             raise V2Error(d.ILLEGAL_OFFSET, f"offset {request.offset} is negative")
-        high = self.consumers.node.store.max_offset_in_queue(topic, qid)
+        high = self.consumers.store.max_offset_in_queue(topic, qid)
         if request.offset > high:
             raise V2Error(d.ILLEGAL_OFFSET, f"offset {request.offset} is beyond the end {high} "
                                             f"of {topic} queue {qid}")

@@ -34,14 +34,17 @@ from store.json_config import JsonConfigFile
 from store.put_result import PutResult, PutStatus
 from store.service import Service
 
-from cluster.messaging.v2_status import V2Error, put_status
+from cluster.messaging.v2_status import V2Error, put_status, v2_require_master
 
 from cluster.consume.records import STATE_TOPIC, StateRecordError, from_body, to_message
 from cluster.consume.state import ConsumerState, GroupInfo
 
 if TYPE_CHECKING:
     from cluster.messaging.route import TopicRegistry
-    from cluster.node.node import Node
+    from store.clock import Clock
+    from store.message_store import MessageStore
+
+    from cluster.node.node_role import Role
 
 log = logging.getLogger(__name__)
 SNAPSHOT_EVERY = 1000
@@ -66,26 +69,24 @@ class Pending:
 
 
 class ConsumerService:
-    def __init__(self, node: "Node", topics: "TopicRegistry") -> None:
-        self.node = node
+    def __init__(self, role: "Role", store: "MessageStore", clock: "Clock",
+                 topics: "TopicRegistry") -> None:
+        self.role = role
+        self.store = store
+        self.clock = clock
         self.topics = topics
         self.lock = threading.Lock()
         self.state = ConsumerState()
         self._loaded_for: object | None = None
-        self._last_snapshot_ms = node.clock.now_ms()
+        self._last_snapshot_ms = clock.now_ms()
         self._persisted_version = -1
         self.offset_file = JsonConfigFile(os.path.join(
-            node.config.store.store_path_root_dir, "config", "consumerOffset.json"))
+            store.config.store_path_root_dir, "config", "consumerOffset.json"))
         self.snapshotter = Snapshotter(self)
 
     # -- loading ------------------------------------------------------------------------------
     def master(self):
-        master = self.node.master
-        if master is None:
-            raise V2Error(d.INTERNAL_SERVER_ERROR,
-                          f"{self.node.config.node_id} is not the master: consumer state lives "
-                          f"on the master ({self.node.master_address or 'unknown'})")
-        return master
+        return v2_require_master(self.role, "consumer groups")
 
     def ensure_loaded(self):
         """The current master role, with the state replayed for it. Call without the lock."""
@@ -98,7 +99,7 @@ class ConsumerService:
         return master
 
     def replay(self) -> ConsumerState:
-        store = self.node.store
+        store = self.store
         state = ConsumerState()
         offset = store.min_offset_in_queue(STATE_TOPIC, 0)
         applied = 0
@@ -198,7 +199,7 @@ class ConsumerService:
         self.ensure_loaded()
         if group not in self.state.groups:
             raise V2Error(d.CONSUMER_GROUP_NOT_FOUND, f"consumer group {group} does not exist")
-        store = self.node.store
+        store = self.store
         with self.lock:
             known = {(k[1], k[2]): (q.committed, len(q.inflight))
                      for k, q in self.state.queues_of(group)}
@@ -234,7 +235,7 @@ class ConsumerService:
             raise V2Error(d.ILLEGAL_OFFSET, f"offset {offset} is negative")
         self.ensure_loaded()
         self.group(group, create=False)
-        store = self.node.store
+        store = self.store
         targets = []
         for q in ([queue_id] if queue_id is not None else range(count)):
             lo, hi = store.min_offset_in_queue(topic, q), store.max_offset_in_queue(topic, q)
@@ -252,10 +253,10 @@ class ConsumerService:
 
     # -- snapshots ----------------------------------------------------------------------------
     def maybe_snapshot(self) -> bool:
-        master = self.node.master
+        master = self.role.master
         if master is None or self._loaded_for is not master:
             return False
-        now = self.node.clock.now_ms()
+        now = self.clock.now_ms()
         st = self.state
         has_state = st.events_since_snapshot > 0 or st.groups or st.queues
         due = st.events_since_snapshot >= SNAPSHOT_EVERY or (
@@ -273,7 +274,7 @@ class ConsumerService:
 
     def persist_offsets(self) -> bool:
         """Write config/consumerOffset.json when the state changed since the last write."""
-        if self.node.master is None or self._loaded_for is not self.node.master:
+        if self.role.master is None or self._loaded_for is not self.role.master:
             return False
         with self.lock:
             version = self.state.version

@@ -19,11 +19,10 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 
 from cluster.consume.consumer_calls import ConsumerCalls
-
 from cluster.messaging.convert import check_group_resource, check_topic_resource
-
-from cluster.messaging.v2_status import V2Error
 from cluster.messaging.route import endpoints, message_queues
+from cluster.messaging.v2_status import V2Error, v2_route
+from cluster.node.node_role import Forward
 
 if TYPE_CHECKING:
     from cluster.messaging.messaging_service import MessagingService
@@ -49,28 +48,19 @@ class ConsumerRouter:
              client_id: str = "", time_remaining: Callable[[], float | None] = lambda: None):
         """The answer (a list of responses for ReceiveMessage)."""
         attribute, response_cls, streaming = CALLS[method]
-        node = self.service.node
         try:
-            if node.master is not None:
+            target = v2_route(self.service.role, forwarded=forwarded)
+            if not isinstance(target, Forward):
                 fn = getattr(self.calls, attribute)
                 return fn(request, time_remaining) if streaming else fn(request)
-            if node.role != "SLAVE":
-                raise V2Error(d.INTERNAL_SERVER_ERROR, f"{node.config.node_id} is changing role")
-            if forwarded:
-                raise V2Error(d.INTERNAL_SERVER_ERROR,
-                              f"{node.config.node_id} is a slave of {node.master_address}, not the "
-                              f"master (a forwarded call is never forwarded again)")
-            return self._forward(method, request, streaming, timeout, client_id)
+            return self._forward(target.address, method, request, streaming, timeout, client_id)
         except V2Error as e:
             answer = response_cls(status=e.status())
             return [answer] if streaming else answer
 
-    def _forward(self, method: str, request, streaming: bool, timeout: float | None,
-                 client_id: str):
+    def _forward(self, address: str, method: str, request, streaming: bool,
+                 timeout: float | None, client_id: str):
         forwarder = self.service.forwarder
-        address = self.service.node.master_address
-        if not address:
-            raise V2Error(d.INTERNAL_SERVER_ERROR, "this slave has no master to forward to")
         # A call without a deadline reports an unusable time_remaining: use 60 s.
         limit = 60.0 if timeout is None or not 0 < timeout < 3600 else timeout - 0.05
         if not streaming:
@@ -99,7 +89,7 @@ class ConsumerRouter:
         except V2Error as e:
             return s.QueryAssignmentResponse(status=e.status())
         svc = self.service
-        queues = message_queues(request.topic, config, svc.node.config.broker_name,
+        queues = message_queues(request.topic, config, svc.config.broker_name,
                                 endpoints(svc.group_addresses()))
         answer = s.QueryAssignmentResponse(status=d.Status(code=d.OK, message="OK"))
         for mq in queues:

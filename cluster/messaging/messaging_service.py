@@ -1,8 +1,8 @@
 """The MessagingService of one node: wires the plain modules to the node's role.
 
 - Master: QueryRoute answers from the topic table (auto-creating), SendMessage appends.
-- Slave: SendMessage is forwarded to the current master (the node's haMasterAddress, or the
-  address given by the last SwitchRole); QueryRoute asks the master for the topic (which may
+- Slave: SendMessage is forwarded to the current master (the Role's followed address: the
+  node's haMasterAddress, or the address given by the last SwitchRole); QueryRoute asks the master for the topic (which may
   create it there), keeps a copy in the slave's own table, and answers with the slave's view of
   the group's addresses; when the master cannot be reached, the local copy answers.
 - Consumer calls (ReceiveMessage, Ack, offsets, DLQ): the master answers from its consumer
@@ -14,6 +14,7 @@
 - Transactions (transaction*.py): the master stores half messages, resolves EndTransaction and
   runs the check-back of orphaned transactions; a slave forwards EndTransaction.
 - A node changing role answers writes with INTERNAL_SERVER_ERROR; the clients retry.
+Where a call goes is the Role's one rule (cluster/node/node_role.py: `route`).
 
 Group addresses (QueryRoute endpoints): node key `groupAddresses` when set (this node's own
 advertised address is added if missing), else this node's advertised address plus, while it is
@@ -22,30 +23,36 @@ a slave, its master's address. `advertisedAddress` defaults to brokerIP1 and the
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.errors import StoreError
 from store.json_config import TopicConfigTable
 
-from cluster.messaging import request_signature
 from cluster.consume.consumer_calls import ConsumeSettings, ConsumerCalls
 from cluster.consume.consumer_service import ConsumerService
-
+from cluster.messaging import request_signature
 from cluster.messaging.consumer_router import ConsumerRouter
 from cluster.messaging.convert import SendLimits, check_topic_resource
-from cluster.messaging.v2_status import V2Error
 from cluster.messaging.pull_reader import Reader
-from cluster.messaging.route import TopicRegistry, config_from_route, endpoints, message_queues
+from cluster.messaging.route import (TopicDefaults, TopicRegistry, config_from_route, endpoints,
+                                     message_queues)
 from cluster.messaging.send import MasterForwarder, Sender
 from cluster.messaging.telemetry import MAX_OPEN_STREAMS, StreamBudget, TelemetryHub
 from cluster.messaging.telemetry_relay import TelemetryRelay
 from cluster.messaging.transaction import TransactionService
 from cluster.messaging.transaction_check import TransactionChecker
+from cluster.messaging.v2_status import V2Error
+from cluster.node.node_role import Forward, NotMaster
 
 if TYPE_CHECKING:
-    from cluster.node.node import Node
+    from store.clock import Clock
+    from store.message_store import MessageStore
+
+    from cluster.node.live_config import LiveConfig
+    from cluster.node.node_config import NodeConfig
+    from cluster.node.node_role import Role
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
@@ -53,28 +60,42 @@ ROUTE_FROM_MASTER_TIMEOUT = 2.0  # seconds a slave waits for its master's route
 
 
 class MessagingService:
-    def __init__(self, node: "Node") -> None:
-        c = node.config
-        self.node = node
+    """The client API of one node. Gets the node's Role (where calls go), its store, its live
+    config, its clock and its advertised address; owns the topic registry, the consumer and
+    transaction services, the telemetry hub and the forwarder to the master."""
+
+    def __init__(self, role: "Role", store: "MessageStore", config: "LiveConfig", clock: "Clock",
+                 advertised_address: Callable[[], str]) -> None:
+        c = config.current
+        self.role = role
+        self.store = store
+        self.live = config
+        self.clock = clock
+        self.advertised_address = advertised_address
         self.topics = TopicRegistry(
-            TopicConfigTable.for_store(c.store.store_path_root_dir, clock=node.clock),
-            auto_create=c.auto_create_topic_enable, default_queue_nums=c.default_topic_queue_nums)
+            TopicConfigTable.for_store(c.store.store_path_root_dir, clock=clock),
+            lambda: TopicDefaults(self.config.auto_create_topic_enable,
+                                  self.config.default_topic_queue_nums))
         self.budget = StreamBudget(MAX_OPEN_STREAMS)
         self.telemetry = TelemetryHub(self.budget, lambda: self.max_body_size)
         self.telemetry.group_settings = self._group_settings
-        self.transactions = TransactionService(node)
-        self.transaction_checker = TransactionChecker(self.transactions, self.telemetry, node.clock)
-        self.sender = Sender(node.put_messages, self.topics, self.limits, node.clock.now_ms,
-                             prepare=self.transactions.prepare)
-        self.reader = Reader(node.store, self.topics, self.budget)
+        self.transactions = TransactionService(role, store)
+        self.transaction_checker = TransactionChecker(self.transactions, self.telemetry, clock,
+                                                      config)
+        self.sender = Sender(lambda msgs: role.require_master().put_messages(msgs), self.topics,
+                             self.limits, clock.now_ms, prepare=self.transactions.prepare)
+        self.reader = Reader(store, self.topics, self.budget)
         self.forwarder = MasterForwarder(c.access_key, c.secret_key)
         self.relay = TelemetryRelay(  # producers on a slave still get the master's checks
-            lambda: node.master_address if node.role == "SLAVE" else "", self.telemetry,
-            self.forwarder)
-        self.consumers = ConsumerService(node, self.topics)
+            lambda: role.followed_address, self.telemetry, self.forwarder)
+        self.consumers = ConsumerService(role, store, clock, self.topics)
         self.consumer_router = ConsumerRouter(self, ConsumerCalls(
             self.consumers, self.reader.waiter, self.budget,
             ConsumeSettings(min_invisible_ms=c.min_invisible_time_ms)))
+
+    @property
+    def config(self) -> "NodeConfig":
+        return self.live.current
 
     def start(self) -> None:
         self.topics.load()
@@ -92,34 +113,30 @@ class MessagingService:
 
     # -- settings -----------------------------------------------------------------------------
     def limits(self) -> SendLimits:
-        c = self.node.config.store
+        c = self.config.store
         return SendLimits(max_body=c.max_message_size, max_properties=c.max_properties_size,
                           max_delay_ms=c.timer_max_delay_sec * 1000)
 
     def _group_settings(self, group: str) -> tuple[bool, int] | None:
-        info = self.consumers.state.groups.get(group) if self.node.master is not None else None
+        info = self.consumers.state.groups.get(group) if self.role.master is not None else None
         return None if info is None else (info.fifo, info.max_delivery_attempts)
 
     @property
     def max_body_size(self) -> int:
-        return self.node.config.store.max_message_size
+        return self.config.store.max_message_size
 
     def authorize(self, metadata) -> str | None:
-        c = self.node.config
+        c = self.config
         return request_signature.check(metadata, c.access_key, c.secret_key)
-
-    def advertised_address(self) -> str:
-        c = self.node.config
-        return c.advertised_address or f"{c.store.broker_ip1}:{self.node.port}"
 
     def group_addresses(self) -> list[str]:
         own = self.advertised_address()
-        configured = list(self.node.config.group_addresses)
+        configured = list(self.config.group_addresses)
         if configured:
             return configured if own in configured else [*configured, own]
         out = [own]
-        master = self.node.master_address
-        if self.node.role == "SLAVE" and master and master != own:
+        master = self.role.followed_address
+        if master and master != own:
             out.append(master)
         return out
 
@@ -128,27 +145,31 @@ class MessagingService:
                     timeout: float | None = None, client_id: str = "") -> s.QueryRouteResponse:
         try:
             topic = check_topic_resource(request.topic)
-            node = self.node
-            if node.master is not None:
+            try:
+                target = self.role.route(forwarded=forwarded)
+            except NotMaster:
+                target = None  # a slave asked by another node, or a node between roles
+            if isinstance(target, Forward):
+                config = self._route_from_master(target.address, request, topic, timeout,
+                                                 client_id)
+            elif target is not None:
                 config = self.topics.get_or_create(topic)
-            elif node.role == "SLAVE" and not forwarded:
-                config = self._route_from_master(request, topic, timeout, client_id)
             else:
                 config = self.topics.get(topic)
                 if config is None:
                     raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
         except V2Error as e:
             return s.QueryRouteResponse(status=e.status())
-        queues = message_queues(request.topic, config, self.node.config.broker_name,
+        queues = message_queues(request.topic, config, self.config.broker_name,
                                 endpoints(self.group_addresses()))
         return s.QueryRouteResponse(status=d.Status(code=d.OK, message="OK"), message_queues=queues)
 
-    def _route_from_master(self, request: s.QueryRouteRequest, topic: str,
+    def _route_from_master(self, address: str, request: s.QueryRouteRequest, topic: str,
                            timeout: float | None, client_id: str):
         limit = ROUTE_FROM_MASTER_TIMEOUT if timeout is None else min(timeout, ROUTE_FROM_MASTER_TIMEOUT)
         problem = None
         try:
-            answer = self.forwarder.call(self.node.master_address, "QueryRoute",
+            answer = self.forwarder.call(address, "QueryRoute",
                                          s.QueryRouteRequest(topic=request.topic), limit, client_id)
             if answer.status.code == d.OK:
                 config = config_from_route(topic, answer.message_queues)
@@ -173,19 +194,15 @@ class MessagingService:
 
     def send(self, request: s.SendMessageRequest, *, peer_ip: str = "", forwarded: bool = False,
              timeout: float | None = None, client_id: str = "") -> s.SendMessageResponse:
-        node = self.node
-        if node.master is not None:
+        try:
+            target = self.role.route(forwarded=forwarded)
+        except NotMaster as e:
+            return _error(d.INTERNAL_SERVER_ERROR, e.reason)
+        if not isinstance(target, Forward):
             try:
                 return self.sender.send(request, peer_ip)
-            except StoreError as e:  # the role changed under the put
-                return s.SendMessageResponse(status=d.Status(code=d.INTERNAL_SERVER_ERROR,
-                                                             message=str(e)))
-        if node.role != "SLAVE":
-            return _error(d.INTERNAL_SERVER_ERROR, f"{node.config.node_id} is changing role")
-        if forwarded:
-            return _error(d.INTERNAL_SERVER_ERROR, f"{node.config.node_id} is a slave of "
-                                                   f"{node.master_address}, not the master "
-                                                   f"(a forwarded write is never forwarded again)")
+            except (StoreError, NotMaster) as e:  # the role changed under the put
+                return _error(d.INTERNAL_SERVER_ERROR, str(e))
         copy = s.SendMessageRequest()
         copy.CopyFrom(request)
         if peer_ip:
@@ -193,11 +210,10 @@ class MessagingService:
                 if not m.system_properties.born_host.strip():
                     m.system_properties.born_host = peer_ip
         try:
-            return self.forwarder.call(node.master_address, "SendMessage", copy,
+            return self.forwarder.call(target.address, "SendMessage", copy,
                                        10.0 if timeout is None else timeout - 0.05, client_id)
         except V2Error as e:
             return s.SendMessageResponse(status=e.status())
-
 
     def end_transaction(self, request: s.EndTransactionRequest, *, forwarded: bool = False,
                         timeout: float | None = None,

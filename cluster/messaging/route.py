@@ -17,7 +17,8 @@ writes (a slave forwards them to its master) and serves reads.
 from __future__ import annotations
 
 import threading
-from typing import Iterable
+from dataclasses import dataclass
+from typing import Callable, Iterable
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.json_config import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigTable
@@ -27,13 +28,21 @@ from cluster.messaging.v2_status import V2Error
 ACCEPTED_MESSAGE_TYPES = (d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION)
 
 
-class TopicRegistry:
-    """The topic table plus the auto-create rule. Thread-safe."""
+@dataclass(frozen=True)
+class TopicDefaults:
+    """autoCreateTopicEnable and defaultTopicQueueNums as they are now (runtime-updatable)."""
+    auto_create: bool = True
+    queue_nums: int = 4
 
-    def __init__(self, table: TopicConfigTable, *, auto_create: bool, default_queue_nums: int) -> None:
+
+class TopicRegistry:
+    """The topic table plus the auto-create rule. `_lock` serializes creations; the table is
+    thread-safe on its own."""
+
+    def __init__(self, table: TopicConfigTable,
+                 defaults: Callable[[], TopicDefaults] = TopicDefaults) -> None:
         self.table = table
-        self.auto_create = auto_create
-        self.default_queue_nums = default_queue_nums
+        self.defaults = defaults
         self._lock = threading.Lock()
 
     def load(self) -> None:
@@ -48,13 +57,14 @@ class TopicRegistry:
         config = self.table.get(topic)
         if config is not None:
             return config
-        if not self.auto_create:
+        defaults = self.defaults()
+        if not defaults.auto_create:
             raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist "
                                              f"(autoCreateTopicEnable=false)")
         with self._lock:
             config = self.table.get(topic)
             if config is None:
-                n = self.default_queue_nums
+                n = defaults.queue_nums
                 config = TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n)
                 self.table.put(config)  # persisted before anyone sees it
         return config
@@ -80,7 +90,7 @@ class TopicRegistry:
         with self._lock:
             config = self.table.get(topic)
             if config is None:
-                n = max(self.default_queue_nums, max(ids) + 1)
+                n = max(self.defaults().queue_nums, max(ids) + 1)
                 config = TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n)
                 self.table.put(config)
         return config

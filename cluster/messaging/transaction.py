@@ -39,13 +39,16 @@ from cluster.messaging import transaction_records as tr
 from cluster.messaging.convert import check_topic_resource, has_control_character
 from cluster.messaging.send import send_response
 from cluster.messaging.transaction_state import OpenHalf, QueueShrank, TransactionTable
-from cluster.messaging.v2_status import V2Error, put_status, put_status_message
+from cluster.messaging.v2_status import (V2Error, put_status, put_status_message,
+                                         v2_require_master, v2_route)
+from cluster.node.node_role import Forward
 
 if TYPE_CHECKING:
-    from cluster.node.node import Node
     from master.role import MasterRole
+    from store.message_store import MessageStore
 
     from cluster.messaging.send import MasterForwarder
+    from cluster.node.node_role import Role
 
 log = logging.getLogger(__name__)
 OK = d.Status(code=d.OK, message="OK")
@@ -61,20 +64,16 @@ class Renewed:
 
 
 class TransactionService:
-    def __init__(self, node: "Node") -> None:
-        self.node = node
+    def __init__(self, role: "Role", store: "MessageStore") -> None:
+        self.role = role
+        self.store = store
         self.lock = threading.Lock()
         self.table = TransactionTable()
         self._loaded_for: object | None = None
 
     # -- the table ----------------------------------------------------------------------------
     def master(self) -> "MasterRole":
-        master = self.node.master
-        if master is None:
-            raise V2Error(d.INTERNAL_SERVER_ERROR,
-                          f"{self.node.config.node_id} is not the master: transactions live on "
-                          f"the master ({self.node.master_address or 'unknown'})")
-        return master
+        return v2_require_master(self.role, "transactions")
 
     def ensure_loaded(self, refresh: bool = False) -> "MasterRole":
         """The current master role, with the table built for it (and caught up if asked).
@@ -91,11 +90,11 @@ class TransactionService:
 
     def _refresh_locked(self) -> None:
         try:
-            self.table.refresh(self.node.store)
+            self.table.refresh(self.store)
         except QueueShrank as e:
             log.warning("transaction queues changed under the table (%s): rebuilding", e)
             self.table = TransactionTable()
-            self.table.refresh(self.node.store)
+            self.table.refresh(self.store)
 
     def open_transactions(self) -> list[OpenHalf]:
         with self.lock:
@@ -122,7 +121,7 @@ class TransactionService:
 
     def _appended_record(self, result: PutResult) -> MessageRecord | None:
         append = result.append
-        record = self.node.store.look_message_by_offset(append.wrote_offset)
+        record = self.store.look_message_by_offset(append.wrote_offset)
         if record is None:
             log.error("cannot read back the half record just appended at %d", append.wrote_offset)
         return record
@@ -132,17 +131,11 @@ class TransactionService:
                         forwarded: bool = False, timeout: float | None = None,
                         client_id: str = "") -> s.EndTransactionResponse:
         """Role-aware: the master resolves, a slave forwards to its master."""
-        node = self.node
         try:
-            if node.master is not None:
+            target = v2_route(self.role, forwarded=forwarded)
+            if not isinstance(target, Forward):
                 return self.end(request)
-            if node.role != "SLAVE":
-                raise V2Error(d.INTERNAL_SERVER_ERROR, f"{node.config.node_id} is changing role")
-            if forwarded:
-                raise V2Error(d.INTERNAL_SERVER_ERROR,
-                              f"{node.config.node_id} is a slave of {node.master_address}, not the "
-                              f"master (a forwarded call is never forwarded again)")
-            return forwarder.call(node.master_address, "EndTransaction", request,
+            return forwarder.call(target.address, "EndTransaction", request,
                                   10.0 if timeout is None else timeout - 0.05, client_id)
         except V2Error as e:
             return s.EndTransactionResponse(status=e.status())
@@ -199,7 +192,7 @@ class TransactionService:
         if known is None:
             raise V2Error(d.INVALID_TRANSACTION_ID, f"transaction {transaction_id} is unknown: no "
                                                     f"half message at offset {phy}")
-        record = self.node.store.look_message_by_offset(phy)
+        record = self.store.look_message_by_offset(phy)
         if record is None or record.topic != tr.HALF_TOPIC or record.queue_offset != known[0] \
                 or record.msg_id != transaction_id.strip().upper():
             raise V2Error(d.INVALID_TRANSACTION_ID, f"transaction {transaction_id} does not name "
@@ -229,7 +222,7 @@ class TransactionService:
         """Append the check copy of an open transaction (check count + 1) and wait for it to
         hold; None when the transaction was resolved meanwhile or the copy was not stored."""
         master = self.master()
-        record = self.node.store.look_message_by_offset(half.phy_offset)
+        record = self.store.look_message_by_offset(half.phy_offset)
         if record is None or record.topic != tr.HALF_TOPIC:
             log.error("open transaction %d: no half record at %d", half.root, half.phy_offset)
             return None

@@ -39,6 +39,7 @@ from cluster.messaging.telemetry import TelemetryHub
 
 if TYPE_CHECKING:
     from cluster.messaging.transaction import TransactionService
+    from cluster.node.live_config import LiveConfig
 
 log = logging.getLogger(__name__)
 
@@ -55,19 +56,21 @@ class CheckRound:
 class TransactionChecker(Service):
     name = "transaction-check"
 
-    def __init__(self, service: "TransactionService", hub: TelemetryHub, clock: Clock) -> None:
+    def __init__(self, service: "TransactionService", hub: TelemetryHub, clock: Clock,
+                 config: "LiveConfig") -> None:
         super().__init__()
         self.service = service
         self.hub = hub
         self.clock = clock
+        self.live = config  # transactionCheckInterval/TimeOut/CheckMax change at runtime
         self._step_lock = threading.Lock()
 
     def wait_interval(self) -> float:
-        return self.service.node.config.transaction_check_interval_ms / 1000.0
+        return self.live.current.transaction_check_interval_ms / 1000.0
 
     def step(self) -> CheckRound:
         with self._step_lock:
-            if self.service.node.master is None:
+            if self.service.role.master is None:
                 return CheckRound()
             try:
                 return self._round()
@@ -76,7 +79,7 @@ class TransactionChecker(Service):
                 return CheckRound()
 
     def _round(self) -> CheckRound:
-        config = self.service.node.config
+        config = self.live.current
         timeout_ms = config.transaction_timeout_ms
         check_max = config.transaction_check_max
         self.service.ensure_loaded(refresh=True)

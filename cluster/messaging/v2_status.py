@@ -1,4 +1,5 @@
-"""v2 statuses: the error a refused request raises, and the store's put outcomes as v2 codes.
+"""v2 statuses: the error a refused request raises, the store's put outcomes as v2 codes, and
+the Role's refusals (NotMaster) as v2 errors.
 
 Every module of the client API raises `V2Error(code, message)` for a request it refuses (nothing
 was written); the servicer turns it into the response's `status`. A store put that did not
@@ -16,8 +17,17 @@ reach PUT_OK maps onto the v2 code the official clients act on:
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.put_result import PutResult, PutStatus
+
+from cluster.node.node_role import NotMaster
+
+if TYPE_CHECKING:
+    from master.role import MasterRole
+
+    from cluster.node.node_role import Forward, Role
 
 
 class V2Error(Exception):
@@ -88,3 +98,22 @@ def put_status_message(result: PutResult) -> str:
 def put_status(result: PutResult) -> d.Status:
     """The v2 status of a put's outcome (OK for PUT_OK)."""
     return d.Status(code=put_status_code(result), message=put_status_message(result))
+
+
+def v2_route(role: "Role", *, forwarded: bool) -> "MasterRole | Forward":
+    """Role.route with the refusal as a V2Error (INTERNAL_SERVER_ERROR: clients retry)."""
+    try:
+        return role.route(forwarded=forwarded)
+    except NotMaster as e:
+        raise V2Error(d.INTERNAL_SERVER_ERROR, e.reason) from None
+
+
+def v2_require_master(role: "Role", what: str) -> "MasterRole":
+    """Role.require_master with the refusal as a V2Error saying that `what` lives on the
+    master."""
+    try:
+        return role.require_master()
+    except NotMaster as e:
+        where = e.master_address or "unknown"
+        raise V2Error(d.INTERNAL_SERVER_ERROR,
+                      f"{e.reason}: {what} live on the master ({where})") from None

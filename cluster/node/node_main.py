@@ -43,7 +43,7 @@ def run_node(config_path: str | None, overrides: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     print(json.dumps({"event": "ready", "node_id": node.config.node_id, "address": node.address,
-                      "pid": os.getpid(), "role": node.role,
+                      "pid": os.getpid(), "role": node.role.name,
                       "admin_token": node.token_source}), flush=True)
     while not stop.wait(1.0):
         pass

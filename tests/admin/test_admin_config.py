@@ -75,7 +75,7 @@ def test_retention_and_master_keys_reach_their_services(node, c):
     assert retention.config is node.store.config is node.config.store
     assert retention.config.delete_hours() == frozenset({1, 13})
     c.update_config("slaveTimeout", "4321")
-    assert node.master.config.slave_timeout == 4321
+    assert node.role.master.config.slave_timeout == 4321
 
 
 def test_topic_auto_create_keys(node, c):

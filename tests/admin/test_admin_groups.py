@@ -116,15 +116,3 @@ def test_a_slave_sends_group_calls_to_its_master(nodes):
                  lambda: s.reset_offset("OnSlave", TOPIC, offset=0)):
         code, details = code_of(call)
         assert code == grpc.StatusCode.FAILED_PRECONDITION and master.address in details, details
-
-
-def test_without_a_consumer_service_group_calls_are_unimplemented(nodes):
-    master, m, _, _ = nodes
-    consumers = master.messaging.consumers
-    master.messaging.consumers = None  # a build without cluster/consume/
-    try:
-        code, details = code_of(m.list_groups)
-        assert code == grpc.StatusCode.UNIMPLEMENTED and "consumer" in details
-    finally:
-        master.messaging.consumers = consumers
-    m.list_groups()

@@ -8,8 +8,8 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 
 from cluster.messaging import request_signature, telemetry
-from cluster.messaging.route import (ACCEPTED_MESSAGE_TYPES, TopicRegistry, config_from_route,
-                                     endpoints, message_queues)
+from cluster.messaging.route import (ACCEPTED_MESSAGE_TYPES, TopicDefaults, TopicRegistry,
+                                     config_from_route, endpoints, message_queues)
 from cluster.messaging.send import Sender
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
@@ -20,8 +20,8 @@ from .test_convert import ILLEGAL, LIMITS, NOW, v2
 
 
 def registry(tmp_path, auto_create=True, n=4) -> TopicRegistry:
-    r = TopicRegistry(TopicConfigTable.for_store(str(tmp_path)), auto_create=auto_create,
-                      default_queue_nums=n)
+    r = TopicRegistry(TopicConfigTable.for_store(str(tmp_path)),
+                      lambda: TopicDefaults(auto_create, n))
     r.load()
     return r
 
@@ -95,7 +95,7 @@ def test_unknown_topic_and_batch_size_refusals_write_nothing(tmp_path):
     assert r.status.code == d.PAYLOAD_TOO_LARGE
     table = TopicConfigTable.for_store(str(tmp_path / "ro"))
     table.put(TopicConfig(topic_name="T", perm=PERM_READ))
-    ro = Sender(put, TopicRegistry(table, auto_create=True, default_queue_nums=4),
+    ro = Sender(put, TopicRegistry(table),
                 lambda: LIMITS, lambda: NOW)
     assert ro.send(s.SendMessageRequest(messages=[v2()])).status.code == d.FORBIDDEN
     assert put.calls == []

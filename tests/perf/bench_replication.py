@@ -193,7 +193,7 @@ def put_rate(ctx: Context, root: str, role: str, with_slave: bool, seconds: floa
             slave, _ = start_node(root, f"s-{role}-{batch}", {"brokerRole": "SLAVE", "brokerId": "1",
                                                        "haMasterAddress": node.address})
             deadline = time.monotonic() + 30
-            while not node.master.tracker.in_sync_ids():
+            while not node.role.master.tracker.in_sync_ids():
                 if time.monotonic() > deadline:
                     raise RuntimeError("slave did not join the in-sync set")
                 time.sleep(0.05)

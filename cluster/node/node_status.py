@@ -1,0 +1,47 @@
+"""A node's status as the Admin API reports it (apb.NodeStatus): identity, role, epochs, the
+store's offsets and writability, and per role either the replication table of its slaves (a
+master) or the state of its replication stream (a slave)."""
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from proto import admin_pb2 as apb
+
+if TYPE_CHECKING:
+    from ha.epoch import EpochCache
+    from slave.replication_client import ReplicationClient
+    from store.message_store import MessageStore
+
+    from cluster.node.node_config import NodeConfig
+    from cluster.node.node_role import Role
+
+
+def node_status(c: "NodeConfig", role: "Role", store: "MessageStore", epochs: "EpochCache",
+                address: str, slave: "ReplicationClient | None") -> apb.NodeStatus:
+    st = apb.NodeStatus(
+        node_id=c.node_id, cluster_name=c.cluster_name, broker_name=c.broker_name,
+        broker_id=c.broker_id, role=role.name, address=address, epoch=epochs.last_epoch,
+        epochs=[apb.EpochRange(epoch=e.epoch, start_offset=e.start_offset)
+                for e in epochs.entries],
+        min_offset=store.min_phy_offset(), max_offset=store.max_phy_offset(),
+        flushed_offset=store.flushed_offset, confirm_offset=store.confirm_offset or 0,
+        dispatched_offset=store.reput.reput_from_offset, writable=store.writable,
+        not_writable_reason=store.not_writable_reason, pid=os.getpid(),
+        store_path=c.store.store_path_root_dir)
+    master = role.master
+    if master is not None:
+        max_offset = st.max_offset
+        peers = {conn.slave_id: conn.peer for conn in master.connections()}
+        for s in master.slave_states():
+            st.slaves.append(apb.SlaveStatus(
+                node_id=s.slave_id, peer=peers.get(s.slave_id, ""), ack_offset=s.ack_offset,
+                flushed_offset=s.flushed_offset, lag_bytes=max(0, max_offset - s.ack_offset),
+                in_sync=s.in_sync, last_ack_age_ms=s.last_ack_age_ms,
+                last_caught_up_age_ms=s.last_caught_up_age_ms))
+        st.in_sync_set.extend(sorted(master.tracker.in_sync_ids()))
+    if slave is not None and role.followed_address:
+        st.master_address = slave.master_address
+        st.master_connected = slave.connected
+        st.replication_error = slave.last_error
+    return st
