@@ -1,54 +1,43 @@
-"""The consumer state of a master: one lock, the state machine, and its records in the commitlog.
+"""The consumer state of a master: a replicated table of consumer events, plus groups, progress
+and offset resets on top of it.
 
-Every change is an event (state.py) that is appended to the commitlog (records.py) and then
-applied in memory, both under `lock`, so the log order is the memory order and a replay gives
-the same state. Waiting for the flush and replication policy happens after the lock is released
-(`commit` returns what to wait for), so one slow replication round does not serialize every ack.
+The state (state.py) is a ReplicatedTable (cluster/replicated/) on the internal topic
+`rmq_sys_CONSUMER_STATE` (records.py): every change is appended and then applied under the
+table's lock, so the log order is the memory order and a replay gives the same state; waiting
+for the flush and replication policy happens after the lock is released. A slave keeps no
+state: the messaging service forwards consumer calls to its master, and a slave promoted by a
+failover replays the table the first time a call needs it, resuming from the acks the old
+master replicated.
 
-The state lives on the master. It is loaded lazily by replaying the state topic the first time
-a call needs it in a master role (`ensure_loaded`), so a slave promoted by a failover resumes
-from the acks the old master replicated. A slave keeps no state: the messaging service forwards
-consumer calls to its master.
-
-The snapshotter's step also writes the committed offsets to `config/consumerOffset.json`
-(RocketMQ's format) when they changed, for RocketMQ tooling and the audit.
-
-`Snapshotter` writes a snapshot event every SNAPSHOT_EVERY events, and every
-SNAPSHOT_INTERVAL while there is any state (also without new events), so replay stays short and
-retention (which deletes files older than fileReservedTime, 72 h) never deletes the newest
-snapshot.
+The table keeps RocketMQ's `config/consumerOffset.json` as a view of the committed offsets, for
+RocketMQ tooling and the audit; its snapshots keep replay short.
 """
 from __future__ import annotations
 
 import logging
 import os
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.codec import Message
-from store.errors import StoreError
-from store.get_result import GetStatus
-from store.json_config import JsonConfigFile
-from store.put_result import PutResult, PutStatus
-from store.service import Service
 
-from cluster.messaging.v2_status import V2Error, put_status, v2_require_master
-
-from cluster.consume.records import STATE_TOPIC, StateRecordError, from_body, to_message
+from cluster.consume.records import CONSUMER_STATE_RECORDS
 from cluster.consume.state import ConsumerState, GroupInfo
+from cluster.messaging.convert import check_group_resource
+from cluster.messaging.v2_status import V2Error, put_status, v2_require_master
+from cluster.node.node_role import NotMaster
+from cluster.replicated.replicated_table import AppendRefused, Pending, ReplicatedTable
 
 if TYPE_CHECKING:
-    from cluster.messaging.route import TopicRegistry
+    from master.role import MasterRole
     from store.clock import Clock
     from store.message_store import MessageStore
 
+    from cluster.messaging.route import TopicRegistry
     from cluster.node.node_role import Role
 
 log = logging.getLogger(__name__)
-SNAPSHOT_EVERY = 1000
-SNAPSHOT_INTERVAL_MS = 3600_000
 
 
 @dataclass(frozen=True)
@@ -61,84 +50,48 @@ class QueueProgress:
     inflight: int
 
 
-@dataclass
-class Pending:
-    """An appended change still to be waited for (outside the lock)."""
-    messages: Sequence[Message]
-    result: PutResult
-
-
 class ConsumerService:
+    """Owns the consumer state table of this node (loaded while it leads). `lock` is the
+    table's lock: it guards `state` and the order of appends."""
+
     def __init__(self, role: "Role", store: "MessageStore", clock: "Clock",
                  topics: "TopicRegistry") -> None:
         self.role = role
         self.store = store
         self.clock = clock
         self.topics = topics
-        self.lock = threading.Lock()
-        self.state = ConsumerState()
-        self._loaded_for: object | None = None
-        self._last_snapshot_ms = clock.now_ms()
-        self._persisted_version = -1
-        self.offset_file = JsonConfigFile(os.path.join(
-            store.config.store_path_root_dir, "config", "consumerOffset.json"))
-        self.snapshotter = Snapshotter(self)
+        self.table: ReplicatedTable[ConsumerState] = ReplicatedTable(
+            CONSUMER_STATE_RECORDS, ConsumerState, role, store, clock)
+        self.offset_view = self.table.add_view(
+            os.path.join(store.config.store_path_root_dir, "config", "consumerOffset.json"),
+            ConsumerState.offset_table)
+        self.lock = self.table.lock
+
+    @property
+    def state(self) -> ConsumerState:
+        return self.table.state
 
     # -- loading ------------------------------------------------------------------------------
-    def master(self):
-        return v2_require_master(self.role, "consumer groups")
-
-    def ensure_loaded(self):
+    def ensure_loaded(self) -> "MasterRole":
         """The current master role, with the state replayed for it. Call without the lock."""
-        master = self.master()
-        if self._loaded_for is not master:
-            with self.lock:
-                if self._loaded_for is not master:
-                    self.state = self.replay()
-                    self._loaded_for = master
-        return master
-
-    def replay(self) -> ConsumerState:
-        store = self.store
-        state = ConsumerState()
-        offset = store.min_offset_in_queue(STATE_TOPIC, 0)
-        applied = 0
-        while True:
-            result = store.get_messages(STATE_TOPIC, 0, offset, 256)
-            if result.status is not GetStatus.FOUND:
-                break
-            for record in result.messages:
-                try:
-                    state.apply(from_body(record.body, f"at queue offset {record.queue_offset}"))
-                except (StateRecordError, KeyError, TypeError, ValueError) as e:
-                    raise StateRecordError(f"cannot replay the consumer state: {e}") from e
-                applied += 1
-            if result.next_begin_offset <= offset:
-                break
-            offset = result.next_begin_offset
-        log.info("consumer state replayed: %d records, %d groups, %d queues", applied,
-                 len(state.groups), len(state.queues))
-        return state
+        try:
+            return self.table.ensure_loaded()
+        except NotMaster:
+            return v2_require_master(self.role, "consumer groups")
 
     # -- changing -----------------------------------------------------------------------------
-    def commit(self, master, events: list[dict[str, Any]],
+    def commit(self, master: "MasterRole", events: list[dict[str, Any]],
                extra: Sequence[Message] = ()) -> Pending:
         """Append `extra` messages and the events' records as one batch, then apply the events.
         Call with the lock held. Nothing is applied when the append is refused (V2Error)."""
-        messages = [*extra, *(to_message(e) for e in events)]
-        result = master.append(messages, allow_system_topic=True)
-        if result.status is not PutStatus.PUT_OK:
-            raise V2Error.from_put(result)
-        for event in events:
-            self.state.apply(event)
-        return Pending(messages, result)
+        try:
+            return self.table.commit(master, events, extra)
+        except AppendRefused as e:
+            raise V2Error.from_put(e.result) from None
 
-    def wait(self, master, pending: Pending) -> d.Status:
+    def wait(self, master: "MasterRole", pending: Pending) -> d.Status:
         """Wait (without the lock) until the change holds under the flush/replication policy."""
-        result = master.wait_durable(pending.messages, pending.result)
-        if result.status is PutStatus.PUT_OK:
-            return d.Status(code=d.OK, message="OK")
-        return put_status(result)
+        return put_status(self.table.wait(master, pending))
 
     def change(self, events: list[dict[str, Any]]) -> d.Status:
         master = self.ensure_loaded()
@@ -165,7 +118,6 @@ class ConsumerService:
     def upsert_group(self, name: str, *, fifo: bool | None = None,
                      retry_max_times: int | None = None,
                      consume_enable: bool | None = None) -> GroupInfo:
-        from cluster.messaging.convert import check_group_resource
         check_group_resource(d.Resource(name=name))
         if not name:
             raise V2Error(d.ILLEGAL_CONSUMER_GROUP, "the consumer group name is empty")
@@ -250,59 +202,3 @@ class ConsumerService:
             raise V2Error(status.code, status.message)
         log.warning("consumer offsets of %s on %s reset to %s", group, topic, targets)
         return targets
-
-    # -- snapshots ----------------------------------------------------------------------------
-    def maybe_snapshot(self) -> bool:
-        master = self.role.master
-        if master is None or self._loaded_for is not master:
-            return False
-        now = self.clock.now_ms()
-        st = self.state
-        has_state = st.events_since_snapshot > 0 or st.groups or st.queues
-        due = st.events_since_snapshot >= SNAPSHOT_EVERY or (
-            has_state and now - self._last_snapshot_ms >= SNAPSHOT_INTERVAL_MS)
-        if not due:
-            return False
-        with self.lock:
-            pending = self.commit(master, [self.state.snapshot_event()])
-        self._last_snapshot_ms = now
-        status = self.wait(master, pending)
-        if status.code != d.OK:
-            log.warning("consumer state snapshot: %s", status.message)
-        return True
-
-
-    def persist_offsets(self) -> bool:
-        """Write config/consumerOffset.json when the state changed since the last write."""
-        if self.role.master is None or self._loaded_for is not self.role.master:
-            return False
-        with self.lock:
-            version = self.state.version
-            if version == self._persisted_version:
-                return False
-            table = self.state.offset_table()
-        self.offset_file.persist(table)  # DiskError propagates: the step logs it
-        self._persisted_version = version
-        return True
-
-
-class Snapshotter(Service):
-    name = "consumer-snapshot"
-
-    def __init__(self, consumers: ConsumerService) -> None:
-        super().__init__()
-        self.consumers = consumers
-
-    def step(self) -> None:
-        try:
-            self.consumers.maybe_snapshot()
-        except V2Error as e:  # e.g. not writable now: the next step tries again
-            log.warning("consumer state snapshot refused: %s", e.message)
-        try:
-            self.consumers.persist_offsets()
-        except StoreError as e:
-            log.error("cannot write consumerOffset.json: %s", e)
-
-    def wait_interval(self) -> float:
-        return 1.0
-

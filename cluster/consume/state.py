@@ -1,7 +1,7 @@
 """What every consumer group has consumed: the pure state machine behind ReceiveMessage, Ack,
-ChangeInvisibleDuration, UpdateOffset and the DLQ. No I/O: the service (service.py) applies an
-event here and appends the same event to the commitlog (records.py), so replaying the records
-in log order rebuilds exactly this state on any replica.
+ChangeInvisibleDuration, UpdateOffset and the DLQ. No I/O: the consumer service's replicated table
+(cluster/replicated/) appends each event to the commitlog (records.py) and applies it here, so
+replaying the records in log order rebuilds exactly this state on any replica.
 
 Per (group, topic, queue) a `QueueState` holds
     cursor    the next queue offset never handed out (new messages start here)
@@ -78,6 +78,9 @@ class ConsumerState:
         self.version = 0  # events applied: tells writers of derived files that something changed
 
     # -- reads --------------------------------------------------------------------------------
+    def is_empty(self) -> bool:
+        return not self.groups and not self.queues
+
     def queue(self, group: str, topic: str, queue_id: int) -> QueueState | None:
         return self.queues.get((group, topic, queue_id))
 

@@ -45,6 +45,7 @@ from cluster.messaging.transaction import TransactionService
 from cluster.messaging.transaction_check import TransactionChecker
 from cluster.messaging.v2_status import V2Error
 from cluster.node.node_role import Forward, NotMaster
+from cluster.replicated.replicated_table import TableService
 
 if TYPE_CHECKING:
     from store.clock import Clock
@@ -89,6 +90,7 @@ class MessagingService:
         self.relay = TelemetryRelay(  # producers on a slave still get the master's checks
             lambda: role.followed_address, self.telemetry, self.forwarder)
         self.consumers = ConsumerService(role, store, clock, self.topics)
+        self.tables = TableService([self.consumers.table])  # snapshots and JSON views
         self.consumer_router = ConsumerRouter(self, ConsumerCalls(
             self.consumers, self.reader.waiter, self.budget,
             ConsumeSettings(min_invisible_ms=c.min_invisible_time_ms)))
@@ -100,14 +102,14 @@ class MessagingService:
     def start(self) -> None:
         self.topics.load()
         self.reader.attach()
-        self.consumers.snapshotter.start()
+        self.tables.start()
         self.transaction_checker.start()
 
     def close(self) -> None:
         self.transaction_checker.stop()
         self.relay.close()
         self.telemetry.close()
-        self.consumers.snapshotter.stop()
+        self.tables.stop()
         self.reader.detach()
         self.forwarder.close()
 

@@ -271,25 +271,24 @@ def test_slave_forwards_and_a_promoted_slave_resumes_from_the_acks(nodes):  # no
     assert [m.body for m in late] == [b"late"]
 
 
-def test_snapshot_then_replay_gives_the_same_state(master, monkeypatch):
+def test_snapshot_then_replay_gives_the_same_state(master):
     node, stub = master
-    import cluster.consume.consumer_service as svc
-    monkeypatch.setattr(svc, "SNAPSHOT_EVERY", 3)
     send(stub, "T", [b"%d" % i for i in range(4)])
     settle(node)
     _, got = receive(stub, n=4, invisible=30)
     ack(stub, got[:2])
     consumers = node.messaging.consumers
-    assert consumers.maybe_snapshot()
+    consumers.table.snapshot_every = 3
+    assert consumers.table.maybe_snapshot()
     ack(stub, got[2:3])
     settle(node)  # every state record dispatched (the snapshot thread may have added some)
-    consumers.persist_offsets()  # the snapshotter thread may have written it already
-    assert not consumers.persist_offsets()  # unchanged since
+    consumers.table.persist_views()  # the table service may have written it already
+    assert consumers.table.persist_views() == 0  # unchanged since
     import json
-    with open(consumers.offset_file.path) as f:
+    with open(consumers.offset_view.file.path) as f:
         table = json.load(f)["offsetTable"]
     assert table["T@G"][str(got[0].system_properties.queue_id)] == consumers.progress("G")[0].committed_offset
-    replayed = consumers.replay()
+    replayed = consumers.table.replay()
     assert replayed.queues == consumers.state.queues
     assert replayed.groups == consumers.state.groups
     assert replayed.next_handle == consumers.state.next_handle

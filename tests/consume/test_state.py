@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cluster.consume.planner import plan_queue
-from cluster.consume.records import STATE_TOPIC, from_body, to_message
+from cluster.consume.records import CONSUMER_STATE_RECORDS as RECORDS, STATE_TOPIC
 from cluster.consume.state import ConsumerState, GroupInfo, QueueState
 from store.codec import Message
 from store.get_result import GetMessageResult, GetStatus
@@ -113,23 +113,23 @@ def test_a_snapshot_then_the_rest_replays_to_the_same_state(before, after):
     live = ConsumerState()
     for e in before:
         live.apply(e)
-    log = [to_message(e) for e in before] + [to_message(live.snapshot_event())]
+    log = [RECORDS.to_message(e) for e in before] + [RECORDS.to_message(live.snapshot_event())]
     for e in after:
         live.apply(e)
-        log.append(to_message(e))
+        log.append(RECORDS.to_message(e))
     replayed = ConsumerState()
     for m in log:  # every record goes through its commitlog encoding
         assert m.topic == STATE_TOPIC
-        replayed.apply(from_body(m.body))
+        replayed.apply(RECORDS.from_body(m.body))
     assert replayed.queues == live.queues
     assert replayed.groups == live.groups
     assert replayed.next_handle == live.next_handle
 
 
 def test_pop_records_do_not_wait_and_acks_do():
-    pop = to_message({"kind": "pop", "group": "G", "topic": "T", "queue": 0, "base": 0,
+    pop = RECORDS.to_message({"kind": "pop", "group": "G", "topic": "T", "queue": 0, "base": 0,
                       "until": 1, "skip_to": 0, "items": []})
-    ack = to_message({"kind": "ack", "group": "G", "topic": "T", "queue": 0, "offset": 0,
+    ack = RECORDS.to_message({"kind": "ack", "group": "G", "topic": "T", "queue": 0, "offset": 0,
                       "handle": 1})
     assert pop.properties.get("WAIT") == "false" and "WAIT" not in ack.properties
     assert json.loads(ack.body)["kind"] == "ack" and ack.properties["TAGS"] == "ack"
