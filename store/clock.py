@@ -1,8 +1,12 @@
-"""Injectable time sources, so background services can be stepped in tests without sleeping."""
+"""Injectable time sources, so background services can be stepped in tests without sleeping,
+and waits that end by the clock's own time (a long poll on a ManualClock ends when the test
+advances the clock, not after real seconds)."""
 from __future__ import annotations
 
 import threading
 import time
+import weakref
+from typing import Callable
 
 
 class Clock:
@@ -13,6 +17,15 @@ class Clock:
 
     def monotonic(self) -> float:
         return time.monotonic()
+
+    def wait_for(self, cond: threading.Condition, predicate: Callable[[], bool],
+                 timeout_s: float, real_limit_s: float | None = None) -> bool:
+        """Wait on `cond` (held by the caller) until predicate() holds, `timeout_s` of this
+        clock's time passed, or `real_limit_s` real seconds passed (a deadline outside the
+        process, e.g. a gRPC call's); returns predicate()."""
+        if real_limit_s is not None:
+            timeout_s = min(timeout_s, real_limit_s)
+        return cond.wait_for(predicate, timeout_s)
 
 
 SYSTEM_CLOCK = Clock()
@@ -25,6 +38,7 @@ class ManualClock(Clock):
         self._ms = start_ms
         self._mono = 1000.0
         self._lock = threading.Lock()
+        self._waiting: "weakref.WeakSet[threading.Condition]" = weakref.WeakSet()
 
     def now_ms(self) -> int:
         with self._lock:
@@ -38,8 +52,37 @@ class ManualClock(Clock):
         with self._lock:
             self._ms += int(round(seconds * 1000))
             self._mono += seconds
+        self._wake_waiters()
 
     def set_ms(self, ms: int) -> None:
         with self._lock:
             self._mono += max(0, ms - self._ms) / 1000.0
             self._ms = ms
+        self._wake_waiters()
+
+    def wait_for(self, cond: threading.Condition, predicate: Callable[[], bool],
+                 timeout_s: float, real_limit_s: float | None = None) -> bool:
+        """Like Clock.wait_for, but `timeout_s` is in this clock's time: `advance` or `set_ms`
+        (or a notify of `cond`) ends the wait, real seconds do not, except `real_limit_s`. A
+        short real-time re-check keeps a notify that raced the registration from being lost."""
+        deadline = self.monotonic() + timeout_s
+        real_deadline = None if real_limit_s is None else time.monotonic() + real_limit_s
+        with self._lock:
+            self._waiting.add(cond)
+        try:
+            while not predicate():
+                if self.monotonic() >= deadline or (
+                        real_deadline is not None and time.monotonic() >= real_deadline):
+                    return predicate()
+                cond.wait(0.05)
+            return True
+        finally:
+            with self._lock:
+                self._waiting.discard(cond)
+
+    def _wake_waiters(self) -> None:
+        with self._lock:
+            waiting = list(self._waiting)
+        for cond in waiting:
+            with cond:
+                cond.notify_all()

@@ -20,7 +20,6 @@ A delivery that already used the group's max attempts (retryMaxTimes + 1, Rocket
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -32,17 +31,15 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.codec import Message, MessageRecord
 from store.json_config import TopicConfig
 
-from cluster.messaging.convert import check_group_resource, check_topic_resource, record_to_v2
-
-from cluster.messaging.v2_status import V2Error
-from cluster.messaging.pull_reader import tag_expression
-
 from cluster.consume import receipt
-from cluster.consume.planner import plan_queue
 from cluster.consume.consumer_service import ConsumerService
+from cluster.consume.planner import plan_queue
+from cluster.messaging.convert import check_group_resource, check_topic_resource, record_to_v2
+from cluster.messaging.long_poll import Attempt, DispatchWaiter, long_poll
+from cluster.messaging.pull_reader import tag_expression
+from cluster.messaging.v2_status import V2Error
 
 if TYPE_CHECKING:
-    from cluster.messaging.pull_reader import DispatchWaiter
     from cluster.messaging.telemetry import StreamBudget
 
 DLQ_PREFIX = "%DLQ%"
@@ -131,7 +128,7 @@ class ConsumerCalls:
             raise V2Error(d.ILLEGAL_POLLING_TIME,
                           f"long_polling_timeout {poll_ms} ms is not in [0, {st.max_long_polling_ms}]")
         consumers = self.consumers
-        master = consumers.ensure_loaded()
+        consumers.ensure_loaded()
         info = consumers.group(group)
         if not info.consume_enable:
             raise V2Error(d.FORBIDDEN, f"consumer group {group} may not consume (consumeEnable=false)")
@@ -140,40 +137,27 @@ class ConsumerCalls:
             raise V2Error(d.FORBIDDEN, f"topic {topic} is not readable")
         first = request.message_queue.id if 0 <= request.message_queue.id < count else 0
         queues = [(first + i) % count for i in range(count)]
-        deadline = time.monotonic() + poll_ms / 1000.0
-        holding = False
-        try:
-            while True:
-                seen = self.waiter.generation
-                deliveries, next_expiry = self._take(master, group, info, topic, queues, filt,
-                                                     batch, invisible)
-                if deliveries:
-                    # delivery_timestamp: the clients' consume-latency metrics need it (the
-                    # official push consumer fails on every batch without it)
-                    now = Timestamp()
-                    now.FromMilliseconds(self._clock.now_ms())
-                    return [s.ReceiveMessageResponse(status=OK),
-                            s.ReceiveMessageResponse(delivery_timestamp=now),
-                            *(s.ReceiveMessageResponse(message=m) for m in deliveries)]
-                left = deadline - time.monotonic()
-                call_left = time_remaining()
-                if call_left is not None:
-                    left = min(left, call_left - 0.2)  # leave time to answer
-                if left <= 0:
-                    break
-                if not holding:
-                    if self.budget is not None and not self.budget.try_acquire():
-                        break  # too many long polls hold threads: answer now
-                    holding = True
-                if next_expiry is not None:
-                    left = min(left, max(0.01, (next_expiry - self._clock.now_ms()) / 1000.0))
-                self.waiter.wait(seen, left)
-                master = consumers.ensure_loaded()
-        finally:
-            if holding and self.budget is not None:
-                self.budget.release()
-        return [s.ReceiveMessageResponse(status=d.Status(code=d.MESSAGE_NOT_FOUND,
-                                                         message="no new message"))]
+        clock = self._clock
+
+        def attempt() -> Attempt[list[d.Message]]:
+            master = consumers.ensure_loaded()  # the role may change while the call waits
+            deliveries, next_expiry = self._take(master, group, info, topic, queues, filt,
+                                                 batch, invisible)
+            wake = None if next_expiry is None else (next_expiry - clock.now_ms()) / 1000.0
+            return Attempt(deliveries, bool(deliveries), wake)
+
+        deliveries = long_poll(attempt, wait_s=poll_ms / 1000.0, waiter=self.waiter, clock=clock,
+                               budget=self.budget, time_remaining=time_remaining)
+        if not deliveries:
+            return [s.ReceiveMessageResponse(status=d.Status(code=d.MESSAGE_NOT_FOUND,
+                                                             message="no new message"))]
+        # delivery_timestamp: the clients' consume-latency metrics need it (the official push
+        # consumer fails on every batch without it)
+        now = Timestamp()
+        now.FromMilliseconds(clock.now_ms())
+        return [s.ReceiveMessageResponse(status=OK),
+                s.ReceiveMessageResponse(delivery_timestamp=now),
+                *(s.ReceiveMessageResponse(message=m) for m in deliveries)]
 
     def _take(self, master, group: str, info, topic: str, queues: list[int], filt: str | None,
               batch: int, invisible_ms: int) -> tuple[list[d.Message], int | None]:

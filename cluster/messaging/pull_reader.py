@@ -21,49 +21,29 @@ TIMESTAMP -> the first offset stored at or after the time (END when every messag
 """
 from __future__ import annotations
 
-import threading
-import time
 from typing import Callable
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.get_result import GetMessageResult, GetStatus
+from store.clock import SYSTEM_CLOCK, Clock
 from store.message_store import MessageStore
 from store.reader import TagFilter
 
 from cluster.messaging.convert import (check_group_resource, check_topic_resource, records_to_v2,
                                         timestamp_ms)
 
-from cluster.messaging.v2_status import V2Error
+from cluster.messaging.long_poll import Attempt, DispatchWaiter, long_poll
 from cluster.messaging.route import TopicRegistry
 from cluster.messaging.telemetry import StreamBudget
+from cluster.messaging.v2_status import V2Error
 
 DEFAULT_BATCH = 32
 MAX_LONG_POLL_SECONDS = 30.0
 _AT_END = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.NO_MESSAGE_IN_QUEUE,
            GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.MESSAGE_WAS_REMOVING,
            GetStatus.NO_MATCHED_LOGIC_QUEUE)
-
-
-class DispatchWaiter:
-    """Wakes long polls when reput dispatched something (a store reput listener)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._generation = 0
-
-    def on_dispatched(self, _requests) -> None:
-        with self._cond:
-            self._generation += 1
-            self._cond.notify_all()
-
-    @property
-    def generation(self) -> int:
-        return self._generation
-
-    def wait(self, seen: int, timeout: float) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: self._generation != seen, timeout)
+_SKIP_FILTERED = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING)
 
 
 def tag_expression(expression: d.FilterExpression) -> str | None:
@@ -81,8 +61,9 @@ def tag_expression(expression: d.FilterExpression) -> str | None:
 
 class Reader:
     def __init__(self, store: MessageStore, topics: TopicRegistry,
-                 budget: StreamBudget | None = None) -> None:
+                 budget: StreamBudget | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
+        self.clock = clock
         self.topics = topics
         self.budget = budget
         self.waiter = DispatchWaiter()
@@ -134,35 +115,20 @@ class Reader:
 
     def _read_waiting(self, topic: str, queue_id: int, offset: int, batch: int, filt: str | None,
                       wait_s: float, time_remaining) -> GetMessageResult:
-        deadline = time.monotonic() + wait_s
-        seen = self.waiter.generation
-        result = self.store.get_messages(topic, queue_id, offset, batch, filt)
-        if result.status not in _AT_END or wait_s <= 0:
-            return result
-        budget = self.budget
-        if budget is not None and not budget.try_acquire():
-            return result  # too many long polls hold threads: answer now
-        try:
-            while result.status in _AT_END:
-                remaining = deadline - time.monotonic()
-                call_left = time_remaining()
-                if call_left is not None:
-                    remaining = min(remaining, call_left - 0.2)  # leave time to answer
-                if remaining <= 0:
-                    break
-                self.waiter.wait(seen, remaining)
-                seen = self.waiter.generation
-                if result.status is GetStatus.NO_MATCHED_MESSAGE or \
-                        result.status is GetStatus.MESSAGE_WAS_REMOVING:
-                    offset = result.next_begin_offset  # skip what was filtered out already
-                again = self.store.get_messages(topic, queue_id, offset, batch, filt)
-                if again.status is GetStatus.NO_MATCHED_LOGIC_QUEUE:
-                    continue
-                result = again
-        finally:
-            if budget is not None:
-                budget.release()
-        return result
+        last: GetMessageResult | None = None
+
+        def attempt() -> Attempt[GetMessageResult]:
+            nonlocal last, offset
+            if last is not None and last.status in _SKIP_FILTERED:
+                offset = last.next_begin_offset  # skip what was filtered out already
+            result = self.store.get_messages(topic, queue_id, offset, batch, filt)
+            if last is not None and result.status is GetStatus.NO_MATCHED_LOGIC_QUEUE:
+                result = last  # the queue is not there yet: keep the answer we had
+            last = result
+            return Attempt(result, result.status not in _AT_END or wait_s <= 0)
+
+        return long_poll(attempt, wait_s=wait_s, waiter=self.waiter, clock=self.clock,
+                         budget=self.budget, time_remaining=time_remaining)
 
     def query_offset(self, request: s.QueryOffsetRequest) -> s.QueryOffsetResponse:
         try:

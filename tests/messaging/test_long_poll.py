@@ -1,0 +1,112 @@
+"""The one long-poll loop, driven by a ManualClock and a DispatchWaiter in memory: no sleeps,
+no node. Each wait ends by a dispatch, by the clock's own time, by the attempt's wake time, by
+the call's real deadline, or not at all when the stream budget is spent."""
+from __future__ import annotations
+
+import threading
+import time
+
+from cluster.messaging.long_poll import Attempt, DispatchWaiter, long_poll
+from cluster.messaging.telemetry import StreamBudget
+from store.clock import ManualClock
+
+
+class Source:
+    """Attempts that find nothing until `ready` is set; counts the attempts."""
+
+    def __init__(self) -> None:
+        self.ready = False
+        self.attempts = 0
+        self.wake_in_s: float | None = None
+
+    def __call__(self) -> Attempt[str]:
+        self.attempts += 1
+        return Attempt("found" if self.ready else "nothing", self.ready, self.wake_in_s)
+
+
+def in_thread(fn) -> tuple[threading.Thread, list]:
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    t.start()
+    return t, out
+
+
+def waiting(waiter: DispatchWaiter, clock: ManualClock, source: Source) -> None:
+    """Until the poll sits in its wait (its first attempt found nothing)."""
+    while source.attempts == 0:
+        threading.Event().wait(0.001)
+    with waiter._cond:  # the poll releases the condition only inside its wait
+        pass
+
+
+def test_done_at_once_takes_no_budget():
+    budget, source = StreamBudget(1), Source()
+    source.ready = True
+    assert long_poll(source, wait_s=5, waiter=DispatchWaiter(), clock=ManualClock(),
+                     budget=budget) == "found"
+    assert source.attempts == 1 and budget.open == 0
+
+
+def test_a_dispatch_wakes_the_poll():
+    waiter, clock, source, budget = DispatchWaiter(), ManualClock(), Source(), StreamBudget(1)
+    t, out = in_thread(lambda: long_poll(source, wait_s=30, waiter=waiter, clock=clock,
+                                         budget=budget))
+    waiting(waiter, clock, source)
+    assert budget.open == 1  # held while waiting
+    source.ready = True
+    waiter.on_dispatched([])
+    t.join(5)
+    assert out == ["found"] and source.attempts == 2 and budget.open == 0
+
+
+def test_the_wait_ends_by_the_clock_not_by_real_time():
+    waiter, clock, source = DispatchWaiter(), ManualClock(), Source()
+    t, out = in_thread(lambda: long_poll(source, wait_s=30, waiter=waiter, clock=clock,
+                                         budget=None))
+    waiting(waiter, clock, source)
+    t.join(0.2)
+    assert t.is_alive()  # 0.2 real seconds are nothing to a manual clock
+    clock.advance(29)
+    t.join(0.2)
+    assert t.is_alive()
+    clock.advance(1)
+    t.join(5)
+    assert out == ["nothing"]
+
+
+def test_the_attempts_wake_time_brings_the_next_attempt():
+    waiter, clock, source = DispatchWaiter(), ManualClock(), Source()
+    source.wake_in_s = 2.0  # e.g. the next invisibility expiry
+
+    def becomes_ready_after_two_seconds():
+        source.ready = clock.monotonic() >= start + 2
+        return Source.__call__(source)
+
+    start = clock.monotonic()
+    t, out = in_thread(lambda: long_poll(becomes_ready_after_two_seconds, wait_s=30,
+                                         waiter=waiter, clock=clock, budget=None))
+    waiting(waiter, clock, source)
+    clock.advance(2)
+    t.join(5)
+    assert out == ["found"]
+
+
+def test_the_calls_real_deadline_ends_the_wait():
+    """gRPC's time_remaining is real seconds: it ends a wait the manual clock never would."""
+    waiter, clock, source = DispatchWaiter(), ManualClock(), Source()
+    end = time.monotonic() + 0.3
+    assert long_poll(source, wait_s=30, waiter=waiter, clock=clock, budget=None,
+                     time_remaining=lambda: end - time.monotonic()) == "nothing"
+    assert source.attempts == 2 and time.monotonic() >= end - 0.2  # waited, then answered
+    again = Source()
+    assert long_poll(again, wait_s=30, waiter=waiter, clock=clock, budget=None,
+                     time_remaining=lambda: 0.1) == "nothing"  # inside the margin: no wait
+    assert again.attempts == 1
+
+
+def test_no_budget_left_answers_at_once():
+    budget = StreamBudget(0)
+    source = Source()
+    assert long_poll(source, wait_s=30, waiter=DispatchWaiter(), clock=ManualClock(),
+                     budget=budget) == "nothing"
+    assert source.attempts == 1 and budget.open == 0
