@@ -16,11 +16,11 @@ from typing import Callable, Iterator
 
 import grpc
 
-from cluster.failpoints import should_corrupt
 from ha.master_session import Acked, Connected, Disconnect, MasterSession, Send
 from proto import replication_pb2 as pb
 from proto import replication_pb2_grpc as pb_grpc
 from store.errors import OffsetOutOfRange
+from store.failpoints import should_corrupt
 
 from .role import MasterRole
 
