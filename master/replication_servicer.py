@@ -9,6 +9,7 @@ session is only touched under the connection's lock.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import queue
 import threading
@@ -17,11 +18,13 @@ from typing import Callable, Iterator
 import grpc
 
 from ha.master_session import Acked, Connected, Disconnect, MasterSession, Send
+from ha.messages import MalformedMessage, MasterMessage
 from proto import replication_pb2 as pb
 from proto import replication_pb2_grpc as pb_grpc
 from store.errors import OffsetOutOfRange
 from store.failpoints import should_corrupt
 
+from . import wire
 from .role import MasterRole
 
 log = logging.getLogger(__name__)
@@ -38,7 +41,7 @@ class MasterConnection:
                                      heartbeat_interval_ms=c.ha_send_heartbeat_interval)
         self.slave_id = ""
         self._cond = threading.Condition()
-        self._outbox: collections.deque[pb.MasterMessage] = collections.deque()
+        self._outbox: collections.deque[MasterMessage] = collections.deque()
         self.close_reason: str | None = None
         self.last_received = role.clock.monotonic()
         self.bytes_sent = 0
@@ -61,8 +64,13 @@ class MasterConnection:
 
     def feed(self, msg: pb.SlaveMessage) -> None:
         role = self.role
+        try:
+            event = wire.from_slave(msg)
+        except MalformedMessage as e:
+            self.close(str(e))
+            return
         with self._cond:
-            actions = self.session.on_message(msg, role.view())
+            actions = self.session.on_message(event, role.view())
         for action in actions:
             if isinstance(action, Send):
                 with self._cond:
@@ -105,9 +113,10 @@ class MasterConnection:
     def _build_loop(self, ready: "queue.Queue[pb.MasterMessage | None]") -> None:
         try:
             while True:
-                msg = self._next_message()
-                if msg is None:
+                event = self._next_message()
+                if event is None:
                     return
+                msg = wire.to_slave(event)  # here, outside the lock, like the CRC
                 while True:
                     try:
                         ready.put(msg, timeout=0.5)
@@ -124,7 +133,7 @@ class MasterConnection:
             except queue.Full:
                 pass  # the handler notices close_reason on its next timeout
 
-    def _next_message(self) -> pb.MasterMessage | None:
+    def _next_message(self) -> MasterMessage | None:
         """The next message to send (None once closed): planned under the lock, read and
         checksummed outside it so acks are not held up by the CRC."""
         role, session = self.role, self.session
@@ -152,15 +161,15 @@ class MasterConnection:
         if len(data) != plan.max_bytes:
             self.close(f"read {len(data)} bytes at {plan.offset}, planned {plan.max_bytes}")
             return None
-        msg = session.build_chunk(plan, data, view)
+        chunk = session.build_chunk(plan, data, view)
         if data and should_corrupt("master.corrupt_next_chunk"):  # tests only
             corrupted = bytearray(data)
             corrupted[len(corrupted) // 2] ^= 0xFF  # after the CRC was computed
-            msg.chunk.data = bytes(corrupted)
+            chunk = dataclasses.replace(chunk, data=bytes(corrupted))
         if caught_up and self.slave_id:
             role.tracker.on_transfer(self.slave_id, view.max_offset)
         self.bytes_sent += len(data)
-        return msg
+        return chunk
 
     def wakeup(self) -> None:
         with self._cond:

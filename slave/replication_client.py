@@ -24,14 +24,17 @@ from typing import Iterator
 import grpc
 
 from ha.epoch import EpochCache, EpochFile
+from ha.messages import Ack, MalformedMessage, MasterMessage, Nack, SlaveMessage, Welcome
 from ha.slave_session import (Append, Disconnect, RecordEpoch, SendAck, SendNack, SetConfirm,
-                              SlaveSession, Truncate)
+                              SlaveAction, SlaveSession, Truncate)
 from proto import replication_pb2 as pb
 from proto import replication_pb2_grpc as pb_grpc
 from store.clock import Clock
 from store.failpoints import failpoint
 from store.message_store import MessageStore
 from store.put_result import PutStatus
+
+from . import wire
 
 log = logging.getLogger(__name__)
 GRPC_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -56,7 +59,7 @@ class ReplicationClient:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._call = None
-        self._outbox: queue.Queue[pb.SlaveMessage | None] = queue.Queue()
+        self._outbox: queue.Queue[SlaveMessage | None] = queue.Queue()
         self._last_received = 0.0
         self._session: SlaveSession | None = None
 
@@ -127,12 +130,18 @@ class ReplicationClient:
             try:
                 for msg in call:
                     self._last_received = self.clock.monotonic()
-                    for action in session.on_message(msg):
+                    try:
+                        event: MasterMessage | None = wire.from_master(msg)
+                    except MalformedMessage as e:
+                        event, actions = None, session.close(str(e))
+                    else:
+                        actions = session.on_message(event)
+                    for action in actions:
                         if not self._apply(action, session):
                             self.last_error = session.close_reason
                             call.cancel()
                             return handshook
-                    if not handshook and msg.WhichOneof("body") == "welcome":
+                    if not handshook and isinstance(event, Welcome):
                         handshook = True
                         self.connected = True
                         self.sessions += 1
@@ -166,12 +175,12 @@ class ReplicationClient:
                     continue
             if msg is None:
                 return
-            yield msg
+            yield wire.to_master(msg)
 
-    def _ack(self, offset: int) -> pb.SlaveMessage:
-        return pb.SlaveMessage(ack=pb.Ack(max_offset=offset, flushed_offset=self.store.flushed_offset))
+    def _ack(self, offset: int) -> Ack:
+        return Ack(max_offset=offset, flushed_offset=self.store.flushed_offset)
 
-    def _apply(self, action, session: SlaveSession) -> bool:
+    def _apply(self, action: SlaveAction, session: SlaveSession) -> bool:
         store = self.store
         if isinstance(action, Append):
             store.append_raw(action.offset, action.data)
@@ -203,7 +212,7 @@ class ReplicationClient:
             failpoint("slave.after_truncate")
         elif isinstance(action, SendNack):
             log.warning("re-requesting from %d: %s", action.offset, action.reason)
-            self._outbox.put(pb.SlaveMessage(nack=pb.Nack(offset=action.offset, reason=action.reason)))
+            self._outbox.put(Nack(offset=action.offset, reason=action.reason))
         elif isinstance(action, Disconnect):
             log.warning("leaving the master: %s", action.reason)
             return False
