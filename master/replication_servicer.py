@@ -1,10 +1,9 @@
 """gRPC adapter of the master side: one `MasterConnection` per slave stream, driving a
-`ha.master_session.MasterSession`.
+`ha.master_session.MasterSession`; master/wire.py maps its events to and from protobuf.
 
 Threads per stream: gRPC's handler thread runs `outgoing()` (the response generator), fed by
 a builder thread that plans chunks with the session, reads them from the commitlog and
-checksums them; a reader thread feeds the slave's Hello, Acks and Nacks to the session. The
-session is only touched under the connection's lock.
+checksums them; a reader thread feeds the slave's Hello, Acks and Nacks to the session.
 """
 from __future__ import annotations
 
@@ -31,6 +30,23 @@ log = logging.getLogger(__name__)
 
 
 class MasterConnection:
+    """One slave's replication stream on the master, from its Hello until it closes.
+
+    Owns: the stream's `MasterSession` (what was sent and acked, the next chunk), the outbox of
+    messages the session asked to send (the Welcome), the builder thread and the close reason.
+    Reports to the role's `AckTracker` (connect, acks, caught up); the role's registry holds
+    the connection and the role's housekeeping closes it when the slave goes silent.
+
+    Threads and locks: the reader thread (`read_from`, `feed`), the builder thread
+    (`_build_loop`) and gRPC's handler thread (`outgoing`, which only takes built messages from
+    a bounded queue). `_cond` guards the session, the outbox and `close_reason`, and wakes the
+    builder (new data, an ack, a close). Decoding, the commitlog read, the CRC and the protobuf
+    encoding run outside it, so a chunk being built never holds up an ack. `slave_id` is set
+    by the reader thread once (at Connected), `last_received` by the reader thread and
+    `bytes_sent` by the builder thread; other threads only read them (single attributes). The
+    tracker calls are made outside `_cond` (the tracker has its own lock).
+    """
+
     def __init__(self, role: MasterRole, peer: str, context: grpc.ServicerContext) -> None:
         c = role.config
         self.role = role

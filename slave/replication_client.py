@@ -1,5 +1,6 @@
 """gRPC adapter of the slave side: connects to the master, drives a `ha.slave_session.SlaveSession`
-and carries out its actions on the store, reconnecting with backoff.
+and carries out its actions on the store, reconnecting with backoff; slave/wire.py maps the
+session's events to and from protobuf.
 
 Per session: this thread reads the master's messages and applies them in order (truncate,
 record epoch, append verbatim, confirm, ack); gRPC pulls the slave's messages from
@@ -42,6 +43,24 @@ GRPC_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
 
 
 class ReplicationClient:
+    """A slave node's replication from its master: connect, follow, reconnect with backoff.
+
+    Owns: the replication thread, one `SlaveSession` and one gRPC call at a time, the outbox of
+    messages to the master, and `confirm` (how far the master said the log is confirmed; with
+    the catch-up rule it bounds the store's reput through `confirm_source`). Carries out the
+    session's actions on what it shares with the node: it appends to and truncates the store
+    and records and truncates the node's epochs (`EpochCache` and its file).
+
+    Threads and locks: no lock of its own. The replication thread (`_run`) decodes every
+    message and applies every action in order, so the store's appends and truncations and the
+    epoch file's saves come from one thread and never race. The other threads touch only
+    thread-safe objects or single attributes (atomic under the GIL): gRPC's request thread runs
+    `_requests` (takes from the outbox, a queue; sends the periodic Ack at the session's end;
+    when the master is silent, sets `last_error` and cancels the call), the store's reput
+    thread calls `_dispatch_bound`, and `stop` (the node's role switch) sets an Event, cancels
+    the call and joins the replication thread.
+    """
+
     def __init__(self, store: MessageStore, epochs: EpochCache, epoch_file: EpochFile,
                  master_address: str, node_id: str, broker_name: str, clock: Clock) -> None:
         self.store = store
