@@ -23,13 +23,24 @@ and the stream ends with its text as the reason.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
 
-from .epoch import EpochEntry
+from .epoch import EpochEntry, EpochError
 
 
 class MalformedMessage(Exception):
     """A peer's message cannot be represented as an event: the peer is at fault (h11's
     RemoteProtocolError), and the message says how, worded as a reason to end the stream."""
+
+
+def epoch_entries(pairs: Iterable[tuple[int, int]], sender: str) -> tuple[EpochEntry, ...]:
+    """The (epoch, start_offset) pairs `sender` put on the wire, as entries; MalformedMessage
+    when one is out of range. Their order is the sessions' to check: a list out of order is a
+    refusal of the handshake, not an undecodable message."""
+    try:
+        return tuple(EpochEntry(epoch, start) for epoch, start in pairs)
+    except EpochError as e:
+        raise MalformedMessage(f"{sender} sent invalid epochs: {e}") from e
 
 
 # -- slave -> master ------------------------------------------------------------------------

@@ -8,9 +8,8 @@ protobuf message itself.
 """
 from __future__ import annotations
 
-from ha.epoch import EpochEntry, EpochError
 from ha.messages import (Ack, Chunk, Hello, MalformedMessage, MasterMessage, Nack, SlaveMessage,
-                         Welcome)
+                         Welcome, epoch_entries)
 from proto import replication_pb2 as pb
 
 
@@ -22,10 +21,8 @@ def from_slave(msg: pb.SlaveMessage) -> SlaveMessage:
         return Ack(max_offset=a.max_offset, flushed_offset=a.flushed_offset)
     if kind == "hello":
         h = msg.hello
-        try:
-            epochs = tuple(EpochEntry(e.epoch, e.start_offset) for e in h.epochs)
-        except EpochError as e:
-            raise MalformedMessage(f"slave {h.node_id or '?'} sent invalid epochs: {e}") from e
+        epochs = epoch_entries(((e.epoch, e.start_offset) for e in h.epochs),
+                               f"slave {h.node_id or '?'}")
         return Hello(node_id=h.node_id, broker_name=h.broker_name, max_offset=h.max_offset,
                      min_offset=h.min_offset, epochs=epochs,
                      sync_from_last_file=h.sync_from_last_file)

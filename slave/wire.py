@@ -7,9 +7,8 @@ then share that one bytes object.
 """
 from __future__ import annotations
 
-from ha.epoch import EpochEntry, EpochError
 from ha.messages import (Ack, Chunk, Hello, MalformedMessage, MasterMessage, Nack, SlaveMessage,
-                         Welcome)
+                         Welcome, epoch_entries)
 from proto import replication_pb2 as pb
 
 
@@ -38,10 +37,7 @@ def from_master(msg: pb.MasterMessage) -> MasterMessage:
                      master_max_offset=c.master_max_offset, crc32c=c.crc32c)
     if kind == "welcome":
         w = msg.welcome
-        try:
-            epochs = tuple(EpochEntry(e.epoch, e.start_offset) for e in w.epochs)
-        except EpochError as e:
-            raise MalformedMessage(f"master sent invalid epochs: {e}") from e
+        epochs = epoch_entries(((e.epoch, e.start_offset) for e in w.epochs), "master")
         return Welcome(epoch=w.epoch, epochs=epochs, start_offset=w.start_offset,
                        master_min_offset=w.master_min_offset,
                        master_max_offset=w.master_max_offset, confirm_offset=w.confirm_offset)

@@ -10,7 +10,8 @@ import typing
 import pytest
 
 import ha
-from ha.messages import Chunk, MasterMessage, SlaveMessage
+from ha.epoch import EpochEntry
+from ha.messages import Chunk, MalformedMessage, MasterMessage, SlaveMessage, epoch_entries
 from proto import replication_pb2 as pb
 from tests.replication_messages import PROTO
 
@@ -38,6 +39,13 @@ def test_events_are_immutable_and_chunk_data_stays_out_of_repr():
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.offset = 2  # type: ignore[misc]
     assert "data" not in repr(c) and "crc32c=7" in repr(c)
+
+
+def test_epoch_entries_checks_each_entry_but_not_their_order():
+    assert epoch_entries([(3, 10), (2, 0)], "x") == (EpochEntry(3, 10), EpochEntry(2, 0))
+    assert epoch_entries([], "x") == ()
+    with pytest.raises(MalformedMessage, match=r"^slave n:1 sent invalid epochs: start_offset -5"):
+        epoch_entries([(1, 0), (2, -5)], "slave n:1")
 
 
 def test_ha_imports_neither_protobuf_nor_grpc():
