@@ -113,7 +113,8 @@ class MasterSession:
         if isinstance(msg, Hello):
             return self._on_hello(msg, view)
         if self.state is not MasterState.STREAMING:
-            return self._close(f"{type(msg).__name__.lower()} before Hello")
+            kind = type(msg).__name__.lower()  # "ack", "nack": the envelope's field names
+            return self._close(f"{kind} before Hello")
         if isinstance(msg, Ack):
             return self._on_ack(msg, view)
         if isinstance(msg, Nack):

@@ -5,14 +5,14 @@ One frozen dataclass per message of `proto/replication.proto`, with the same fie
 one place: `master/wire.py` (SlaveMessage -> events, events -> MasterMessage) and
 `slave/wire.py` (events -> SlaveMessage, MasterMessage -> events).
 
-    sent by  event                 proto message                  field of the envelope
-    -------  --------------------  -----------------------------  ----------------------
-    slave    Hello                 rmqstore.replication.v1.Hello  SlaveMessage.hello
-    slave    Ack                   rmqstore.replication.v1.Ack    SlaveMessage.ack
-    slave    Nack                  rmqstore.replication.v1.Nack   SlaveMessage.nack
-    master   Welcome               ...v1.Welcome                  MasterMessage.welcome
-    master   Chunk                 ...v1.Chunk                    MasterMessage.chunk
-    both     ha.epoch.EpochEntry   ...v1.EpochEntry               Hello.epochs, Welcome.epochs
+    sent by  event                proto message (package rmqstore.replication.v1)
+    -------  -------------------  -----------------------------------------------
+    slave    Hello                Hello       in SlaveMessage.hello
+    slave    Ack                  Ack         in SlaveMessage.ack
+    slave    Nack                 Nack        in SlaveMessage.nack
+    master   Welcome              Welcome     in MasterMessage.welcome
+    master   Chunk                Chunk       in MasterMessage.chunk
+    both     ha.epoch.EpochEntry  EpochEntry  in Hello.epochs and Welcome.epochs
 
 The envelopes (SlaveMessage, MasterMessage: a oneof) become the unions `SlaveMessage` and
 `MasterMessage` below. Proto3 fields are never absent, so neither are these: a zero on the

@@ -151,7 +151,8 @@ class MasterConnection:
 
     def _next_message(self) -> MasterMessage | None:
         """The next message to send (None once closed): planned under the lock, read and
-        checksummed outside it so acks are not held up by the CRC."""
+        checksummed outside it so acks are not held up by the CRC (the caller encodes it,
+        also outside the lock)."""
         role, session = self.role, self.session
         now = lambda: int(role.clock.monotonic() * 1000)  # noqa: E731
         with self._cond:
