@@ -1,8 +1,9 @@
 """The master side of one slave's replication stream, without I/O.
 
-The adapter (master/) feeds it the slave's messages and a `MasterView` snapshot of the store,
-asks `poll()` what to send next, reads those bytes from the commitlog and reports them with
-`sent()`. The session decides:
+The adapter (master/) feeds it the slave's messages (`ha.messages` events, decoded from the
+wire by master/wire.py) and a `MasterView` snapshot of the store, asks `poll()` what to send
+next, reads those bytes from the commitlog, reports them with `sent()` and has `build_chunk()`
+make the Chunk. The session decides:
 
     Hello  -> Welcome (resume point from the epochs) + Connected     or Disconnect
     Ack    -> Acked (for the ack tracker)                            or Disconnect
@@ -26,10 +27,9 @@ import collections
 import enum
 from dataclasses import dataclass
 
-from proto import replication_pb2 as pb
-
 from .crc import crc32c
-from .epoch import EpochCache, EpochEntry, EpochError, resume_offset
+from .epoch import EpochCache, EpochError, resume_offset
+from .messages import Ack, Chunk, Hello, MasterMessage, Nack, SlaveMessage, Welcome
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class ChunkPlan:
 
 @dataclass(frozen=True)
 class Send:
-    message: pb.MasterMessage
+    message: MasterMessage
 
 
 @dataclass(frozen=True)
@@ -107,21 +107,21 @@ class MasterSession:
         self.close_reason = ""
 
     # -- from the slave --------------------------------------------------------------------
-    def on_message(self, msg: pb.SlaveMessage, view: MasterView) -> list[MasterAction]:
+    def on_message(self, msg: SlaveMessage, view: MasterView) -> list[MasterAction]:
         if self.state is MasterState.CLOSED:
             return []
-        kind = msg.WhichOneof("body")
-        if kind == "hello":
-            return self._on_hello(msg.hello, view)
+        if isinstance(msg, Hello):
+            return self._on_hello(msg, view)
         if self.state is not MasterState.STREAMING:
+            kind = type(msg).__name__.lower()  # "ack", "nack": the envelope's field names
             return self._close(f"{kind} before Hello")
-        if kind == "ack":
-            return self._on_ack(msg.ack, view)
-        if kind == "nack":
-            return self._on_nack(msg.nack)
-        return self._close(f"unknown message from the slave: {kind!r}")
+        if isinstance(msg, Ack):
+            return self._on_ack(msg, view)
+        if isinstance(msg, Nack):
+            return self._on_nack(msg)
+        raise TypeError(f"not a slave message: {msg!r}")  # the caller's bug, not the slave's
 
-    def _on_hello(self, h: pb.Hello, view: MasterView) -> list[MasterAction]:
+    def _on_hello(self, h: Hello, view: MasterView) -> list[MasterAction]:
         if self.state is not MasterState.AWAIT_HELLO:
             return self._close("second Hello on one stream")
         self.slave_id = h.node_id or "?"
@@ -129,7 +129,7 @@ class MasterSession:
             return self._close(f"slave {self.slave_id} belongs to broker {h.broker_name!r}, "
                                f"this master to {self.broker_name!r}")
         try:
-            slave_epochs = EpochCache(EpochEntry(e.epoch, e.start_offset) for e in h.epochs)
+            slave_epochs = EpochCache(h.epochs)
         except EpochError as e:
             return self._close(f"slave {self.slave_id} sent invalid epochs: {e}")
         if len(view.epochs) == 0:  # a node records its epoch before it serves as master
@@ -146,14 +146,13 @@ class MasterSession:
             return self._close(f"slave {self.slave_id}: {e}")
         self.state = MasterState.STREAMING
         self.next_send = self.acked = start
-        welcome = pb.Welcome(
-            epoch=view.epochs.last_epoch, start_offset=start, master_min_offset=view.min_offset,
-            master_max_offset=view.max_offset, confirm_offset=view.confirm_offset,
-            epochs=[pb.EpochEntry(epoch=e.epoch, start_offset=e.start_offset)
-                    for e in view.epochs.entries])
-        return [Send(pb.MasterMessage(welcome=welcome)), Connected(self.slave_id, start)]
+        welcome = Welcome(
+            epoch=view.epochs.last_epoch, epochs=view.epochs.entries, start_offset=start,
+            master_min_offset=view.min_offset, master_max_offset=view.max_offset,
+            confirm_offset=view.confirm_offset)
+        return [Send(welcome), Connected(self.slave_id, start)]
 
-    def _on_ack(self, a: pb.Ack, view: MasterView) -> list[MasterAction]:
+    def _on_ack(self, a: Ack, view: MasterView) -> list[MasterAction]:
         if a.max_offset > view.max_offset:
             return self._close(f"slave {self.slave_id} acked {a.max_offset}, beyond this "
                                f"master's max offset {view.max_offset}")
@@ -171,7 +170,7 @@ class MasterSession:
         self.flushed = a.flushed_offset
         return [Acked(self.slave_id, a.max_offset, a.flushed_offset)]
 
-    def _on_nack(self, n: pb.Nack) -> list[MasterAction]:
+    def _on_nack(self, n: Nack) -> list[MasterAction]:
         if not self.acked <= n.offset < self.next_send:
             return self._close(f"slave {self.slave_id} re-requested {n.offset}, outside the "
                                f"unacknowledged range [{self.acked}, {self.next_send})")
@@ -212,13 +211,14 @@ class MasterSession:
                              last.start_offset if last else 0)
         return None
 
-    def build_chunk(self, plan: ChunkPlan, data: bytes, view: MasterView) -> pb.MasterMessage:
+    def build_chunk(self, plan: ChunkPlan, data: bytes, view: MasterView) -> Chunk:
         """The Chunk for `plan` (pure: callable outside the caller's lock; the CRC is the
-        costly part). `data` must be exactly the planned bytes."""
-        return pb.MasterMessage(chunk=pb.Chunk(
-            offset=plan.offset, data=data, epoch=plan.epoch,
-            epoch_start_offset=plan.epoch_start_offset, confirm_offset=view.confirm_offset,
-            master_max_offset=view.max_offset, crc32c=crc32c(data) if data else 0))
+        costly part). `data` must be exactly the planned bytes; the Chunk holds that same
+        object, not a copy."""
+        return Chunk(offset=plan.offset, data=data, epoch=plan.epoch,
+                     epoch_start_offset=plan.epoch_start_offset,
+                     confirm_offset=view.confirm_offset, master_max_offset=view.max_offset,
+                     crc32c=crc32c(data) if data else 0)
 
     def sent(self, plan: ChunkPlan, nbytes: int, now_ms: int) -> None:
         """Record `plan` as sent (call right after poll(), before the bytes are read, so the

@@ -1,8 +1,8 @@
 """The slave side of a replication stream, without I/O.
 
-Feed it the master's messages; it answers with actions for the adapter (slave/) to carry out
-in order. It never touches the store: the adapter appends, truncates, records epochs and
-sends what the actions say.
+Feed it the master's messages (`ha.messages` events, decoded from the wire by slave/wire.py);
+it answers with actions for the adapter (slave/) to carry out in order. It never touches the
+store: the adapter appends, truncates, records epochs and sends what the actions say.
 
     start()                  -> Hello                  (node id, max offset, epoch entries)
     Welcome                  -> [Truncate], SetConfirm, SendAck      or Disconnect
@@ -24,10 +24,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from proto import replication_pb2 as pb
-
 from .crc import crc32c
-from .epoch import EpochCache, EpochEntry, EpochError, resume_offset
+from .epoch import EpochCache, EpochError, resume_offset
+from .messages import Chunk, Hello, MasterMessage, Welcome
 
 
 @dataclass(frozen=True)
@@ -99,30 +98,31 @@ class SlaveSession:
         self.crc_failures = 0
         self.close_reason = ""
 
-    def start(self) -> pb.SlaveMessage:
+    def start(self) -> Hello:
         self.state = SlaveState.HELLO_SENT
-        return pb.SlaveMessage(hello=pb.Hello(
-            node_id=self.node_id, broker_name=self.broker_name, max_offset=self.max_offset,
-            min_offset=self.min_offset, sync_from_last_file=self.sync_from_last_file,
-            epochs=[pb.EpochEntry(epoch=e.epoch, start_offset=e.start_offset)
-                    for e in self.epochs.entries]))
+        return Hello(node_id=self.node_id, broker_name=self.broker_name,
+                     max_offset=self.max_offset, min_offset=self.min_offset,
+                     epochs=self.epochs.entries, sync_from_last_file=self.sync_from_last_file)
 
-    def on_message(self, msg: pb.MasterMessage) -> list[SlaveAction]:
+    def on_message(self, msg: MasterMessage) -> list[SlaveAction]:
         if self.state is SlaveState.CLOSED:
             return []
-        kind = msg.WhichOneof("body")
-        if kind == "welcome":
-            return self._on_welcome(msg.welcome)
-        if kind == "chunk":
-            return self._on_chunk(msg.chunk)
-        return self._close(f"unknown message from the master: {kind!r}")
+        if isinstance(msg, Welcome):
+            return self._on_welcome(msg)
+        if isinstance(msg, Chunk):
+            return self._on_chunk(msg)
+        raise TypeError(f"not a master message: {msg!r}")  # the caller's bug, not the master's
+
+    def close(self, reason: str) -> list[SlaveAction]:
+        """End the session from outside (the adapter could not decode a message)."""
+        return self._close(reason)
 
     # -- handshake -------------------------------------------------------------------------
-    def _on_welcome(self, w: pb.Welcome) -> list[SlaveAction]:
+    def _on_welcome(self, w: Welcome) -> list[SlaveAction]:
         if self.state is not SlaveState.HELLO_SENT:
             return self._close(f"unexpected Welcome in state {self.state.value}")
         try:
-            master = EpochCache(EpochEntry(e.epoch, e.start_offset) for e in w.epochs)
+            master = EpochCache(w.epochs)
         except EpochError as e:
             return self._close(f"master sent invalid epochs: {e}")
         if master.last_epoch != w.epoch:
@@ -155,7 +155,7 @@ class SlaveSession:
         return actions
 
     # -- transfer --------------------------------------------------------------------------
-    def _on_chunk(self, c: pb.Chunk) -> list[SlaveAction]:
+    def _on_chunk(self, c: Chunk) -> list[SlaveAction]:
         if self.state not in (SlaveState.FOLLOWING, SlaveState.RESENDING):
             return self._close(f"chunk before the handshake finished (state {self.state.value})")
         self.master_max_offset = max(self.master_max_offset, c.master_max_offset)

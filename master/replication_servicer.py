@@ -1,14 +1,14 @@
 """gRPC adapter of the master side: one `MasterConnection` per slave stream, driving a
-`ha.master_session.MasterSession`.
+`ha.master_session.MasterSession`; master/wire.py maps its events to and from protobuf.
 
 Threads per stream: gRPC's handler thread runs `outgoing()` (the response generator), fed by
 a builder thread that plans chunks with the session, reads them from the commitlog and
-checksums them; a reader thread feeds the slave's Hello, Acks and Nacks to the session. The
-session is only touched under the connection's lock.
+checksums them; a reader thread feeds the slave's Hello, Acks and Nacks to the session.
 """
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import queue
 import threading
@@ -16,18 +16,37 @@ from typing import Callable, Iterator
 
 import grpc
 
-from cluster.failpoints import should_corrupt
 from ha.master_session import Acked, Connected, Disconnect, MasterSession, Send
+from ha.messages import MalformedMessage, MasterMessage
 from proto import replication_pb2 as pb
 from proto import replication_pb2_grpc as pb_grpc
 from store.errors import OffsetOutOfRange
+from store.failpoints import should_corrupt
 
+from . import wire
 from .role import MasterRole
 
 log = logging.getLogger(__name__)
 
 
 class MasterConnection:
+    """One slave's replication stream on the master, from its Hello until it closes.
+
+    Owns: the stream's `MasterSession` (what was sent and acked, the next chunk), the outbox of
+    messages the session asked to send (the Welcome), the builder thread and the close reason.
+    Reports to the role's `AckTracker` (connect, acks, caught up); the role's registry holds
+    the connection and the role's housekeeping closes it when the slave goes silent.
+
+    Threads and locks: the reader thread (`read_from`, `feed`), the builder thread
+    (`_build_loop`) and gRPC's handler thread (`outgoing`, which only takes built messages from
+    a bounded queue). `_cond` guards the session, the outbox and `close_reason`, and wakes the
+    builder (new data, an ack, a close). Decoding, the commitlog read, the CRC and the protobuf
+    encoding run outside it, so a chunk being built never holds up an ack. `slave_id` is set
+    by the reader thread once (at Connected), `last_received` by the reader thread and
+    `bytes_sent` by the builder thread; other threads only read them (single attributes). The
+    tracker calls are made outside `_cond` (the tracker has its own lock).
+    """
+
     def __init__(self, role: MasterRole, peer: str, context: grpc.ServicerContext) -> None:
         c = role.config
         self.role = role
@@ -38,7 +57,7 @@ class MasterConnection:
                                      heartbeat_interval_ms=c.ha_send_heartbeat_interval)
         self.slave_id = ""
         self._cond = threading.Condition()
-        self._outbox: collections.deque[pb.MasterMessage] = collections.deque()
+        self._outbox: collections.deque[MasterMessage] = collections.deque()
         self.close_reason: str | None = None
         self.last_received = role.clock.monotonic()
         self.bytes_sent = 0
@@ -61,8 +80,13 @@ class MasterConnection:
 
     def feed(self, msg: pb.SlaveMessage) -> None:
         role = self.role
+        try:
+            event = wire.from_slave(msg)
+        except MalformedMessage as e:
+            self.close(str(e))
+            return
         with self._cond:
-            actions = self.session.on_message(msg, role.view())
+            actions = self.session.on_message(event, role.view())
         for action in actions:
             if isinstance(action, Send):
                 with self._cond:
@@ -105,9 +129,10 @@ class MasterConnection:
     def _build_loop(self, ready: "queue.Queue[pb.MasterMessage | None]") -> None:
         try:
             while True:
-                msg = self._next_message()
-                if msg is None:
+                event = self._next_message()
+                if event is None:
                     return
+                msg = wire.to_slave(event)  # here, outside the lock, like the CRC
                 while True:
                     try:
                         ready.put(msg, timeout=0.5)
@@ -124,9 +149,10 @@ class MasterConnection:
             except queue.Full:
                 pass  # the handler notices close_reason on its next timeout
 
-    def _next_message(self) -> pb.MasterMessage | None:
+    def _next_message(self) -> MasterMessage | None:
         """The next message to send (None once closed): planned under the lock, read and
-        checksummed outside it so acks are not held up by the CRC."""
+        checksummed outside it so acks are not held up by the CRC (the caller encodes it,
+        also outside the lock)."""
         role, session = self.role, self.session
         now = lambda: int(role.clock.monotonic() * 1000)  # noqa: E731
         with self._cond:
@@ -152,15 +178,15 @@ class MasterConnection:
         if len(data) != plan.max_bytes:
             self.close(f"read {len(data)} bytes at {plan.offset}, planned {plan.max_bytes}")
             return None
-        msg = session.build_chunk(plan, data, view)
+        chunk = session.build_chunk(plan, data, view)
         if data and should_corrupt("master.corrupt_next_chunk"):  # tests only
             corrupted = bytearray(data)
             corrupted[len(corrupted) // 2] ^= 0xFF  # after the CRC was computed
-            msg.chunk.data = bytes(corrupted)
+            chunk = dataclasses.replace(chunk, data=bytes(corrupted))
         if caught_up and self.slave_id:
             role.tracker.on_transfer(self.slave_id, view.max_offset)
         self.bytes_sent += len(data)
-        return msg
+        return chunk
 
     def wakeup(self) -> None:
         with self._cond:

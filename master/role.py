@@ -47,6 +47,22 @@ class _Housekeeping(Service):
 
 
 class MasterRole:
+    """A node's master role, from `start()` until `stop()` (a role switch makes a new one).
+
+    Owns: the write path's replication step (`append` refuses when too few replicas are in
+    sync; `wait_durable` waits for the slaves' acks), the `AckTracker` (in-sync set, confirm
+    offset, waiting puts), the registry of `MasterConnection`s (one per slave stream) and the
+    housekeeping thread. Shares, without owning: the store (it appends through it and installs
+    `confirm_source` and an append listener there) and the node's `EpochCache` (read only).
+
+    Threads and locks: put threads (the messaging and admin servicers) call `put_messages`,
+    `append` and `wait_durable`; each connection's reader thread calls `on_acked` and the
+    tracker; the housekeeping thread calls `housekeeping`; the node's role switch calls `start`
+    and `stop`. `_lock` guards writes to the registry and to `closed`, so no connection is
+    added after `stop` closed them all; readers of either take no lock (a copy-on-write tuple,
+    a bool). The tracker has its own lock; everything else is set once in `__init__`.
+    """
+
     def __init__(self, store: MessageStore, epochs: EpochCache, broker_name: str,
                  clock: Clock, *, sync_master: bool) -> None:
         c = store.config
@@ -77,7 +93,8 @@ class MasterRole:
                  self.epochs.last_epoch, self.store.max_phy_offset())
 
     def stop(self, reason: str = "this node stopped being master") -> None:
-        self.closed = True
+        with self._lock:  # after this, add_connection refuses: the loop below closes them all
+            self.closed = True
         self._housekeeping.stop()
         if self._on_append in self.store.append_listeners:
             self.store.append_listeners.remove(self._on_append)

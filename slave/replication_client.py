@@ -1,5 +1,6 @@
 """gRPC adapter of the slave side: connects to the master, drives a `ha.slave_session.SlaveSession`
-and carries out its actions on the store, reconnecting with backoff.
+and carries out its actions on the store, reconnecting with backoff; slave/wire.py maps the
+session's events to and from protobuf.
 
 Per session: this thread reads the master's messages and applies them in order (truncate,
 record epoch, append verbatim, confirm, ack); gRPC pulls the slave's messages from
@@ -23,15 +24,18 @@ from typing import Iterator
 
 import grpc
 
-from cluster.failpoints import failpoint
 from ha.epoch import EpochCache, EpochFile
+from ha.messages import Ack, MalformedMessage, MasterMessage, Nack, SlaveMessage, Welcome
 from ha.slave_session import (Append, Disconnect, RecordEpoch, SendAck, SendNack, SetConfirm,
-                              SlaveSession, Truncate)
+                              SlaveAction, SlaveSession, Truncate)
 from proto import replication_pb2 as pb
 from proto import replication_pb2_grpc as pb_grpc
 from store.clock import Clock
+from store.failpoints import failpoint
 from store.message_store import MessageStore
 from store.put_result import PutStatus
+
+from . import wire
 
 log = logging.getLogger(__name__)
 GRPC_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -39,6 +43,24 @@ GRPC_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
 
 
 class ReplicationClient:
+    """A slave node's replication from its master: connect, follow, reconnect with backoff.
+
+    Owns: the replication thread, one `SlaveSession` and one gRPC call at a time, the outbox of
+    messages to the master, and `confirm` (how far the master said the log is confirmed; with
+    the catch-up rule it bounds the store's reput through `confirm_source`). Carries out the
+    session's actions on what it shares with the node: it appends to and truncates the store
+    and records and truncates the node's epochs (`EpochCache` and its file).
+
+    Threads and locks: no lock of its own. The replication thread (`_run`) decodes every
+    message and applies every action in order, so the store's appends and truncations and the
+    epoch file's saves come from one thread and never race. The other threads touch only
+    thread-safe objects or single attributes (atomic under the GIL): gRPC's request thread runs
+    `_requests` (takes from the outbox, a queue; sends the periodic Ack at the session's end;
+    when the master is silent, sets `last_error` and cancels the call), the store's reput
+    thread calls `_dispatch_bound`, and `stop` (the node's role switch) sets an Event, cancels
+    the call and joins the replication thread.
+    """
+
     def __init__(self, store: MessageStore, epochs: EpochCache, epoch_file: EpochFile,
                  master_address: str, node_id: str, broker_name: str, clock: Clock) -> None:
         self.store = store
@@ -56,7 +78,7 @@ class ReplicationClient:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._call = None
-        self._outbox: queue.Queue[pb.SlaveMessage | None] = queue.Queue()
+        self._outbox: queue.Queue[SlaveMessage | None] = queue.Queue()
         self._last_received = 0.0
         self._session: SlaveSession | None = None
 
@@ -127,12 +149,18 @@ class ReplicationClient:
             try:
                 for msg in call:
                     self._last_received = self.clock.monotonic()
-                    for action in session.on_message(msg):
+                    try:
+                        event: MasterMessage | None = wire.from_master(msg)
+                    except MalformedMessage as e:
+                        event, actions = None, session.close(str(e))
+                    else:
+                        actions = session.on_message(event)
+                    for action in actions:
                         if not self._apply(action, session):
                             self.last_error = session.close_reason
                             call.cancel()
                             return handshook
-                    if not handshook and msg.WhichOneof("body") == "welcome":
+                    if not handshook and isinstance(event, Welcome):
                         handshook = True
                         self.connected = True
                         self.sessions += 1
@@ -166,12 +194,12 @@ class ReplicationClient:
                     continue
             if msg is None:
                 return
-            yield msg
+            yield wire.to_master(msg)
 
-    def _ack(self, offset: int) -> pb.SlaveMessage:
-        return pb.SlaveMessage(ack=pb.Ack(max_offset=offset, flushed_offset=self.store.flushed_offset))
+    def _ack(self, offset: int) -> Ack:
+        return Ack(max_offset=offset, flushed_offset=self.store.flushed_offset)
 
-    def _apply(self, action, session: SlaveSession) -> bool:
+    def _apply(self, action: SlaveAction, session: SlaveSession) -> bool:
         store = self.store
         if isinstance(action, Append):
             store.append_raw(action.offset, action.data)
@@ -203,7 +231,7 @@ class ReplicationClient:
             failpoint("slave.after_truncate")
         elif isinstance(action, SendNack):
             log.warning("re-requesting from %d: %s", action.offset, action.reason)
-            self._outbox.put(pb.SlaveMessage(nack=pb.Nack(offset=action.offset, reason=action.reason)))
+            self._outbox.put(Nack(offset=action.offset, reason=action.reason))
         elif isinstance(action, Disconnect):
             log.warning("leaving the master: %s", action.reason)
             return False

@@ -1,8 +1,10 @@
-"""MasterSession and SlaveSession run as a pair in memory: handshake, transfer, CRC resends,
-fencing and refusals, with every chunk checked against the transfer rules."""
+"""MasterSession and SlaveSession run as a pair in memory, exchanging `ha.messages` events:
+handshake, transfer, CRC resends, fencing and refusals, with every chunk checked against the
+transfer rules. (The protobuf mapping of the events is tested in tests/master and tests/slave.)"""
 from __future__ import annotations
 
 import collections
+import dataclasses
 from typing import Callable
 
 import pytest
@@ -12,7 +14,7 @@ from ha import master_session as ms
 from ha import slave_session as ss
 from ha.crc import crc32c
 from ha.epoch import EpochCache, EpochEntry
-from proto import replication_pb2 as pb
+from ha.messages import Ack, Chunk, Hello, MasterMessage, Nack, SlaveMessage, Welcome
 
 FS = 64  # simulated commitlog file size
 BROKER = "broker-a"
@@ -87,14 +89,11 @@ def history(*parts: tuple[int, int], min_offset: int = 0) -> MemLog:
     return log.drop_below(min_offset)
 
 
-def flip(msg: pb.MasterMessage, at: int = 0) -> pb.MasterMessage:
+def flip(msg: Chunk, at: int = 0) -> Chunk:
     """The same chunk with one data byte flipped and the original CRC."""
-    bad = pb.MasterMessage()
-    bad.CopyFrom(msg)
-    data = bytearray(bad.chunk.data)
+    data = bytearray(msg.data)
     data[at % len(data)] ^= 0xFF
-    bad.chunk.data = bytes(data)
-    return bad
+    return dataclasses.replace(msg, data=bytes(data))
 
 
 class Link:
@@ -114,16 +113,16 @@ class Link:
                                      max_crc_failures=max_crc_failures)
         self.now = 0
         self.confirm: int | None = None  # the view's confirm offset; None: the master's max
-        self.tamper: Callable[[int, pb.MasterMessage], pb.MasterMessage | None] | None = None
+        self.tamper: Callable[[int, Chunk], Chunk | None] | None = None
         self.data_chunks = 0
         self.sent: list[tuple[ms.ChunkPlan, bytes]] = []
-        self.received: list[tuple[pb.MasterMessage, list]] = []  # by the slave, with its answer
+        self.received: list[tuple[MasterMessage, list]] = []  # by the slave, with its answer
         self.truncated: list[int] = []
         self.appends: list[int] = []
         self.start_offset: int | None = None
         self.closed: tuple[str, str] | None = None  # (side, reason)
-        self.to_slave: collections.deque[pb.MasterMessage] = collections.deque()
-        self.to_master: collections.deque[pb.SlaveMessage] = collections.deque([self.slave.start()])
+        self.to_slave: collections.deque[MasterMessage] = collections.deque()
+        self.to_master: collections.deque[SlaveMessage] = collections.deque([self.slave.start()])
 
     def view(self) -> ms.MasterView:
         m = self.mlog
@@ -206,8 +205,7 @@ class Link:
         elif isinstance(action, ss.SendAck):
             self.to_master.append(ack(action.offset))
         elif isinstance(action, ss.SendNack):
-            self.to_master.append(pb.SlaveMessage(nack=pb.Nack(offset=action.offset,
-                                                               reason=action.reason)))
+            self.to_master.append(Nack(action.offset, action.reason))
         elif isinstance(action, ss.Disconnect):
             self.closed = ("slave", action.reason)
 
@@ -226,24 +224,26 @@ class Link:
         assert set(s.epochs.entries) <= set(m.epochs.entries)
 
 
-def ack(offset: int, flushed: int | None = None) -> pb.SlaveMessage:
-    return pb.SlaveMessage(ack=pb.Ack(max_offset=offset,
-                                      flushed_offset=offset if flushed is None else flushed))
+def entries(pairs) -> tuple[EpochEntry, ...]:
+    return tuple(EpochEntry(e, s) for e, s in pairs)
 
 
-def nack(offset: int) -> pb.SlaveMessage:
-    return pb.SlaveMessage(nack=pb.Nack(offset=offset, reason="test"))
+def ack(offset: int, flushed: int | None = None) -> Ack:
+    return Ack(offset, offset if flushed is None else flushed)
 
 
-def hello(max_offset: int = 0, epochs=(), broker: str = BROKER) -> pb.SlaveMessage:
-    return pb.SlaveMessage(hello=pb.Hello(
-        node_id=f"{broker}:1", broker_name=broker, max_offset=max_offset,
-        epochs=[pb.EpochEntry(epoch=e, start_offset=s) for e, s in epochs]))
+def nack(offset: int) -> Nack:
+    return Nack(offset, "test")
 
 
-def chunk(offset: int, data: bytes, epoch: int, epoch_start: int) -> pb.MasterMessage:
-    return pb.MasterMessage(chunk=pb.Chunk(offset=offset, data=data, epoch=epoch,
-                                           epoch_start_offset=epoch_start, crc32c=crc32c(data)))
+def hello(max_offset: int = 0, epochs=(), broker: str = BROKER) -> Hello:
+    return Hello(node_id=f"{broker}:1", broker_name=broker, max_offset=max_offset, min_offset=0,
+                 epochs=entries(epochs), sync_from_last_file=False)
+
+
+def chunk(offset: int, data: bytes, epoch: int, epoch_start: int) -> Chunk:
+    return Chunk(offset=offset, data=data, epoch=epoch, epoch_start_offset=epoch_start,
+                 confirm_offset=0, master_max_offset=0, crc32c=crc32c(data))
 
 
 def handshake(link: Link) -> Link:
@@ -254,10 +254,10 @@ def handshake(link: Link) -> Link:
     return link
 
 
-def welcome_to(link: Link) -> pb.MasterMessage:
+def welcome_to(link: Link) -> Welcome:
     link.deliver_to_master()
     msg = link.to_slave.popleft()
-    assert msg.HasField("welcome")
+    assert isinstance(msg, Welcome)
     return msg
 
 
@@ -327,8 +327,8 @@ def test_old_master_rejoining_is_cut_to_the_consistent_point():
     old = mlog.prefix(100).write(50, writer=77)  # the old master wrote [100, 150) alone
     link = Link(mlog, old)
     handshake(link)
-    welcome = link.received[0][0].welcome
-    assert welcome.start_offset == 100
+    welcome = link.received[0][0]
+    assert isinstance(welcome, Welcome) and welcome.start_offset == 100
     assert link.received[0][1][0] == ss.Truncate(100)
     link.pump()
     link.assert_in_sync(start=100)
@@ -363,14 +363,10 @@ def test_private_epoch_of_a_lower_number_is_cut_away(private_bytes):
 def test_slave_refuses_a_welcome_it_cannot_trust(change, reason):
     mlog = history((1, 10), (2, 30))
     link = Link(mlog, mlog.prefix(20))
-    msg = welcome_to(link)
-    w = msg.welcome
     change = dict(change)
     if "epochs" in change:
-        del w.epochs[:]
-        w.epochs.extend(pb.EpochEntry(epoch=e, start_offset=s) for e, s in change.pop("epochs"))
-    for field, value in change.items():
-        setattr(w, field, value)
+        change["epochs"] = entries(change["epochs"])
+    msg = dataclasses.replace(welcome_to(link), **change)
     actions = link.slave.on_message(msg)
     assert len(actions) == 1 and isinstance(actions[0], ss.Disconnect)
     assert reason in actions[0].reason
@@ -384,11 +380,11 @@ def test_corrupted_chunk_is_nacked_and_resent():
     link.tamper = lambda n, msg: flip(msg) if n == 3 else msg
     link.pump()
     link.assert_in_sync(start=0)
-    at_30 = [a for m, a in link.received if m.HasField("chunk") and m.chunk.offset == 30]
+    at_30 = [a for m, a in link.received if isinstance(m, Chunk) and m.offset == 30]
     assert len(at_30) == 2  # the corrupted chunk and the resent one
     assert len(at_30[0]) == 1 and isinstance(at_30[0][0], ss.SendNack) and at_30[0][0].offset == 30
     assert ss.Append(30, mlog.read(30, 10)) in at_30[1]
-    dropped = [m.chunk.offset for m, a in link.received if a == []]
+    dropped = [m.offset for m, a in link.received if a == []]
     assert dropped and all(o > 30 for o in dropped)  # in flight after the bad one
     assert link.appends == sorted(set(link.appends)) and link.master.nacks_in_row == 0
 
@@ -468,7 +464,6 @@ def test_master_refuses_a_bad_handshake(messages, reason):
     (chunk(20, b"abc", 2, 15), "chunk of epoch 2 starting at 15 does not match"),
     (chunk(20, b"abc", 4, 20), "chunk of epoch 4 from a master in epoch 3"),
     (chunk(20, b"abc", 3, 21), "claims epoch 3 starting later, at 21"),
-    (pb.MasterMessage(), "unknown message from the master"),
 ])
 def test_slave_refuses_chunks_out_of_order(msg, reason):
     mlog = history((1, 10), (2, 10), (3, 0))  # epoch 3 has not written yet
@@ -499,6 +494,33 @@ def test_slave_refuses_a_second_welcome():
     link = handshake(Link(history((1, 10))))
     actions = link.slave.on_message(link.received[0][0])
     assert "unexpected Welcome in state following" in actions[0].reason
+
+
+def test_sessions_take_only_their_peer_s_messages():
+    link = handshake(Link(history((1, 10))))
+    with pytest.raises(TypeError, match="not a master message"):
+        link.slave.on_message(ack(0))  # a bug in the caller, not a peer to disconnect
+    with pytest.raises(TypeError, match="not a slave message"):
+        link.master.on_message(chunk(0, b"", 1, 0), link.view())
+
+
+def test_slave_closed_from_outside_ignores_what_follows():
+    mlog = history((1, 10), (2, 10))
+    link = handshake(Link(mlog, mlog.prefix(20)))
+    assert link.slave.close("garbled") == [ss.Disconnect("garbled")]
+    assert link.slave.state is ss.SlaveState.CLOSED and link.slave.close_reason == "garbled"
+    assert link.slave.on_message(chunk(20, b"abc", 2, 10)) == []
+
+
+def test_chunks_carry_the_bytes_they_were_given():
+    mlog = history((1, 100))
+    link = handshake(Link(mlog, batch=32))
+    plan = link.master.poll(link.view(), 0)
+    data = mlog.read(plan.offset, plan.max_bytes)
+    built = link.master.build_chunk(plan, data, link.view())
+    assert built.data is data and built.crc32c == crc32c(data)  # no copy of up to a MiB
+    appends = [a for a in link.slave.on_message(built) if isinstance(a, ss.Append)]
+    assert appends == [ss.Append(0, data)] and appends[0].data is data
 
 
 # -- 8. flow control ------------------------------------------------------------------------
@@ -534,7 +556,7 @@ def test_heartbeat_after_the_interval_or_a_new_confirm_offset():
     plan = link.master.poll(link.view(), 1)
     assert plan is not None and plan.max_bytes == 0
     beat = link.master.build_chunk(plan, b"", link.view())
-    assert beat.chunk.confirm_offset == 80 and beat.chunk.data == b""
+    assert beat.confirm_offset == 80 and beat.data == b""
     assert link.slave.on_message(beat) == [ss.SetConfirm(80)]  # the periodic ack answers it
     # the slave never confirms beyond its own end
     beat = link.master.build_chunk(plan, b"", ms.MasterView(0, 150, 150, mlog.epochs, FS))

@@ -285,6 +285,20 @@ def test_master_refuses_impossible_acks_and_foreign_slaves(group):
     finally:
         raw.close()
 
+    for body, expected in [  # messages that cannot even be decoded end the stream the same way
+            ({}, "unknown message from the slave: None"),
+            ({"hello": rpb.Hello(node_id="broker-a:8", broker_name="broker-a",
+                                 epochs=[rpb.EpochEntry(epoch=0, start_offset=0)])},
+             "slave broker-a:8 sent invalid epochs: epoch 0 ")]:
+        raw = RawSlave(m.address)
+        try:
+            raw.send(**body)
+            err = raw.error()
+            assert err.code() == grpc.StatusCode.FAILED_PRECONDITION, err
+            assert expected in err.details(), err.details()
+        finally:
+            raw.close()
+
     # The real slave is still served and in sync; the raw slaves are gone from the table.
     for b in range(5, 10):
         assert client.send(messages(TOPIC, 20, start=b * 20)).status == "PUT_OK"
