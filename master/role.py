@@ -21,6 +21,7 @@ from ha.master_session import MasterView
 from store import codec
 from store.clock import Clock
 from store.codec import Message
+from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.put_result import PutResult, PutStatus
 from store.service import Service
@@ -68,7 +69,6 @@ class MasterRole:
         c = store.config
         self.sync_master = sync_master
         self.store = store
-        self.config = c
         self.epochs = epochs
         self.broker_name = broker_name
         self.clock = clock
@@ -83,6 +83,11 @@ class MasterRole:
         self._connections: tuple[MasterConnection, ...] = ()
         self._housekeeping = _Housekeeping(self)
         self.closed = False
+
+    @property
+    def config(self) -> StoreConfig:
+        """The store's config as it is now (slaveTimeout changes at runtime)."""
+        return self.store.config
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:

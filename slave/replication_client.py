@@ -31,6 +31,7 @@ from ha.slave_session import (Append, Disconnect, RecordEpoch, SendAck, SendNack
 from proto import replication_pb2 as pb
 from proto import replication_pb2_grpc as pb_grpc
 from store.clock import Clock
+from store.config import StoreConfig
 from store.failpoints import failpoint
 from store.message_store import MessageStore
 from store.put_result import PutStatus
@@ -64,7 +65,6 @@ class ReplicationClient:
     def __init__(self, store: MessageStore, epochs: EpochCache, epoch_file: EpochFile,
                  master_address: str, node_id: str, broker_name: str, clock: Clock) -> None:
         self.store = store
-        self.config = store.config
         self.epochs = epochs
         self.epoch_file = epoch_file
         self.master_address = master_address
@@ -81,6 +81,11 @@ class ReplicationClient:
         self._outbox: queue.Queue[SlaveMessage | None] = queue.Queue()
         self._last_received = 0.0
         self._session: SlaveSession | None = None
+
+    @property
+    def config(self) -> StoreConfig:
+        """The store's config as it is now."""
+        return self.store.config
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:

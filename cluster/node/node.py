@@ -68,8 +68,8 @@ class Node:
     and the LiveConfig.
 
     Locking: `_role_lock` serializes role switches (leave the old role, take the new one, publish
-    the Role state) and runtime config updates, so a MasterRole or ReplicationClient is never
-    built from a config that is being replaced. Features read the Role without a lock.
+    the Role state) and runtime config updates. Features read the Role and the LiveConfig
+    without a lock (each is one reference to an immutable object).
     """
 
     def __init__(self, config: NodeConfig, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -225,14 +225,10 @@ class Node:
             self._slave = None
 
     def _on_config_change(self, old: NodeConfig, new: NodeConfig) -> None:
-        """The one path of a config change (LiveConfig.update): the store hands it to its
-        services; the replication role keeps its own reference."""
-        if new.store is old.store:
-            return
-        self.store.reconfigure(new.store)
-        for holder in (self._master, self._slave):
-            if holder is not None:
-                holder.config = new.store
+        """The one path of a config change (LiveConfig.update). Store services, the MasterRole
+        and the ReplicationClient read `store.config` when they use a key."""
+        if new.store is not old.store:
+            self.store.reconfigure(new.store)
 
     # -- writes -----------------------------------------------------------------------------
     def put_messages(self, msgs: list[Message]) -> PutResult:
@@ -254,7 +250,7 @@ class Node:
     # -- runtime configuration (Admin.UpdateConfig) -----------------------------------------
     def update_config(self, change: Callable[[NodeConfig], NodeConfig]) -> NodeConfig:
         """Apply `change` (it changes only keys the running services read on every use:
-        cluster/admin/runtime_config.py keeps that allow-list) under the role lock, so no
-        MasterRole or ReplicationClient is being built from the config it replaces."""
+        cluster/admin/runtime_config.py keeps that allow-list) under the role lock, so it never
+        interleaves with a role switch's own change of brokerRole/haMasterAddress."""
         with self._role_lock:
             return self.live.update(change)

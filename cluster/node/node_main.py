@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 
+from store import failpoints
 from store.config import parse_properties
 from store.errors import StoreError
 
@@ -34,6 +35,7 @@ def run_node(config_path: str | None, overrides: list[str]) -> int:
             return 2
         props[key.strip()] = value.strip()
     try:
+        failpoints.configure()  # a bad RMQSTORE_FAILPOINTS fails the start, not the first hit
         node = Node(node_config_from_properties(props))
         node.start()
     except StoreError as e:
