@@ -39,6 +39,7 @@ class ManualClock(Clock):
         self._mono = 1000.0
         self._lock = threading.Lock()
         self._waiting: "weakref.WeakSet[threading.Condition]" = weakref.WeakSet()
+        self._waits = 0  # wait_for calls registered (and so woken by advance) right now
 
     def now_ms(self) -> int:
         with self._lock:
@@ -47,6 +48,13 @@ class ManualClock(Clock):
     def monotonic(self) -> float:
         with self._lock:
             return self._mono
+
+    @property
+    def waiters(self) -> int:
+        """How many wait_for calls are registered now: a test advances the clock once a long
+        poll sits in its wait (an advance before it registered would not end that wait)."""
+        with self._lock:
+            return self._waits
 
     def advance(self, seconds: float) -> None:
         with self._lock:
@@ -69,6 +77,7 @@ class ManualClock(Clock):
         real_deadline = None if real_limit_s is None else time.monotonic() + real_limit_s
         with self._lock:
             self._waiting.add(cond)
+            self._waits += 1
         try:
             while not predicate():
                 if self.monotonic() >= deadline or (
@@ -78,6 +87,7 @@ class ManualClock(Clock):
             return True
         finally:
             with self._lock:
+                self._waits -= 1
                 self._waiting.discard(cond)
 
     def _wake_waiters(self) -> None:
