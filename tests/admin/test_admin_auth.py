@@ -2,16 +2,13 @@
 token or with a wrong one, and a refused call changes nothing."""
 from __future__ import annotations
 
-import shutil
-import tempfile
-
 import grpc
 import pytest
 
 from proto import admin_pb2 as pb
 from proto import admin_pb2_grpc as pb_grpc
 
-from .admin_nodes import client, make_node
+from tests.support.nodes import TOKEN
 
 CALLS = [
     ("ListTopics", pb.ListTopicsRequest()),
@@ -33,22 +30,16 @@ CALLS = [
 
 
 @pytest.fixture(scope="module")
-def node():
-    root = tempfile.mkdtemp(prefix="rmq-admin-auth-")
-    n = make_node(root)
-    try:
-        with client(n) as c:
-            c.create_topic("Existing")
-        yield n
-    finally:
-        n.stop()
-        shutil.rmtree(root, ignore_errors=True)
+def node(module_nodes):
+    n = module_nodes.start()
+    module_nodes.admin(n).create_topic("Existing")
+    return n
 
 
 @pytest.mark.parametrize("metadata", [(), (("authorization", "Bearer wrong-token"),),
-                                      (("authorization", "admin-test-token"),)],
+                                      (("authorization", TOKEN),)],
                          ids=["missing", "wrong", "not-bearer"])
-def test_new_calls_need_the_token(node, metadata):
+def test_new_calls_need_the_token(module_nodes, node, metadata):
     table_version = node.messaging.topics.table.data_version
     config = node.config
     with grpc.insecure_channel(node.address) as channel:
@@ -62,5 +53,4 @@ def test_new_calls_need_the_token(node, metadata):
     assert node.messaging.topics.get("AuthTopic") is None
     assert node.messaging.topics.get("Existing").perm == 6
     assert node.config is config
-    with client(node) as c:
-        assert "AuthGroup" not in {g.name for g in c.list_groups().groups}
+    assert "AuthGroup" not in {g.name for g in module_nodes.admin(node).list_groups().groups}

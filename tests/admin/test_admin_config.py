@@ -4,9 +4,6 @@ once, and store paths, role keys, start-only keys, unknown keys and bad values a
 nothing changed."""
 from __future__ import annotations
 
-import shutil
-import tempfile
-
 import grpc
 import pytest
 
@@ -16,24 +13,17 @@ from proto import admin_pb2 as pb
 from store.config import FIELD_BY_KEY
 from store.retention import RetentionService
 
-from .admin_nodes import TOKEN, client, make_node
+from tests.support.nodes import TOKEN
 
 
 @pytest.fixture(scope="module")
-def node():
-    root = tempfile.mkdtemp(prefix="rmq-admin-config-")
-    n = make_node(root)
-    try:
-        yield n
-    finally:
-        n.stop()
-        shutil.rmtree(root, ignore_errors=True)
+def node(module_nodes):
+    return module_nodes.start()
 
 
-@pytest.fixture
-def c(node):
-    with client(node) as admin:
-        yield admin
+@pytest.fixture(scope="module")
+def c(module_nodes, node):
+    return module_nodes.admin(node)
 
 
 def values(c, *keys) -> dict[str, str]:

@@ -4,8 +4,6 @@ reset by offset and by time; the state's refusals map to gRPC codes and a slave 
 its master."""
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 
 import grpc
@@ -13,45 +11,29 @@ import pytest
 
 from cluster.admin.group_admin import grpc_code
 from proto.apache.rocketmq.v2 import definition_pb2 as d
-from tests.integration.harness import messages
-
-from .admin_nodes import client, dispatched, make_node, make_slave
+from tests.support.admin import code_of, messages
+from tests.support.nodes import settle
 
 TOPIC = "GroupTopic"
 
 
 @pytest.fixture(scope="module")
-def nodes():
-    root = tempfile.mkdtemp(prefix="rmq-admin-groups-")
-    started = []
-    try:
-        master = make_node(root)
-        started.append(master)
-        slave = make_slave(root, master)
-        started.append(slave)
-        with client(master) as m, client(slave) as s:
-            m.create_topic(TOPIC, queue_nums=2)
-            assert m.send(messages(TOPIC, 10, queues=2)).status == "PUT_OK"  # 5 per queue
-            time.sleep(0.02)
-            middle = int(time.time() * 1000)
-            time.sleep(0.02)
-            assert m.send(messages(TOPIC, 4, start=10, queues=2)).status == "PUT_OK"  # 7 each
-            dispatched(master)
-            yield master, m, s, middle
-    finally:
-        for node in reversed(started):
-            node.stop()
-        shutil.rmtree(root, ignore_errors=True)
+def cluster(module_nodes):
+    master = module_nodes.start()
+    slave = module_nodes.slave(master)
+    m, s = module_nodes.admin(master), module_nodes.admin(slave)
+    m.create_topic(TOPIC, queue_nums=2)
+    assert m.send(messages(TOPIC, 10, queues=2)).status == "PUT_OK"  # 5 per queue
+    time.sleep(0.02)
+    middle = int(time.time() * 1000)
+    time.sleep(0.02)
+    assert m.send(messages(TOPIC, 4, start=10, queues=2)).status == "PUT_OK"  # 7 each
+    settle(master)
+    return master, m, s, middle
 
 
-def code_of(call) -> tuple[grpc.StatusCode, str]:
-    with pytest.raises(grpc.RpcError) as e:
-        call()
-    return e.value.code(), e.value.details()
-
-
-def test_group_lifecycle_progress_and_reset(nodes):
-    _, m, _, middle = nodes
+def test_group_lifecycle_progress_and_reset(cluster):
+    _, m, _, middle = cluster
     g = m.upsert_group("Billing", retry_max_times=3)
     assert (g.name, g.fifo, g.retry_max_times, g.consume_enable) == ("Billing", False, 3, True)
     g = m.upsert_group("Billing", fifo=True)  # only the fields set change
@@ -77,8 +59,8 @@ def test_group_lifecycle_progress_and_reset(nodes):
     assert code_of(lambda: m.delete_group("Billing"))[0] == grpc.StatusCode.NOT_FOUND
 
 
-def test_refusals_map_to_grpc_codes(nodes):
-    _, m, _, _ = nodes
+def test_refusals_map_to_grpc_codes(cluster):
+    _, m, _, _ = cluster
     m.upsert_group("Checked")
     cases = [
         (lambda: m.consumer_progress("Unknown"), grpc.StatusCode.NOT_FOUND, "Unknown"),
@@ -109,8 +91,8 @@ def test_v2_codes():
     assert grpc_code(123456) == grpc.StatusCode.FAILED_PRECONDITION
 
 
-def test_a_slave_sends_group_calls_to_its_master(nodes):
-    master, _, s, _ = nodes
+def test_a_slave_sends_group_calls_to_its_master(cluster):
+    master, _, s, _ = cluster
     for call in (s.list_groups, lambda: s.upsert_group("OnSlave"),
                  lambda: s.consumer_progress("OnSlave"), lambda: s.delete_group("OnSlave"),
                  lambda: s.reset_offset("OnSlave", TOPIC, offset=0)):

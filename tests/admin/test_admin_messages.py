@@ -3,8 +3,6 @@ client message id (UNIQ_KEY) with or without the topic, by key within a time ran
 time range over all queues or one, bodies left out on request, and the argument checks."""
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 
 import grpc
@@ -12,7 +10,7 @@ import pytest
 
 from proto import admin_pb2 as pb
 
-from .admin_nodes import client, dispatched, make_node, make_slave
+from tests.support.nodes import settle
 
 TOPIC = "Lookup"
 
@@ -24,31 +22,22 @@ def batch(start: int, n: int) -> list[pb.Message]:
 
 
 @pytest.fixture(scope="module")
-def nodes():
-    root = tempfile.mkdtemp(prefix="rmq-admin-msgs-")
-    started = []
-    try:
-        master = make_node(root)
-        started.append(master)
-        slave = make_slave(root, master)
-        started.append(slave)
-        with client(master) as m, client(slave) as s:
-            for b in range(3):  # three batches, stored at least 20 ms apart
-                assert m.send(batch(b * 6, 6)).status == "PUT_OK"
-                time.sleep(0.03)
-            assert m.send([pb.Message(topic="Other", keys="k-1", unique_key="UNIQ-OTHER",
-                                      body=b"o")]).status == "PUT_OK"
-            dispatched(master, slave)
-            records = [msg for q in range(3) for msg in m.get(TOPIC, q, 0, 32).messages]
-            yield master, m, s, sorted(records, key=lambda r: r.commit_log_offset)
-    finally:
-        for node in reversed(started):
-            node.stop()
-        shutil.rmtree(root, ignore_errors=True)
+def cluster(module_nodes):
+    master = module_nodes.start()
+    slave = module_nodes.slave(master)
+    m, s = module_nodes.admin(master), module_nodes.admin(slave)
+    for b in range(3):  # three batches, stored at least 20 ms apart
+        assert m.send(batch(b * 6, 6)).status == "PUT_OK"
+        time.sleep(0.03)
+    assert m.send([pb.Message(topic="Other", keys="k-1", unique_key="UNIQ-OTHER",
+                              body=b"o")]).status == "PUT_OK"
+    settle(master, slave)
+    records = [msg for q in range(3) for msg in m.get(TOPIC, q, 0, 32).messages]
+    return master, m, s, sorted(records, key=lambda r: r.commit_log_offset)
 
 
-def test_by_offset_message_id(nodes):
-    _, m, s, records = nodes
+def test_by_offset_message_id(cluster):
+    _, m, s, records = cluster
     target = records[7]
     for c in (m, s):  # the slave holds the same bytes, so the same ids
         r = c.query("", msg_id=target.msg_id)
@@ -63,8 +52,8 @@ def test_by_offset_message_id(nodes):
     assert m.query("", msg_id=target.msg_id[:16] + "7" * 16).messages == []
 
 
-def test_by_client_message_id_with_and_without_topic(nodes):
-    _, m, _, _ = nodes
+def test_by_client_message_id_with_and_without_topic(cluster):
+    _, m, _, _ = cluster
     r = m.query(TOPIC, msg_id="UNIQ0011")
     assert [x.keys for x in r.messages] == ["k-11 shared"]
     everywhere = m.query("", msg_id="UNIQ-OTHER")  # searched in every topic's index
@@ -72,8 +61,8 @@ def test_by_client_message_id_with_and_without_topic(nodes):
     assert m.query("Other", msg_id="UNIQ0011").messages == []
 
 
-def test_by_key_and_time_range(nodes):
-    _, m, _, records = nodes
+def test_by_key_and_time_range(cluster):
+    _, m, _, records = cluster
     assert {x.topic for x in m.query(TOPIC, "k-1").messages} == {TOPIC}
     shared = m.query(TOPIC, "shared", max_count=100)
     assert len(shared.messages) == 18
@@ -82,8 +71,8 @@ def test_by_key_and_time_range(nodes):
     assert sorted(x.body for x in middle.messages) == sorted(f"body-{i}".encode() for i in range(6, 12))
 
 
-def test_by_time_range(nodes):
-    _, m, s, records = nodes
+def test_by_time_range(cluster):
+    _, m, s, records = cluster
     begin, end = records[6].store_timestamp, records[11].store_timestamp
     r = m.query(TOPIC, begin_ms=begin, end_ms=end, max_count=100)
     assert [x.body for x in r.messages] == [f"body-{i}".encode() for i in range(6, 12)]
@@ -106,8 +95,8 @@ def test_by_time_range(nodes):
     ({"topic": TOPIC, "begin_ms": 10, "end_ms": 5}, "time range"),
     ({"topic": TOPIC, "key": "k", "queue_id": 1}, "queue_id"),
     ({"topic": TOPIC, "begin_ms": 1, "queue_id": -1}, "negative")])
-def test_bad_queries_are_refused(nodes, kwargs, text):
-    _, m, _, _ = nodes
+def test_bad_queries_are_refused(cluster, kwargs, text):
+    _, m, _, _ = cluster
     topic = kwargs.pop("topic", "")
     key = kwargs.pop("key", "")
     with pytest.raises(grpc.RpcError) as e:

@@ -5,39 +5,20 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 
 import grpc
 import pytest
 
 from proto import admin_pb2 as pb
-from tests.integration.harness import messages
-
-from .admin_nodes import client, dispatched, make_node, make_slave
+from tests.support.admin import code_of, messages
+from tests.support.nodes import settle
 
 
 @pytest.fixture(scope="module")
-def nodes():
-    root = tempfile.mkdtemp(prefix="rmq-admin-topics-")
-    started = []
-    try:
-        master = make_node(root)
-        started.append(master)
-        slave = make_slave(root, master)
-        started.append(slave)
-        with client(master) as m, client(slave) as s:
-            yield master, slave, m, s
-    finally:
-        for node in reversed(started):
-            node.stop()
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def code_of(call) -> tuple[grpc.StatusCode, str]:
-    with pytest.raises(grpc.RpcError) as e:
-        call()
-    return e.value.code(), e.value.details()
+def cluster(module_nodes):
+    master = module_nodes.start()
+    slave = module_nodes.slave(master)
+    return master, slave, module_nodes.admin(master), module_nodes.admin(slave)
 
 
 def saved_topics(node) -> dict:
@@ -46,8 +27,8 @@ def saved_topics(node) -> dict:
         return json.load(f)["topicConfigTable"]
 
 
-def test_create_update_list_delete(nodes):
-    master, _, m, _ = nodes
+def test_create_update_list_delete(cluster):
+    master, _, m, _ = cluster
     t = m.create_topic("Orders", queue_nums=3)
     assert (t.name, t.read_queue_nums, t.write_queue_nums, t.perm, t.perm_name, t.kind) == \
         ("Orders", 3, 3, 6, "RW", "NORMAL")
@@ -62,7 +43,7 @@ def test_create_update_list_delete(nodes):
 
     r = m.send(messages("Orders", 9, queues=3))
     assert r.status == "PUT_OK"
-    dispatched(master)
+    settle(master)
     listed = {t.name: t for t in m.list_topics(with_offsets=True).topics}
     orders = listed["Orders"]
     assert [(q.queue_id, q.min_offset, q.max_offset) for q in orders.queues] == \
@@ -80,11 +61,11 @@ def test_create_update_list_delete(nodes):
     assert len(m.get("Orders", 0, 0, 10).messages) == 3
 
 
-def test_system_topics_are_hidden_unless_asked_and_flagged(nodes):
-    master, _, m, _ = nodes
+def test_system_topics_are_hidden_unless_asked_and_flagged(cluster):
+    master, _, m, _ = cluster
     m.send([pb.Message(topic="Visible", body=b"x")])
     m.upsert_group("TopicListGroup")  # writes the consumer state topic (rmq_sys_...)
-    dispatched(master)
+    settle(master)
     names = {t.name: t.kind for t in m.list_topics().topics}
     assert "Visible" in names and all(k != "SYSTEM" for k in names.values())
     everything = {t.name: t.kind for t in m.list_topics(include_system=True).topics}
@@ -93,8 +74,8 @@ def test_system_topics_are_hidden_unless_asked_and_flagged(nodes):
 
 @pytest.mark.parametrize("name", ["SCHEDULE_TOPIC_XXXX", "rmq_sys_anything", "RMQ_SYS_TRACE_TOPIC",
                                   "TBW102", "%RETRY%group", "%DLQ%group"])
-def test_reserved_topics_are_protected(nodes, name):
-    master, _, m, _ = nodes
+def test_reserved_topics_are_protected(cluster, name):
+    master, _, m, _ = cluster
     before = master.messaging.topics.table.data_version
     for call in (lambda: m.create_topic(name), lambda: m.update_topic(name, perm=6),
                  lambda: m.delete_topic(name)):
@@ -107,15 +88,15 @@ def test_reserved_topics_are_protected(nodes, name):
     ({"queue_nums": 0}, "1..1024"), ({"read_queue_nums": 1025}, "1..1024"),
     ({"write_queue_nums": -1}, "1..1024"), ({"perm": 7}, "perm 7"), ({"perm": 0}, "perm 0"),
     ({"queue_nums": 2, "read_queue_nums": 2}, "not both")])
-def test_bad_values_are_refused(nodes, fields, text):
-    master, _, m, _ = nodes
+def test_bad_values_are_refused(cluster, fields, text):
+    master, _, m, _ = cluster
     code, details = code_of(lambda: m.create_topic("BadValues", **fields))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and text in details, details
     assert master.messaging.topics.get("BadValues") is None
 
 
-def test_names_existence_and_empty_updates(nodes):
-    _, _, m, _ = nodes
+def test_names_existence_and_empty_updates(cluster):
+    _, _, m, _ = cluster
     assert code_of(lambda: m.create_topic("bad name!"))[0] == grpc.StatusCode.INVALID_ARGUMENT
     assert code_of(lambda: m.create_topic(""))[0] == grpc.StatusCode.INVALID_ARGUMENT
     assert code_of(lambda: m.create_topic("x" * 200))[0] == grpc.StatusCode.INVALID_ARGUMENT
@@ -129,8 +110,8 @@ def test_names_existence_and_empty_updates(nodes):
     assert code_of(lambda: m.list_topics(topic="Nope"))[0] == grpc.StatusCode.NOT_FOUND
 
 
-def test_a_slave_refuses_topic_writes_naming_its_master(nodes):
-    master, slave, m, s = nodes
+def test_a_slave_refuses_topic_writes_naming_its_master(cluster):
+    master, slave, m, s = cluster
     m.create_topic("OnMaster")
     for call in (lambda: s.create_topic("OnSlave"), lambda: s.update_topic("OnMaster", perm=4),
                  lambda: s.delete_topic("OnMaster")):

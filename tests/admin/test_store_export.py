@@ -20,8 +20,9 @@ from cluster.admin.store_export import (MAX_CHUNK_BYTES, ExportPathError, check_
                                   export_path, parse_chunk_bytes, parse_include)
 from proto import admin_pb2 as pb
 from proto import admin_pb2_grpc as pb_grpc
-from tests.integration.harness import (ROOT, TOKEN, Group, Writer, commitlog_bytes, messages,
-                                       opened_store, wait_until)
+from tests.integration.harness import ROOT, TOKEN, Group, Writer, commitlog_bytes, opened_store
+from tests.support.admin import messages
+from tests.support.waiting import wait_until
 
 TOPIC = "ExportTopic"
 COUNT = 3000

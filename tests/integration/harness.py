@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,29 +15,13 @@ from typing import Callable, Iterator
 
 from cluster.client.admin_client import AdminClient
 from proto import admin_pb2 as pb
+# messages (support/admin.py), FAST_HA, free_port and wait_until (support/waiting.py) are
+# named here too: the integration and audit suites import them with the rest of the harness.
+from tests.support.admin import messages  # noqa: F401
+from tests.support.waiting import FAST_HA, free_port, wait_until  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKEN = "integration-test-token"
-# Short HA timings so failure detection and reconnects take well under a second or two.
-FAST_HA = {"haSendHeartbeatInterval": "200", "haHousekeepingInterval": "3000",
-           "haMaxTimeSlaveNotCatchup": "1500", "slaveTimeout": "1000",
-           "haReconnectMinBackoff": "100", "haReconnectMaxBackoff": "500"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "condition",
-               interval: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 class NodeProcess:
@@ -223,13 +206,6 @@ class Group:
     def logs(self, n: int = 60) -> str:
         return "".join(f"----- {node.name} (pid {node.proc.pid if node.proc else '-'}, "
                        f"rc {node.returncode}) -----\n{node.log_tail(n)}" for node in self.nodes)
-
-
-def messages(topic: str, n: int, start: int = 0, queues: int = 4, size: int = 256) -> list[pb.Message]:
-    return [pb.Message(topic=topic, queue_id=(start + i) % queues, keys=f"key-{start + i}",
-                       tags="tagA" if (start + i) % 2 else "tagB",
-                       body=(f"msg-{start + i}-".encode() + b"x" * size)[:size])
-            for i in range(n)]
 
 
 def in_sync(master: NodeProcess, count: int) -> Callable[[], bool]:

@@ -1,0 +1,157 @@
+"""In-process nodes for tests: real nodes (cluster/node/node.py) serving gRPC on free
+127.0.0.1 ports in this process, each with its store in <root>/<name>, 1 MiB commitlog files
+and fast replication timings.
+
+    nodes = Nodes(root)                       # tests take the `nodes` fixture (tests/conftest.py)
+    master = nodes.start()                    # ASYNC_MASTER; NodeConfig fields as keywords
+    slave = nodes.slave(master)               # started and in the master's in-sync set
+    clocked = nodes.start("m2", clock=ManualClock())   # time moves only by clock.advance()
+    stub = nodes.stub(master)                 # MessagingService (apache.rocketmq.v2)
+    admin = nodes.admin(master)               # AdminClient with the nodes' token
+    conn = nodes.connect(master)              # cluster.client Connection
+    settle(master)                            # reput dispatched everything appended
+    nodes.restart(master)                     # stopped and started again on its store and port
+    nodes.close()                             # connections, channels, then nodes (newest first)
+
+A ManualClock node runs its invisibility times, long polls, delays and transaction checks by
+that clock: a long poll on an empty queue then ends only when the test advances the clock (or
+at the call's gRPC deadline), so "nothing is there" checks use a zero wait. Nodes whose
+replication must keep running (a slave and its master) keep the real clock: heartbeats are
+timed by it.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import grpc
+
+from cluster.client import ClientConfig, Connection
+from cluster.client.admin_client import AdminClient
+from cluster.node.node import Node
+from cluster.node.node_config import NodeConfig
+from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
+from store.clock import SYSTEM_CLOCK, Clock, ManualClock
+from store.config import FIELD_BY_KEY, StoreConfig
+
+from tests.support.waiting import FAST_HA, free_port, wait_until
+
+TOKEN = "test-admin-token"
+STORE_DEFAULTS = dict(mapped_file_size_commit_log=1024 * 1024, max_message_size=256 * 1024,
+                      **{FIELD_BY_KEY[key]: int(value) for key, value in FAST_HA.items()})
+
+
+class Nodes:
+    """The nodes of one test (or one test module) in folder `root`; `close()` stops them all."""
+
+    def __init__(self, root: str) -> None:
+        self.root = str(root)
+        self.started: list[Node] = []
+        self._again: dict[Node, Callable[[int], Node]] = {}
+        self._channels: list[grpc.Channel] = []
+        self._clients: list[AdminClient | Connection] = []
+
+    def __enter__(self) -> "Nodes":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- nodes --------------------------------------------------------------------------------
+    def start(self, name: str = "master", *, role: str = "ASYNC_MASTER", broker_id: int = 0,
+              master_address: str = "", clock: Clock = SYSTEM_CLOCK, io=None, port: int = 0,
+              store: dict | None = None, **node_keys) -> Node:
+        """A started node. `store`: StoreConfig fields over STORE_DEFAULTS; `node_keys`:
+        NodeConfig fields; `io`: the store's FileIO (fault injection); `port`: 0 for a free
+        one."""
+        config = StoreConfig(store_path_root_dir=os.path.join(self.root, name), broker_role=role,
+                             listen_port=port or free_port(), broker_ip1="127.0.0.1",
+                             ha_master_address=master_address,
+                             **{**STORE_DEFAULTS, **(store or {})})
+        node = Node(NodeConfig(admin_token=TOKEN, broker_id=broker_id, store=config, **node_keys),
+                    clock=clock)
+        if io is not None:
+            from store.message_store import MessageStore
+            node.store = MessageStore(config, io=io, clock=clock)
+        node.start()
+        self.started.append(node)
+        self._again[node] = lambda same_port: self.start(
+            name, role=role, broker_id=broker_id, master_address=master_address, clock=clock,
+            io=io, port=same_port, store=store, **node_keys)
+        return node
+
+    def slave(self, master: Node, name: str = "slave", broker_id: int = 1, **keys) -> Node:
+        """A SLAVE of `master`, returned once the master counts it in sync."""
+        slave = self.start(name, role="SLAVE", broker_id=broker_id,
+                           master_address=master.address, **keys)
+        wait_in_sync(master, slave)
+        return slave
+
+    def stop(self, node: Node) -> None:
+        """Stop one node now (it is not stopped again by close())."""
+        self.started.remove(node)
+        self._again.pop(node)
+        node.stop()
+
+    def restart(self, node: Node) -> Node:
+        """Stop `node` and start it again with the same settings, store and port."""
+        again, port = self._again[node], node.port
+        self.stop(node)
+        return again(port)
+
+    # -- clients ------------------------------------------------------------------------------
+    def stub(self, node: Node) -> s_grpc.MessagingServiceStub:
+        channel = grpc.insecure_channel(node.address)
+        self._channels.append(channel)
+        return s_grpc.MessagingServiceStub(channel)
+
+    def admin(self, node: Node, token: str = TOKEN) -> AdminClient:
+        client = AdminClient(node.address, token, timeout=15, operator="pytest")
+        self._clients.append(client)
+        return client
+
+    def connect(self, node_or_endpoints: Node | str, **config) -> Connection:
+        """A client Connection to a node (or to "host:port;host:port" endpoints)."""
+        endpoints = node_or_endpoints if isinstance(node_or_endpoints, str) \
+            else node_or_endpoints.address
+        conn = Connection(ClientConfig(endpoints, **config))
+        self._clients.append(conn)
+        return conn
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
+        for channel in self._channels:
+            channel.close()
+        for node in reversed(self.started):
+            node.stop()
+        self._clients, self._channels, self.started = [], [], []
+        self._again.clear()
+
+
+def dispatched(node: Node) -> bool:
+    """Reput dispatched everything the node's commitlog holds (on a slave: up to what its
+    master confirmed)."""
+    store = node.store
+    return store.reput.reput_from_offset >= store.max_phy_offset()
+
+
+def settle(*nodes: Node, timeout: float = 20) -> None:
+    """Wait until reput dispatched everything appended (sends answer before it does)."""
+    for node in nodes:
+        wait_until(lambda: dispatched(node), timeout, f"{node.config.node_id} dispatched")
+
+
+def wait_in_sync(master: Node, *slaves: Node, timeout: float = 20) -> None:
+    """Wait until the master counts each of `slaves` in its in-sync set."""
+    ids = {s.config.node_id for s in slaves}
+    wait_until(lambda: master.role.master is not None and
+               ids <= master.role.master.tracker.in_sync_ids(), timeout,
+               f"{sorted(ids)} in sync with {master.config.node_id}")
+
+
+def waiting_on(clock: ManualClock, timeout: float = 10) -> None:
+    """Wait until a long poll sits in its wait on `clock`: from then on only a dispatch, the
+    clock's advance or the call's deadline ends it (advancing before would be lost on it)."""
+    wait_until(lambda: clock.waiters > 0, timeout, "a long poll waiting on the clock",
+               interval=0.005)
