@@ -9,8 +9,8 @@ import pytest
 from cluster.client import BatchingConfig, BatchingProducer, ClientError, Message
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 
-from .conftest import settle
-from .test_producer import read_all
+from tests.support.client import read_all
+from tests.support.nodes import settle
 
 
 def test_many_threads_coalesced(nodes):

@@ -11,7 +11,7 @@ from cluster.client import (ClientError, Message, Producer, PullConsumer, Receiv
                             SimpleConsumer)
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 
-from .conftest import settle
+from tests.support.nodes import settle
 
 
 def fill(conn, topic, tags, queue_group="q"):

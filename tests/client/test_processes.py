@@ -11,7 +11,8 @@ import pytest
 from cluster.client import (BatchingConfig, BatchingProducer, ClientConfig, Connection, Message,
                             NotDurableError, Producer, PullConsumer, SimpleConsumer)
 from proto.apache.rocketmq.v2 import definition_pb2 as d
-from tests.integration.harness import Group, in_sync, wait_until
+from tests.integration.harness import Group, in_sync
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture

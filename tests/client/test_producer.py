@@ -8,28 +8,14 @@ import time
 import grpc
 import pytest
 
-from cluster.client import (ClientError, Message, Producer, PullConsumer, RetryPolicy,
+from cluster.client import (ClientError, Message, Producer, RetryPolicy,
                             TransportError)
 from cluster.client.producer import NO_RETRY
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
-from tests.integration.harness import free_port, wait_until
-
-from .conftest import settle
-
-
-def read_all(conn, topic):
-    pc = PullConsumer(conn, "G")
-    out = []
-    for q in pc.queues(topic):
-        offset = 0
-        while True:
-            r = pc.pull(topic, q, offset, 64)
-            if not r.found:
-                break
-            out += r.messages
-            offset = r.next_offset
-    return out
+from tests.support.client import read_all
+from tests.support.nodes import settle
+from tests.support.waiting import free_port
 
 
 def test_send_one_message(nodes):
