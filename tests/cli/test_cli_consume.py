@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 
-from tests.messaging.test_servicer import make_node
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -17,25 +16,22 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, timeout=60)
 
 
-def test_produce_then_receive_with_a_group(tmp_path):
-    node = make_node(tmp_path)
-    try:
-        ep = node.address
-        out = cli("produce", "--address", ep, "--topic", "Cli", "--count", "40", "--batch", "16",
-                  "--tag", "t1", "--keys", "key-{i}")
-        assert out.returncode == 0, out.stderr
-        assert "sent 40 message(s) to Cli" in out.stdout
-        first = cli("receive", "--address", ep, "--topic", "Cli", "--group", "Ops", "--count",
-                    "25", "--wait", "3", "--json")
-        assert first.returncode == 0, first.stderr
-        rows = [json.loads(line) for line in first.stdout.splitlines()]
-        assert len(rows) == 25 and all(r["acked"] and r["tag"] == "t1" for r in rows)
-        rest = cli("receive", "--address", ep, "--topic", "Cli", "--group", "Ops", "--count",
-                   "100", "--wait", "2", "--json")
-        bodies = {json.loads(line)["body"] for line in rest.stdout.splitlines()}
-        assert bodies == {f"hello {i}" for i in range(40)} - {r["body"] for r in rows}
-        assert node.store.query_messages("Cli", "key-7")
-        bad = cli("receive", "--address", ep, "--topic", "Cli", "--group", "bad group", "--wait", "1")
-        assert bad.returncode == 1 and "ILLEGAL_CONSUMER_GROUP" in bad.stderr
-    finally:
-        node.stop()
+def test_produce_then_receive_with_a_group(nodes):
+    node = nodes.start()
+    ep = node.address
+    out = cli("produce", "--address", ep, "--topic", "Cli", "--count", "40", "--batch", "16",
+              "--tag", "t1", "--keys", "key-{i}")
+    assert out.returncode == 0, out.stderr
+    assert "sent 40 message(s) to Cli" in out.stdout
+    first = cli("receive", "--address", ep, "--topic", "Cli", "--group", "Ops", "--count",
+                "25", "--wait", "3", "--json")
+    assert first.returncode == 0, first.stderr
+    rows = [json.loads(line) for line in first.stdout.splitlines()]
+    assert len(rows) == 25 and all(r["acked"] and r["tag"] == "t1" for r in rows)
+    rest = cli("receive", "--address", ep, "--topic", "Cli", "--group", "Ops", "--count",
+               "100", "--wait", "2", "--json")
+    bodies = {json.loads(line)["body"] for line in rest.stdout.splitlines()}
+    assert bodies == {f"hello {i}" for i in range(40)} - {r["body"] for r in rows}
+    assert node.store.query_messages("Cli", "key-7")
+    bad = cli("receive", "--address", ep, "--topic", "Cli", "--group", "bad group", "--wait", "1")
+    assert bad.returncode == 1 and "ILLEGAL_CONSUMER_GROUP" in bad.stderr

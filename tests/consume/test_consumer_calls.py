@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -12,59 +11,23 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from cluster.consume import receipt
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
-from tests.integration.harness import wait_until
-from tests.messaging.test_servicer import msg, nodes  # noqa: F401  (fixture)
-
-G = d.Resource(name="G")
-
-
-def mq(topic="T", qid=0):
-    return d.MessageQueue(topic=d.Resource(name=topic), id=qid)
+from tests.support.nodes import settle
+from tests.support import v2
+from tests.support.v2 import G, ack, bodies, mq, send
 
 
-def send(stub, topic, bodies, **sp):
-    r = stub.SendMessage(s.SendMessageRequest(messages=[msg(topic, b, **sp) for b in bodies]))
-    assert r.status.code == d.OK, r.status
-    return r
-
-
-def receive(stub, topic="T", group=G, tags="*", n=32, invisible=1.0, wait=2.0, qid=0):
-    """wait: sends return before reput dispatched, so receives long-poll briefly."""
-    req = s.ReceiveMessageRequest(
-        group=group, message_queue=mq(topic, qid), batch_size=n,
-        filter_expression=d.FilterExpression(type=d.TAG, expression=tags),
-        invisible_duration=Duration(seconds=int(invisible), nanos=int(invisible % 1 * 1e9)),
-        long_polling_timeout=Duration(seconds=int(wait), nanos=int(wait % 1 * 1e9)))
-    out = list(stub.ReceiveMessage(req, timeout=10))
-    assert out[0].WhichOneof("content") == "status"
-    kinds = [r.WhichOneof("content") for r in out[1:]]
-    assert kinds[:1] == (["delivery_timestamp"] if out[0].status.code == d.OK else [])
-    return out[0].status, [r.message for r in out[1:] if r.HasField("message")]
-
-
-def ack(stub, messages, topic="T", group=G):
-    return stub.AckMessage(s.AckMessageRequest(group=group, topic=d.Resource(name=topic), entries=[
-        s.AckMessageEntry(message_id=m.system_properties.message_id,
-                          receipt_handle=m.system_properties.receipt_handle) for m in messages]))
-
-
-def settle(node) -> None:
-    """Wait until reput dispatched everything appended (sends return before it)."""
-    store = node.store
-    wait_until(lambda: store.reput.reput_from_offset >= store.max_phy_offset(), 10, "dispatch")
-
-
-def bodies(messages):
-    return sorted(m.body for m in messages)
-
+def receive(stub, **kw):
+    """sends return before reput dispatched, so receives long-poll briefly"""
+    kw.setdefault("wait", 2.0)
+    return v2.receive(stub, **kw)
 
 def state_records(node) -> int:
     return node.store.max_phy_offset()
 
 
 @pytest.fixture
-def master(nodes):  # noqa: F811
-    node = nodes(min_invisible_time_ms=500)
+def master(nodes):
+    node = nodes.start(min_invisible_time_ms=500)
     return node, nodes.stub(node)
 
 
@@ -228,16 +191,14 @@ def test_bad_receipt_handles_are_refused(master, handle):
     assert state_records(node) == before
 
 
-def test_state_survives_a_restart(nodes, tmp_path):  # noqa: F811
-    node = nodes("m1", min_invisible_time_ms=500)
+def test_state_survives_a_restart(nodes):
+    node = nodes.start("m1", min_invisible_time_ms=500)
     stub = nodes.stub(node)
     send(stub, "T", [b"%d" % i for i in range(6)])
     settle(node)
     _, got = receive(stub, n=4, invisible=0.5)
     assert ack(stub, got[:3]).status.code == d.OK
-    node.stop()
-    nodes.started.remove(node)
-    node = nodes("m1", min_invisible_time_ms=500)  # same store directory
+    node = nodes.restart(node)  # the same store
     stub = nodes.stub(node)
     time.sleep(0.6)
     st, rest = receive(stub, n=32, invisible=30)
@@ -246,19 +207,16 @@ def test_state_survives_a_restart(nodes, tmp_path):  # noqa: F811
     assert redelivered[0].system_properties.delivery_attempt == 2
 
 
-def test_slave_forwards_and_a_promoted_slave_resumes_from_the_acks(nodes):  # noqa: F811
-    master = nodes("master", role="SYNC_MASTER", min_invisible_time_ms=500)
-    slave = nodes("slave", role="SLAVE", broker_id=1, master_address=master.address,
-                  min_invisible_time_ms=500)
-    wait_until(lambda: len(master.role.master.tracker.in_sync_ids()) == 1, 15, "slave in sync")
+def test_slave_forwards_and_a_promoted_slave_resumes_from_the_acks(nodes):
+    master = nodes.start("master", role="SYNC_MASTER", min_invisible_time_ms=500)
+    slave = nodes.slave(master, min_invisible_time_ms=500)
     via_slave = nodes.stub(slave)
     send(via_slave, "T", [b"%d" % i for i in range(5)])
     settle(master)
     _, got = receive(via_slave, n=3, invisible=30)  # forwarded to the master
     assert len(got) == 3 and ack(via_slave, got).status.code == d.OK
     assert slave.messaging.consumers.state.queues == {}  # the slave keeps no state
-    master.stop()
-    nodes.started.remove(master)
+    nodes.stop(master)
     slave.switch_role("ASYNC_MASTER")
     st, rest = receive(via_slave, n=32, invisible=30)
     assert bodies(rest) == sorted({b"%d" % i for i in range(5)} - {m.body for m in got})

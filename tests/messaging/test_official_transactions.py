@@ -7,19 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
-import grpc
 import pytest
 
-from proto.apache.rocketmq.v2 import definition_pb2 as d
-from proto.apache.rocketmq.v2 import service_pb2 as s
-from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
-from tests.integration.harness import wait_until
-from tests.messaging.tx_support import make_node
+from tests.support.v2 import pull_all
+from tests.support.waiting import wait_until
 
 TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "official_tx_tool.py")
 TOPIC = "TxInterop"
@@ -40,33 +34,11 @@ def run_tool(spec: dict, home: str) -> dict:
     return out
 
 
-def pulled(stub) -> list[d.Message]:
-    out = []
-    for queue_id in range(QUEUES):
-        req = s.PullMessageRequest(
-            group=d.Resource(name="G"), offset=0, batch_size=32,
-            message_queue=d.MessageQueue(topic=d.Resource(name=TOPIC), id=queue_id),
-            filter_expression=d.FilterExpression(type=d.TAG, expression="*"))
-        out += [i.message for i in stub.PullMessage(req, timeout=5)
-                if i.WhichOneof("content") == "message"]
-    return out
-
-
-@pytest.fixture
-def workdir():
-    root = tempfile.mkdtemp(prefix="rmq-tx-interop-")
-    try:
-        yield root
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def test_official_transactional_producer(workdir):
-    node = make_node(workdir, "master", default_topic_queue_nums=QUEUES,
-                     transaction_timeout_ms=1000, transaction_check_interval_ms=300)
-    home = os.path.join(workdir, "home")
+def test_official_transactional_producer(nodes, tmp_path):
+    node = nodes.start(default_topic_queue_nums=QUEUES, transaction_timeout_ms=1000,
+                       transaction_check_interval_ms=300)
+    home = str(tmp_path / "home")
     os.makedirs(home)
-    channel = grpc.insecure_channel(node.address)
     try:
         out = run_tool({"endpoint": node.address, "topic": TOPIC, "wait_check_s": 30}, home)
         sent = out["sent"]
@@ -78,15 +50,13 @@ def test_official_transactional_producer(workdir):
         assert bodies == {"tx-orphan"}, out["checked"]
         assert all(c["topic"] == TOPIC and c["message_id"] == sent["tx-orphan"]["message_id"]
                    for c in out["checked"])
-        stub = s_grpc.MessagingServiceStub(channel)
-        wait_until(lambda: len(pulled(stub)) >= 2, 15, "the committed messages")
-        got = {m.body.decode(): m.system_properties.message_id for m in pulled(stub)}
+        stub = nodes.stub(node)
+        wait_until(lambda: len(pull_all(stub, TOPIC, QUEUES)) >= 2, 15, "the committed messages")
+        got = {m.body.decode(): m.system_properties.message_id for m in pull_all(stub, TOPIC, QUEUES)}
         assert got == {"tx-commit": sent["tx-commit"]["message_id"],
                        "tx-orphan": sent["tx-orphan"]["message_id"]}
         assert node.messaging.transactions.open_transactions() == []
     finally:
-        channel.close()
-        node.stop()
         log = os.path.join(home, "logs", "rocketmq_python", "rocketmq_client.log")
         if os.path.exists(log):
             with open(log, encoding="utf-8", errors="replace") as f:

@@ -8,109 +8,20 @@ import queue
 import threading
 import time
 import zlib
-from typing import Callable
 
 import grpc
-import pytest
-from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cluster.messaging import request_signature as auth
 from cluster.messaging.send import FORWARDED_HEADER
-from cluster.node.node import Node
-from cluster.node.node_config import NodeConfig
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
-from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
-from store.config import StoreConfig
-from tests.integration.harness import free_port, wait_until
-
-FAST_HA = dict(ha_send_heartbeat_interval=200, ha_housekeeping_interval=3000,
-               ha_max_time_slave_not_catchup=1500, slave_timeout=1000,
-               ha_reconnect_min_backoff=100, ha_reconnect_max_backoff=500)
-
-
-def make_node(root, name="master", role="ASYNC_MASTER", broker_id=0, master_address="",
-              **node_keys) -> Node:
-    store = StoreConfig(store_path_root_dir=os.path.join(str(root), name), broker_role=role,
-                        listen_port=free_port(), broker_ip1="127.0.0.1",
-                        mapped_file_size_commit_log=1024 * 1024, ha_master_address=master_address,
-                        max_message_size=64 * 1024, **FAST_HA)
-    node = Node(NodeConfig(admin_token="t", broker_id=broker_id, store=store, **node_keys))
-    node.start()
-    return node
-
-
-def node_group(tmp_path, make: Callable[..., Node] = make_node):
-    """Starts nodes with `make` in tmp_path and stubs for them; stops them all at the end
-    (a test that stops a node itself removes it from `started`)."""
-    started: list[Node] = []
-    channels: list[grpc.Channel] = []
-
-    def start(name="master", **kw):
-        node = make(tmp_path, name, **kw)
-        started.append(node)
-        return node
-
-    def stub(node):
-        ch = grpc.insecure_channel(node.address)
-        channels.append(ch)
-        return s_grpc.MessagingServiceStub(ch)
-
-    start.stub = stub
-    start.started = started
-    start.root = tmp_path
-    yield start
-    for ch in channels:
-        ch.close()
-    for node in reversed(started):
-        node.stop()
-
-
-@pytest.fixture
-def nodes(tmp_path):
-    yield from node_group(tmp_path)
-
-
-def msg(topic="T", body=b"hello", **sp) -> d.Message:
-    user = sp.pop("user", {})
-    sp.setdefault("message_id", f"01{time.monotonic_ns():032X}")
-    return d.Message(topic=d.Resource(name=topic), body=body, user_properties=user,
-                     system_properties=d.SystemProperties(**sp))
-
-
-def pull(stub, topic, queue_id, offset, batch=32, tags="*", wait=0.0, timeout=10):
-    req = s.PullMessageRequest(group=d.Resource(name="G"), offset=offset, batch_size=batch,
-                               message_queue=d.MessageQueue(topic=d.Resource(name=topic), id=queue_id),
-                               filter_expression=d.FilterExpression(type=d.TAG, expression=tags))
-    if wait:
-        req.long_polling_timeout.CopyFrom(Duration(seconds=int(wait), nanos=int(wait % 1 * 1e9)))
-    items = list(stub.PullMessage(req, timeout=timeout))
-    assert items[0].WhichOneof("content") == "status"
-    if len(items) == 1:  # a refused request: the status only
-        assert items[0].status.code != d.OK
-        return items[0].status, [], None
-    assert items[-1].WhichOneof("content") == "next_offset"
-    return items[0].status, [i.message for i in items[1:-1]], items[-1].next_offset
-
-
-def query_offset(stub, topic, queue_id, policy, ts_ms=None):
-    req = s.QueryOffsetRequest(message_queue=d.MessageQueue(topic=d.Resource(name=topic), id=queue_id),
-                               query_offset_policy=policy)
-    if ts_ms is not None:
-        req.timestamp.CopyFrom(Timestamp(seconds=ts_ms // 1000, nanos=ts_ms % 1000 * 1_000_000))
-    r = stub.QueryOffset(req, timeout=5)
-    assert r.status.code == d.OK, r.status
-    return r.offset
-
-
-def route(stub, topic="T", **kw):
-    return stub.QueryRoute(s.QueryRouteRequest(topic=d.Resource(name=topic)), timeout=5, **kw)
-
+from tests.support.v2 import msg, pull, query_offset, route
+from tests.support.waiting import wait_until
 
 def test_route_health_and_auto_created_topic(nodes):
-    node = nodes()
+    node = nodes.start()
     stub = nodes.stub(node)
     with grpc.insecure_channel(node.address) as ch:
         health = health_pb2_grpc.HealthStub(ch).Check(
@@ -132,7 +43,7 @@ def test_route_health_and_auto_created_topic(nodes):
 
 
 def test_advertised_and_group_addresses(nodes):
-    node = nodes(advertised_address="10.0.0.5:9876", group_addresses=("10.0.0.6:9876",),
+    node = nodes.start(advertised_address="10.0.0.5:9876", group_addresses=("10.0.0.6:9876",),
                  default_topic_queue_nums=2)
     r = route(nodes.stub(node))
     eps = r.message_queues[0].broker.endpoints
@@ -141,7 +52,7 @@ def test_advertised_and_group_addresses(nodes):
 
 
 def test_without_auto_create_unknown_topics_are_not_found(nodes):
-    node = nodes(auto_create_topic_enable=False)
+    node = nodes.start(auto_create_topic_enable=False)
     stub = nodes.stub(node)
     assert route(stub).status.code == d.TOPIC_NOT_FOUND
     assert stub.SendMessage(s.SendMessageRequest(messages=[msg()]), timeout=5).status.code == d.TOPIC_NOT_FOUND
@@ -150,7 +61,7 @@ def test_without_auto_create_unknown_topics_are_not_found(nodes):
 
 
 def test_send_then_pull_and_query_offsets(nodes):
-    node = nodes()
+    node = nodes.start()
     stub = nodes.stub(node)
     before = node.clock.now_ms()
     one = stub.SendMessage(s.SendMessageRequest(messages=[msg(
@@ -199,7 +110,7 @@ def test_send_then_pull_and_query_offsets(nodes):
 
 
 def test_long_polling_pull_wakes_on_a_send(nodes):
-    node = nodes(default_topic_queue_nums=1)
+    node = nodes.start(default_topic_queue_nums=1)
     stub = nodes.stub(node)
     assert route(stub).status.code == d.OK
     out = {}
@@ -220,7 +131,7 @@ def test_long_polling_pull_wakes_on_a_send(nodes):
 
 
 def test_refused_sends_write_nothing(nodes):
-    node = nodes()
+    node = nodes.start(store=dict(max_message_size=64 * 1024))
     stub = nodes.stub(node)
     assert stub.SendMessage(s.SendMessageRequest(messages=[msg()]), timeout=5).status.code == d.OK
     end = node.store.max_phy_offset()
@@ -242,7 +153,7 @@ def test_refused_sends_write_nothing(nodes):
 
 
 def test_delay_message_with_the_clients_millisecond_bug(nodes):
-    node = nodes(default_topic_queue_nums=1)
+    node = nodes.start(default_topic_queue_nums=1)
     stub = nodes.stub(node)
     at_ms = int(time.time() * 1000) + 500
     r = stub.SendMessage(s.SendMessageRequest(messages=[msg(
@@ -261,7 +172,7 @@ NOT_IMPLEMENTED = [
 
 
 def test_the_rest_answers_not_implemented(nodes):
-    stub = nodes.stub(nodes())
+    stub = nodes.stub(nodes.start())
     for name, request in NOT_IMPLEMENTED:
         r = getattr(stub, name)(request, timeout=5)
         assert r.status.code == d.NOT_IMPLEMENTED == 50100, name
@@ -282,7 +193,7 @@ def test_the_rest_answers_not_implemented(nodes):
 
 
 def test_telemetry_echoes_settings_and_stays_open(nodes):
-    node = nodes()
+    node = nodes.start()
     stub = nodes.stub(node)
     requests: queue.Queue = queue.Queue()
 
@@ -308,7 +219,7 @@ def test_telemetry_echoes_settings_and_stays_open(nodes):
 
 
 def test_request_signatures(nodes):
-    node = nodes(access_key="AK", secret_key="SK")
+    node = nodes.start(access_key="AK", secret_key="SK")
     stub = nodes.stub(node)
     assert route(stub).status.code == d.UNAUTHORIZED
     assert route(stub, metadata=auth.sign("AK", "wrong")).status.code == d.UNAUTHORIZED
@@ -323,10 +234,8 @@ def test_request_signatures(nodes):
 
 
 def test_a_slave_forwards_writes_and_serves_reads(nodes):
-    master = nodes("master", role="SYNC_MASTER", access_key="AK", secret_key="SK")
-    slave = nodes("slave", role="SLAVE", broker_id=1, master_address=master.address,
-                  access_key="AK", secret_key="SK")
-    wait_until(lambda: master.role.master.tracker.in_sync_ids(), timeout=15, what="the slave in sync")
+    master = nodes.start("master", role="SYNC_MASTER", access_key="AK", secret_key="SK")
+    slave = nodes.slave(master, access_key="AK", secret_key="SK")
     stub = nodes.stub(slave)
     md = auth.sign("AK", "SK")
     r = route(stub, "Fwd", metadata=md)  # created on the master, copied by the slave
@@ -358,12 +267,11 @@ def _pull_signed(stub, topic, queue_id, md):
 
 
 def test_a_slave_without_its_master_answers_routes_it_knows(nodes):
-    master = nodes("master")
-    slave = nodes("slave", role="SLAVE", broker_id=1, master_address=master.address)
+    master = nodes.start("master")
+    slave = nodes.start("slave", role="SLAVE", broker_id=1, master_address=master.address)
     stub = nodes.stub(slave)
     assert route(stub, "Known").status.code == d.OK
-    nodes.started.remove(master)
-    master.stop()
+    nodes.stop(master)
     assert route(stub, "Known").status.code == d.OK  # from its own copy
     assert route(stub, "Unknown").status.code in (d.INTERNAL_SERVER_ERROR, d.PROXY_TIMEOUT)
     r = stub.SendMessage(s.SendMessageRequest(messages=[msg("Known")]), timeout=5)

@@ -10,31 +10,26 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cluster.messaging import transaction_records as tr
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store import codec
-from tests.integration.harness import wait_until
-from tests.messaging.test_servicer import node_group
-from tests.messaging.tx_support import (TOPIC, Producer, checker_at, dispatched, end, later,
-                                        make_node, pull_all, queue_records, send_half, tx_msg)
-
-
-@pytest.fixture
-def nodes(tmp_path):
-    yield from node_group(tmp_path, make_node)
+from tests.support.nodes import dispatched, settle
+from tests.support.v2 import (TX_KEYS, Producer, checker_at, end, later, pull_all, queue_records,
+                              send_half, tx_msg)
+from tests.support.v2 import TX_TOPIC as TOPIC
+from tests.support.waiting import wait_until
 
 
 # -- half messages, commit, rollback ------------------------------------------------------------
 def test_half_message_is_invisible_until_committed_once(nodes):
-    node = nodes()
+    node = nodes.start(**TX_KEYS)
     stub = nodes.stub(node)
     entry = send_half(stub, b"paid", tag="TagA", keys=["order-1"])
     assert len(entry.transaction_id) == 32 and entry.message_id
-    wait_until(lambda: dispatched(node), 5, "dispatch")
+    settle(node)
     assert pull_all(stub) == [] and node.store.max_offset_in_queue(TOPIC, 0) == 0
     [half] = queue_records(node, tr.HALF_TOPIC)
     assert half.msg_id == entry.transaction_id and half.sys_flag & codec.SysFlag.TRANSACTION_MASK == 0
@@ -65,7 +60,7 @@ def test_half_message_is_invisible_until_committed_once(nodes):
 
 
 def test_rollback_is_never_visible(nodes):
-    node = nodes()
+    node = nodes.start(**TX_KEYS)
     stub = nodes.stub(node)
     entry = send_half(stub, b"cancelled")
     assert end(stub, entry, d.ROLLBACK).code == d.OK
@@ -78,7 +73,7 @@ def test_rollback_is_never_visible(nodes):
 
 
 def test_concurrent_end_transactions_resolve_once(nodes):
-    node = nodes()
+    node = nodes.start(**TX_KEYS)
     stub = nodes.stub(node)
     entry = send_half(stub, b"raced")
     results: list = []
@@ -99,7 +94,7 @@ def test_concurrent_end_transactions_resolve_once(nodes):
 
 
 def test_unknown_resolution_keeps_the_transaction_open(nodes):
-    node = nodes()
+    node = nodes.start(**TX_KEYS)
     stub = nodes.stub(node)
     entry = send_half(stub)
     end_offset = node.store.max_phy_offset()
@@ -110,13 +105,13 @@ def test_unknown_resolution_keeps_the_transaction_open(nodes):
 
 
 def test_bad_ids_and_mismatches_write_nothing(nodes):
-    node = nodes()
+    node = nodes.start(**TX_KEYS)
     stub = nodes.stub(node)
     r = stub.SendMessage(s.SendMessageRequest(messages=[tx_msg(b"plain", message_type=d.NORMAL)]),
                          timeout=5)
     assert r.status.code == d.OK
     entry = send_half(stub)
-    wait_until(lambda: dispatched(node), 5, "dispatch")
+    settle(node)
     [normal] = queue_records(node, TOPIC)
     ip, port = codec.parse_host(normal.store_host)
     inside = codec.offset_msg_id(ip, port, int(entry.transaction_id[-16:], 16) + 4)
@@ -141,7 +136,7 @@ def test_bad_ids_and_mismatches_write_nothing(nodes):
 
 
 def test_transactional_send_refusals_write_nothing(nodes):
-    node = nodes()
+    node = nodes.start(**TX_KEYS)
     stub = nodes.stub(node)
     end_offset = node.store.max_phy_offset()
     cases = [([tx_msg(), tx_msg()], d.BAD_REQUEST),
@@ -157,7 +152,7 @@ def test_transactional_send_refusals_write_nothing(nodes):
 
 
 def test_the_recovery_duration_delays_the_first_check(nodes):
-    node = nodes()
+    node = nodes.start(**TX_KEYS)
     stub = nodes.stub(node)
     sp = d.SystemProperties()
     sp.orphaned_transaction_recovery_duration.seconds = 3600
@@ -173,7 +168,7 @@ def test_the_recovery_duration_delays_the_first_check(nodes):
 
 # -- check-back ---------------------------------------------------------------------------------
 def test_check_back_over_telemetry_and_the_producers_answer(nodes):
-    node = nodes()
+    node = nodes.start(**TX_KEYS)
     stub = nodes.stub(node)
     entry = send_half(stub, b"orphan", tag="T1", keys=["k-1"])
     other = send_half(stub, b"answered")
@@ -220,7 +215,7 @@ def test_check_back_over_telemetry_and_the_producers_answer(nodes):
 
 
 def test_rolled_back_after_transaction_check_max(nodes):
-    node = nodes(transaction_check_max=2)
+    node = nodes.start(transaction_check_max=2, **TX_KEYS)
     stub = nodes.stub(node)
     entry = send_half(stub)
     producer = Producer(stub)  # never answers
@@ -234,7 +229,7 @@ def test_rolled_back_after_transaction_check_max(nodes):
             st = end(stub, entry, d.COMMIT, transaction_id=transaction_id)
             assert st.code == d.INVALID_TRANSACTION_ID and "rolled back" in st.message
         assert checker_at(node, later(600)).step().checked == []
-        wait_until(lambda: dispatched(node), 5, "dispatch")
+        settle(node)
         assert pull_all(stub) == []
         [op] = queue_records(node, tr.OP_TOPIC)
         assert op.body == b"2"  # the newest check copy
@@ -244,7 +239,7 @@ def test_rolled_back_after_transaction_check_max(nodes):
 
 # -- the state lives in the commitlog ----------------------------------------------------------
 def test_state_is_rebuilt_after_a_restart(nodes):
-    node = nodes()
+    node = nodes.start(**TX_KEYS)
     stub = nodes.stub(node)
     committed, rolled_back, open_one = (send_half(stub, b"c"), send_half(stub, b"r"),
                                         send_half(stub, b"o"))
@@ -254,11 +249,7 @@ def test_state_is_rebuilt_after_a_restart(nodes):
     assert checker_at(node, later()).step().checked == [2]
     check = producer.command()
     producer.close()
-    port = node.port
-    node.stop()
-    nodes.started.remove(node)
-    again = make_node(nodes.root, "master", port=port)
-    nodes.started.append(again)
+    again = nodes.restart(node)  # the same store and port
     stub = nodes.stub(again)
     again.messaging.transactions.ensure_loaded()
     [half] = again.messaging.transactions.open_transactions()
@@ -272,10 +263,9 @@ def test_state_is_rebuilt_after_a_restart(nodes):
 
 
 def test_slave_relays_checks_forwards_answers_and_resumes_as_master(nodes):
-    master = nodes()
-    slave = nodes("slave", role="SLAVE", broker_id=1, master_address=master.address)
+    master = nodes.start(**TX_KEYS)
+    slave = nodes.slave(master, **TX_KEYS)
     mstub, sstub = nodes.stub(master), nodes.stub(slave)
-    wait_until(lambda: len(master.status().in_sync_set) == 1, 20, "slave in sync")
     producer = Producer(sstub)  # the producer's stream is on the slave
     try:
         wait_until(lambda: master.messaging.telemetry.producers_of(TOPIC), 10,
@@ -297,8 +287,7 @@ def test_slave_relays_checks_forwards_answers_and_resumes_as_master(nodes):
                    dispatched(slave), 10, "replicated")
         assert [m.body for m in pull_all(sstub)] == [b"one"]
         # failover: the promoted slave rebuilds the open transactions and checks them itself
-        master.stop()
-        nodes.started.remove(master)
+        nodes.stop(master)
         slave.switch_role("ASYNC_MASTER")
         transactions = slave.messaging.transactions
         transactions.ensure_loaded()

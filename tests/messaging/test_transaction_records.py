@@ -10,7 +10,8 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store import codec
 from store.errors import ConfigError
-from tests.messaging.tx_support import TOPIC, tx_msg
+from tests.support.v2 import TX_TOPIC as TOPIC
+from tests.support.v2 import tx_msg
 
 
 # -- config keys --------------------------------------------------------------------------------
