@@ -15,23 +15,13 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store import codec
 from store.codec import MessageRecord, SysFlag
 from store.put_result import AppendResult, PutResult, PutStatus
-
-NOW = 1_800_000_000_000
-LIMITS = SendLimits(max_body=1024, max_properties=32767, max_delay_ms=3 * 86_400_000)
-
-
-def v2(topic="T", body=b"hello", **sp) -> d.Message:
-    user = sp.pop("user", {})
-    sp.setdefault("message_id", "01ABCDEF")
-    return d.Message(topic=d.Resource(name=topic), body=body, user_properties=user,
-                     system_properties=d.SystemProperties(**sp))
-
+from tests.support.v2 import ILLEGAL, LIMITS, NOW, msg
 
 def test_system_properties_map_onto_the_record():
-    msg = v2(tag="TagA", keys=["k1", "k2"], user={"color": "red"}, message_type=d.NORMAL,
-             born_timestamp=Timestamp(seconds=1_700_000_000, nanos=5_000_000),
-             born_host="10.0.0.7", trace_context="trace-1")
-    topic, [m] = to_store_messages([msg], LIMITS, NOW, peer_ip="127.0.0.1")
+    message = msg(tag="TagA", keys=["k1", "k2"], user={"color": "red"}, message_type=d.NORMAL,
+                  born_timestamp=Timestamp(seconds=1_700_000_000, nanos=5_000_000),
+                  born_host="10.0.0.7", trace_context="trace-1", message_id="01ABCDEF")
+    topic, [m] = to_store_messages([message], LIMITS, NOW, peer_ip="127.0.0.1")
     assert topic == "T" and m.topic == "T" and m.body == b"hello"
     assert m.properties == {"color": "red", "TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "01ABCDEF",
                             "TRACE_CONTEXT": "trace-1", "__BORNHOST": "10.0.0.7"}
@@ -39,75 +29,37 @@ def test_system_properties_map_onto_the_record():
 
 
 def test_born_host_falls_back_to_the_peer_and_born_time_to_the_store():
-    _, [m] = to_store_messages([v2(born_host="my-laptop")], LIMITS, NOW, peer_ip="10.1.2.3")
+    _, [m] = to_store_messages([msg(born_host="my-laptop")], LIMITS, NOW, peer_ip="10.1.2.3")
     assert m.born_host == "10.1.2.3:0" and m.properties["__BORNHOST"] == "my-laptop"
     assert m.born_timestamp == 0  # the store stamps "now"
-    _, [m] = to_store_messages([v2()], LIMITS, NOW, peer_ip="10.1.2.3")
+    _, [m] = to_store_messages([msg()], LIMITS, NOW, peer_ip="10.1.2.3")
     assert m.properties["__BORNHOST"] == "10.1.2.3"
 
 
 def test_fifo_group_and_delivery_time():
-    _, [fifo] = to_store_messages([v2(message_type=d.FIFO, message_group="g1")], LIMITS, NOW)
+    _, [fifo] = to_store_messages([msg(message_type=d.FIFO, message_group="g1")], LIMITS, NOW)
     assert fifo.properties[convert.PROPERTY_SHARDING_KEY] == "g1"
     at = NOW + 5000
     proper = Timestamp(seconds=at // 1000, nanos=(at % 1000) * 1_000_000)
-    _, [delay] = to_store_messages([v2(message_type=d.DELAY, delivery_timestamp=proper)], LIMITS, NOW)
+    _, [delay] = to_store_messages([msg(message_type=d.DELAY, delivery_timestamp=proper)], LIMITS, NOW)
     assert delay.properties[codec.PROPERTY_TIMER_DELIVER_MS] == str(at)
 
 
 def test_client_bug_milliseconds_in_seconds_is_detected():
     at = NOW + 1234  # the official clients put this into `seconds`
-    _, [m] = to_store_messages([v2(message_type=d.DELAY, delivery_timestamp=Timestamp(seconds=at))],
+    _, [m] = to_store_messages([msg(message_type=d.DELAY, delivery_timestamp=Timestamp(seconds=at))],
                                LIMITS, NOW)
     assert m.properties[codec.PROPERTY_TIMER_DELIVER_MS] == str(at)
 
 
 def test_gzip_body_is_stored_decompressed():
-    _, [m] = to_store_messages([v2(body=gzip.compress(b"x" * 900), body_encoding=d.GZIP)], LIMITS, NOW)
+    _, [m] = to_store_messages([msg(body=gzip.compress(b"x" * 900), body_encoding=d.GZIP)], LIMITS, NOW)
     assert m.body == b"x" * 900 and m.sys_flag == 0
 
 
 def test_a_batch_is_one_topic():
-    topic, msgs = to_store_messages([v2(message_id=f"id{i}") for i in range(3)], LIMITS, NOW)
+    topic, msgs = to_store_messages([msg(message_id=f"id{i}") for i in range(3)], LIMITS, NOW)
     assert [m.properties["UNIQ_KEY"] for m in msgs] == ["id0", "id1", "id2"]
-
-
-ILLEGAL = [
-    ("empty topic", [v2(topic="")], d.ILLEGAL_TOPIC),
-    ("bad topic chars", [v2(topic="a b")], d.ILLEGAL_TOPIC),
-    ("topic too long", [v2(topic="t" * 128)], d.ILLEGAL_TOPIC),
-    ("system topic", [v2(topic="SCHEDULE_TOPIC_XXXX")], d.ILLEGAL_TOPIC),
-    ("tag with |", [v2(tag="a|b")], d.ILLEGAL_MESSAGE_TAG),
-    ("blank tag", [v2(tag="  ")], d.ILLEGAL_MESSAGE_TAG),
-    ("tag control char", [v2(tag="a\x01")], d.ILLEGAL_MESSAGE_TAG),
-    ("blank key", [v2(keys=["ok", " "])], d.ILLEGAL_MESSAGE_KEY),
-    ("key control char", [v2(keys=["a\nb"])], d.ILLEGAL_MESSAGE_KEY),
-    ("reserved property", [v2(user={"UNIQ_KEY": "x"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
-    ("reserved delay", [v2(user={"DELAY": "3"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
-    ("property separator", [v2(user={"a\x02": "x"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
-    ("property value separator", [v2(user={"a": "x\x01y"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
-    ("blank property name", [v2(user={" ": "x"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
-    ("body too large", [v2(body=b"x" * 1025)], d.MESSAGE_BODY_TOO_LARGE),
-    ("gzip too large", [v2(body=gzip.compress(b"x" * 1025), body_encoding=d.GZIP)],
-     d.MESSAGE_BODY_TOO_LARGE),
-    ("body empty", [v2(body=b"")], d.MESSAGE_BODY_EMPTY),
-    ("not gzip", [v2(body=b"plain", body_encoding=d.GZIP)], d.MESSAGE_CORRUPTED),
-    ("too many properties", [v2(user={f"p{i}": "v" for i in range(129)})],
-     d.MESSAGE_PROPERTIES_TOO_LARGE),
-    ("properties too large", [v2(user={"p": "v" * 17000})], d.MESSAGE_PROPERTIES_TOO_LARGE),
-    ("no message id", [v2(message_id="")], d.ILLEGAL_MESSAGE_ID),
-    ("blank group", [v2(message_type=d.FIFO, message_group=" ")], d.ILLEGAL_MESSAGE_GROUP),
-    ("long group", [v2(message_type=d.FIFO, message_group="g" * 64)], d.ILLEGAL_MESSAGE_GROUP),
-    ("delivery too late", [v2(message_type=d.DELAY,
-                              delivery_timestamp=Timestamp(seconds=NOW // 1000 + 4 * 86400))],
-     d.ILLEGAL_DELIVERY_TIME),
-    ("bad nanos", [v2(born_timestamp=Timestamp(seconds=1, nanos=-1))], d.BAD_REQUEST),
-    ("unknown encoding", [v2(body_encoding=7)], d.BAD_REQUEST),
-    ("no message", [], d.MESSAGE_CORRUPTED),
-    ("mixed topics", [v2(topic="A"), v2(topic="B")], d.MESSAGE_CORRUPTED),
-    ("lite", [v2(message_type=d.LITE)], d.NOT_IMPLEMENTED),
-    ("one bad message of a batch", [v2(), v2(tag="a|b")], d.ILLEGAL_MESSAGE_TAG),
-]
 
 
 @pytest.mark.parametrize("what, msgs, code", ILLEGAL, ids=[i[0] for i in ILLEGAL])
@@ -118,17 +70,17 @@ def test_illegal_inputs_raise_their_code(what, msgs, code):
 
 
 def test_namespaces_are_refused_as_not_implemented():
-    msg = v2()
-    msg.topic.resource_namespace = "ns"
+    message = msg()
+    message.topic.resource_namespace = "ns"
     with pytest.raises(V2Error) as e:
-        to_store_messages([msg], LIMITS, NOW)
+        to_store_messages([message], LIMITS, NOW)
     assert e.value.code == d.NOT_IMPLEMENTED
 
 
 def test_properties_too_large_for_the_store():
     limits = SendLimits(max_body=1024, max_properties=64, max_delay_ms=1000)
     with pytest.raises(V2Error) as e:
-        to_store_messages([v2(user={"p": "v" * 60})], limits, NOW)
+        to_store_messages([msg(user={"p": "v" * 60})], limits, NOW)
     assert e.value.code == d.MESSAGE_PROPERTIES_TOO_LARGE
 
 
@@ -203,7 +155,7 @@ def test_compressed_record_is_delivered_inflated():
 
 def test_send_response_entries():
     from cluster.messaging.send import send_response
-    _, msgs = to_store_messages([v2(message_id="a"), v2(message_id="b")], LIMITS, NOW)
+    _, msgs = to_store_messages([msg(message_id="a"), msg(message_id="b")], LIMITS, NOW)
     appends = (AppendResult(0, 100, 5, NOW, "X"), AppendResult(100, 100, 6, NOW, "X"))
     r = send_response(PutResult(PutStatus.FLUSH_SLAVE_TIMEOUT, appends, "late"), msgs)
     assert r.status.code == d.SLAVE_PERSISTENCE_TIMEOUT and "late" in r.status.message

@@ -4,6 +4,7 @@ offsets, and the transactional ones (half messages, EndTransaction, a producer's
 stream, the check-back service at a chosen time)."""
 from __future__ import annotations
 
+import gzip
 import queue
 import threading
 import time
@@ -12,6 +13,7 @@ import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from cluster.messaging.convert import SendLimits
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.clock import ManualClock
@@ -101,6 +103,48 @@ def ack(stub, messages, topic: str = "T", group: d.Resource = G) -> s.AckMessage
 
 def bodies(messages) -> list[bytes]:
     return sorted(m.body for m in messages)
+
+
+# -- sends the messaging service refuses --------------------------------------------------------
+NOW = 1_800_000_000_000  # the store's clock in the tests of convert.py and send.py
+LIMITS = SendLimits(max_body=1024, max_properties=32767, max_delay_ms=3 * 86_400_000)
+# (what, messages of one SendMessage, the code it is refused with) under LIMITS at NOW
+ILLEGAL = [
+    ("empty topic", [msg(topic="")], d.ILLEGAL_TOPIC),
+    ("bad topic chars", [msg(topic="a b")], d.ILLEGAL_TOPIC),
+    ("topic too long", [msg(topic="t" * 128)], d.ILLEGAL_TOPIC),
+    ("system topic", [msg(topic="SCHEDULE_TOPIC_XXXX")], d.ILLEGAL_TOPIC),
+    ("tag with |", [msg(tag="a|b")], d.ILLEGAL_MESSAGE_TAG),
+    ("blank tag", [msg(tag="  ")], d.ILLEGAL_MESSAGE_TAG),
+    ("tag control char", [msg(tag="a\x01")], d.ILLEGAL_MESSAGE_TAG),
+    ("blank key", [msg(keys=["ok", " "])], d.ILLEGAL_MESSAGE_KEY),
+    ("key control char", [msg(keys=["a\nb"])], d.ILLEGAL_MESSAGE_KEY),
+    ("reserved property", [msg(user={"UNIQ_KEY": "x"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
+    ("reserved delay", [msg(user={"DELAY": "3"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
+    ("property separator", [msg(user={"a\x02": "x"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
+    ("property value separator", [msg(user={"a": "x\x01y"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
+    ("blank property name", [msg(user={" ": "x"})], d.ILLEGAL_MESSAGE_PROPERTY_KEY),
+    ("body too large", [msg(body=b"x" * 1025)], d.MESSAGE_BODY_TOO_LARGE),
+    ("gzip too large", [msg(body=gzip.compress(b"x" * 1025), body_encoding=d.GZIP)],
+     d.MESSAGE_BODY_TOO_LARGE),
+    ("body empty", [msg(body=b"")], d.MESSAGE_BODY_EMPTY),
+    ("not gzip", [msg(body=b"plain", body_encoding=d.GZIP)], d.MESSAGE_CORRUPTED),
+    ("too many properties", [msg(user={f"p{i}": "v" for i in range(129)})],
+     d.MESSAGE_PROPERTIES_TOO_LARGE),
+    ("properties too large", [msg(user={"p": "v" * 17000})], d.MESSAGE_PROPERTIES_TOO_LARGE),
+    ("no message id", [msg(message_id="")], d.ILLEGAL_MESSAGE_ID),
+    ("blank group", [msg(message_type=d.FIFO, message_group=" ")], d.ILLEGAL_MESSAGE_GROUP),
+    ("long group", [msg(message_type=d.FIFO, message_group="g" * 64)], d.ILLEGAL_MESSAGE_GROUP),
+    ("delivery too late", [msg(message_type=d.DELAY,
+                              delivery_timestamp=Timestamp(seconds=NOW // 1000 + 4 * 86400))],
+     d.ILLEGAL_DELIVERY_TIME),
+    ("bad nanos", [msg(born_timestamp=Timestamp(seconds=1, nanos=-1))], d.BAD_REQUEST),
+    ("unknown encoding", [msg(body_encoding=7)], d.BAD_REQUEST),
+    ("no message", [], d.MESSAGE_CORRUPTED),
+    ("mixed topics", [msg(topic="A"), msg(topic="B")], d.MESSAGE_CORRUPTED),
+    ("lite", [msg(message_type=d.LITE)], d.NOT_IMPLEMENTED),
+    ("one bad message of a batch", [msg(), msg(tag="a|b")], d.ILLEGAL_MESSAGE_TAG),
+]
 
 
 # -- transactions -------------------------------------------------------------------------------
