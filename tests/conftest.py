@@ -1,5 +1,6 @@
 """Fixtures shared by every test package: in-process nodes (tests/support/nodes.py) for one
-test or one module, and a manual clock to run them by."""
+test or one module, a manual clock to run them by, and a group of real node processes
+(tests/integration/harness.py)."""
 from __future__ import annotations
 
 import time
@@ -7,7 +8,22 @@ import time
 import pytest
 
 from store.clock import ManualClock
+from tests.integration.harness import Group
 from tests.support.nodes import Nodes
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test item (rep_setup, rep_call): fixtures read it to
+    print the logs of a failed test's processes."""
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
+
+
+def _failed(request) -> bool:
+    return any(getattr(getattr(request.node, f"rep_{when}", None), "failed", False)
+               for when in ("setup", "call"))
 
 
 @pytest.fixture
@@ -29,3 +45,16 @@ def clock():
     """A ManualClock at the real wall-clock time: a node started with it sees time move only
     by clock.advance()."""
     return ManualClock(time.time_ns() // 1_000_000)
+
+
+@pytest.fixture
+def group(request, tmp_path):
+    """Real node processes in tmp_path, killed (by pid) after the test; when the test failed
+    their log tails are printed."""
+    g = Group(str(tmp_path))
+    try:
+        yield g
+    finally:
+        g.close()
+        if _failed(request):
+            print(g.logs())

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from concurrent import futures
 
 import grpc
@@ -33,10 +31,8 @@ SIZE = 1000  # 3000 records of ~1.1 KB: several 1 MiB commitlog files
 # one real node for the module
 # ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def workdir():
-    path = tempfile.mkdtemp(prefix="rmq-export-")
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def workdir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("export"))
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 
@@ -30,20 +29,15 @@ def test_ids_have_the_official_v1_layout():
     assert seqs[1] == seqs[0] + 1 and seqs[2] == seqs[1] + 1
 
 
-def test_ids_match_the_official_client_codec():
+def test_ids_match_the_official_client_codec(tmp_path):
     """rocketmq-python-client's MessageIdCodec in its own process (its generated modules clash
     with ours): same MAC, pid and clock fields as ours for that pid."""
     code = ("import json, os; from rocketmq.v5.util import MessageIdCodec; "
             "print(json.dumps({'pid': os.getpid(), 'id': MessageIdCodec().next_message_id()}))")
-    home = tempfile.mkdtemp(prefix="client-home-")
-    env = {**os.environ, "HOME": home}
+    env = {**os.environ, "HOME": str(tmp_path)}
     env.pop("PYTHONPATH", None)
-    try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env=env, timeout=60)
-    finally:
-        import shutil
-        shutil.rmtree(home, ignore_errors=True)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     theirs = json.loads(proc.stdout.strip().splitlines()[-1])
     ours = MessageIdGenerator(pid=theirs["pid"]).next_id()

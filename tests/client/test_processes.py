@@ -11,13 +11,8 @@ import pytest
 from cluster.client import (BatchingConfig, BatchingProducer, ClientConfig, Connection, Message,
                             NotDurableError, Producer, PullConsumer, SimpleConsumer)
 from proto.apache.rocketmq.v2 import definition_pb2 as d
-from tests.integration.harness import Group, in_sync
+from tests.integration.harness import in_sync
 from tests.support.waiting import wait_until
-
-
-@pytest.fixture
-def group():
-    yield from Group.in_temp_dir("rmq-client-")
 
 
 def test_through_a_slave(group):

@@ -188,21 +188,6 @@ class Group:
                 node.kill()
             node._drop_client()
 
-    @classmethod
-    def in_temp_dir(cls, prefix: str) -> Iterator["Group"]:
-        """A group in a fresh temp dir for a pytest fixture (`yield from`): prints the nodes'
-        logs when the test fails, kills the nodes and removes the dir afterwards."""
-        root = tempfile.mkdtemp(prefix=prefix)
-        group = cls(root)
-        try:
-            yield group
-        except Exception:
-            print(group.logs())
-            raise
-        finally:
-            group.close()
-            shutil.rmtree(root, ignore_errors=True)
-
     def logs(self, n: int = 60) -> str:
         return "".join(f"----- {node.name} (pid {node.proc.pid if node.proc else '-'}, "
                        f"rc {node.returncode}) -----\n{node.log_tail(n)}" for node in self.nodes)

@@ -112,8 +112,8 @@ class LocalCluster:
 
 
 @pytest.fixture
-def local_cluster(workdir):
-    cluster = LocalCluster(os.path.join(workdir, "cluster"))
+def local_cluster(tmp_path):
+    cluster = LocalCluster(os.path.join(tmp_path, "cluster"))
     try:
         yield cluster
     finally:
@@ -216,9 +216,9 @@ def test_local_cluster_status_auth_health_and_clean_stop(local_cluster):
 # ---------------------------------------------------------------------------------------------
 # the operator commands (mqadmin-like): tables for people, --json for scripts
 # ---------------------------------------------------------------------------------------------
-def _cluster_dir(workdir: str, nodes) -> str:
+def _cluster_dir(root, nodes) -> str:
     from .harness import TOKEN
-    cdir = os.path.join(workdir, "cli-cluster")
+    cdir = os.path.join(root, "cli-cluster")
     os.makedirs(cdir)
     token_file = os.path.join(cdir, "admin.token")
     with open(token_file, "w", encoding="utf-8") as f:
@@ -230,11 +230,11 @@ def _cluster_dir(workdir: str, nodes) -> str:
     return cdir
 
 
-def test_operator_commands_tables_and_json(group, workdir):
+def test_operator_commands_tables_and_json(group, tmp_path):
     master = group.master("ASYNC_MASTER", mappedFileSizeCommitLog=str(64 * 1024))
     slave = group.slave(master, 1)
     wait_until(lambda: len(master.status().in_sync_set) == 1, 20, "slave in sync")
-    cdir = _cluster_dir(workdir, [master, slave])
+    cdir = _cluster_dir(tmp_path, [master, slave])
 
     def cli(*argv: str, code: int = 0) -> subprocess.CompletedProcess:
         r = subprocess.run([sys.executable, "-m", "cluster", *argv, "--cluster-dir", cdir],

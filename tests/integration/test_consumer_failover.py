@@ -8,15 +8,9 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from cluster.client import ClientConfig, Connection, Message, Producer, SimpleConsumer
-from tests.integration.harness import Group, in_sync, wait_until
-
-
-@pytest.fixture
-def group():
-    yield from Group.in_temp_dir("rmq-consumer-failover-")
+from tests.integration.harness import in_sync
+from tests.support.waiting import wait_until
 
 
 def test_acks_survive_sigkill_of_the_master(group):

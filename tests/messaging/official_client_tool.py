@@ -18,35 +18,20 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-from importlib import metadata
+
+from official_tools import client_config, client_version, to_message
 
 
 def run(spec: dict) -> dict:
-    from rocketmq import ClientConfiguration, Credentials, Message, Producer
+    from rocketmq import Producer
 
-    config = ClientConfiguration(spec["endpoint"], Credentials(spec.get("ak", ""), spec.get("sk", "")),
-                                 namespace="", request_timeout=spec.get("request_timeout", 5))
-    producer = Producer(config, (spec["topic"],))
+    producer = Producer(client_config(spec), (spec["topic"],))
     producer.startup()
     receipts = []
     try:
         for m in spec["messages"]:
-            msg = Message()
-            msg.topic = spec["topic"]
-            msg.body = m["body"].encode()
-            if m.get("tag"):
-                msg.tag = m["tag"]
-            for key in m.get("keys", []):
-                msg.keys = key
-            for name, value in m.get("properties", {}).items():
-                msg.add_property(name, value)
-            if m.get("message_group"):
-                msg.message_group = m["message_group"]
-            if m.get("delay_ms"):
-                msg.delivery_timestamp = int(time.time() * 1000) + m["delay_ms"]
             try:
-                receipt = producer.send(msg)
+                receipt = producer.send(to_message(spec["topic"], m))
                 queue = receipt.message_queue.message_queue0()
                 receipts.append({"message_id": receipt.message_id, "offset": receipt.offset,
                                  "queue_id": queue.id,
@@ -61,7 +46,7 @@ def run(spec: dict) -> dict:
 
 def main() -> int:
     request = json.loads(sys.stdin.read())
-    out = {"client_version": metadata.version("rocketmq-python-client"),
+    out = {"client_version": client_version(),
            "runs": [run(spec) for spec in request["runs"]]}
     sys.stdout.write(json.dumps(out))
     sys.stdout.flush()

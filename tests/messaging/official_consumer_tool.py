@@ -9,7 +9,7 @@ Reads JSON from stdin, runs the steps in order, writes JSON to stdout:
             {"op": "receive", "group": "G", "topic": "T", "tags": "*", "count": 3,
              "invisible_s": 10, "ack": true, "within_s": 20, "await_s": 2},
             {"op": "push", "group": "P", "topic": "T", "count": 4, "fail_once": ["x"]}]}
-    out: {"steps": [{"sent": [{"message_id": ..., "sent_at_ms": ...} | {"error": ...}]} |
+    out: {"client_version": "5.1.2", "steps": [{"sent": [{"message_id": ..., "sent_at_ms": ...} | {"error": ...}]} |
                     {"received": [{"body", "tag", "keys", "message_id", "delivery_attempt",
                                    "properties", "received_at_ms"}], "ack_errors": [...]}]}
 
@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+
+from official_tools import client_config, client_version, to_message
 
 
 def push(config, step: dict) -> dict:
@@ -60,12 +62,10 @@ def push(config, step: dict) -> dict:
 
 
 def main() -> int:
-    from rocketmq import (ClientConfiguration, Credentials, FilterExpression, Message, Producer,
-                          SimpleConsumer)
+    from rocketmq import FilterExpression, Producer, SimpleConsumer
 
     spec = json.loads(sys.stdin.read())
-    config = ClientConfiguration(spec["endpoint"], Credentials("", ""), namespace="",
-                                 request_timeout=spec.get("request_timeout", 5))
+    config = client_config(spec)
     producers: dict[str, Producer] = {}
     consumers: dict[tuple, SimpleConsumer] = {}
     out = []
@@ -78,17 +78,8 @@ def main() -> int:
                     producer.startup()
                 sent = []
                 for m in step["messages"]:
-                    msg = Message()
-                    msg.topic = step["topic"]
-                    msg.body = m["body"].encode()
-                    if m.get("tag"):
-                        msg.tag = m["tag"]
-                    for key in m.get("keys", []):
-                        msg.keys = key
-                    if m.get("delay_ms"):
-                        msg.delivery_timestamp = int(time.time() * 1000) + m["delay_ms"]
                     try:
-                        receipt = producer.send(msg)
+                        receipt = producer.send(to_message(step["topic"], m))
                         sent.append({"message_id": receipt.message_id,
                                      "sent_at_ms": int(time.time() * 1000)})
                     except Exception as e:  # reported to the test
@@ -127,7 +118,7 @@ def main() -> int:
             consumer.shutdown()
         for producer in producers.values():
             producer.shutdown()
-    sys.stdout.write(json.dumps({"steps": out}))
+    sys.stdout.write(json.dumps({"client_version": client_version(), "steps": out}))
     sys.stdout.flush()
     return 0
 

@@ -21,12 +21,12 @@ import json
 import sys
 import threading
 import time
-from importlib import metadata
+
+from official_tools import client_config, client_version, to_message
 
 
 def main() -> int:
-    from rocketmq import (ClientConfiguration, Credentials, Message, Producer,
-                          TransactionChecker, TransactionResolution)
+    from rocketmq import Producer, TransactionChecker, TransactionResolution
 
     spec = json.loads(sys.stdin.read())
     checked: list[dict] = []
@@ -42,22 +42,16 @@ def main() -> int:
                 return TransactionResolution.COMMIT
             return TransactionResolution.ROLLBACK
 
-    config = ClientConfiguration(spec["endpoint"], Credentials("", ""), namespace="",
-                                 request_timeout=spec.get("request_timeout", 5))
-    producer = Producer(config, (spec["topic"],), checker=Checker())
+    producer = Producer(client_config(spec), (spec["topic"],), checker=Checker())
     producer.startup()
     sent, ended = {}, {}
     try:
         for body, action in (("tx-commit", "commit"), ("tx-rollback", "rollback"),
                              ("tx-orphan", None)):
-            msg = Message()
-            msg.topic = spec["topic"]
-            msg.body = body.encode()
-            msg.tag = "tx"
-            msg.keys = body
             transaction = producer.begin_transaction()
             try:
-                receipt = producer.send(msg, transaction)
+                receipt = producer.send(to_message(spec["topic"], {"body": body, "tag": "tx",
+                                                                   "keys": [body]}), transaction)
                 sent[body] = {"message_id": receipt.message_id,
                               "transaction_id": receipt.transaction_id}
             except Exception as e:  # reported to the test
@@ -74,7 +68,7 @@ def main() -> int:
         time.sleep(spec.get("settle_s", 1.0))  # the checker's EndTransaction is asynchronous
     finally:
         producer.shutdown()
-    out = {"client_version": metadata.version("rocketmq-python-client"), "sent": sent,
+    out = {"client_version": client_version(), "sent": sent,
            "ended": ended, "checked": checked}
     sys.stdout.write(json.dumps(out))
     sys.stdout.flush()

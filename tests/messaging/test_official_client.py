@@ -9,15 +9,10 @@ per SendMessage (it has no batch API); batches are covered by test_servicer.py.
 """
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-import tempfile
 
-import pytest
-
-from tests.integration.harness import Group, wait_until
+from tests.support.official_client import client_home, run_tool
+from tests.support.waiting import wait_until
 
 TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "official_client_tool.py")
 AK, SK = "interop-ak", "interop-sk"
@@ -25,29 +20,8 @@ TOPIC = "InteropTopic"
 
 
 def run_official(runs: list[dict], home: str) -> list[dict]:
-    env = {**os.environ, "HOME": home}
-    env.pop("PYTHONPATH", None)
-    proc = subprocess.run([sys.executable, TOOL], input=json.dumps({"runs": runs}),
-                          capture_output=True, text=True, env=env, timeout=120)
-    if proc.returncode != 0 and "No module named 'rocketmq'" in proc.stderr:
-        pytest.fail("rocketmq-python-client==5.1.2 is a declared test dependency "
-                    f"(pip install -e '.[test]') but could not be imported:\n{proc.stderr}")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    out = json.loads(proc.stdout)
-    assert out["client_version"] == "5.1.2"
+    out = run_tool(TOOL, {"runs": runs}, home)
     return [r["receipts"] for r in out["runs"]]
-
-
-@pytest.fixture
-def group():
-    root = tempfile.mkdtemp(prefix="rmq-interop-")
-    g = Group(root)
-    try:
-        yield g
-    finally:
-        g.close()
-        import shutil
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def found(node, key):
@@ -59,22 +33,20 @@ def test_official_producer_against_master_and_slave(group):
     slave = group.slave(master, 1, start=False, accessKey=AK, secretKey=SK)
     slave.start(groupAddresses=slave.address)  # clients that reach the slave know only it
     wait_until(lambda: len(master.status().in_sync_set) >= 1, timeout=20, what="slave in sync")
-    home = os.path.join(group.root, "client-home")  # removed with the group's folder
-    os.makedirs(home)
-    to_master = [
-        {"body": "plain-0", "tag": "TagA", "keys": ["order-0", "user-9"], "properties": {"color": "red"}},
-        {"body": "plain-1", "tag": "TagB", "keys": ["order-1"]},
-        {"body": "fifo-2", "tag": "TagA", "keys": ["order-2"], "message_group": "group-7"},
-        {"body": "delay-3", "keys": ["order-3"], "delay_ms": 800},
-    ]
-    to_slave = [{"body": f"via-slave-{i}", "tag": "TagS", "keys": [f"slave-{i}"]} for i in range(2)]
-    master_receipts, slave_receipts, denied = run_official([
-        {"endpoint": master.address, "topic": TOPIC, "ak": AK, "sk": SK, "messages": to_master},
-        {"endpoint": slave.address, "topic": TOPIC, "ak": AK, "sk": SK, "messages": to_slave},
-        {"endpoint": master.address, "topic": TOPIC, "ak": AK, "sk": "wrong",
-         "messages": [{"body": "refused", "keys": ["denied"]}]},
-    ], home)
-    try:
+    with client_home(os.path.join(group.root, "client-home")) as home:
+        to_master = [
+            {"body": "plain-0", "tag": "TagA", "keys": ["order-0", "user-9"], "properties": {"color": "red"}},
+            {"body": "plain-1", "tag": "TagB", "keys": ["order-1"]},
+            {"body": "fifo-2", "tag": "TagA", "keys": ["order-2"], "message_group": "group-7"},
+            {"body": "delay-3", "keys": ["order-3"], "delay_ms": 800},
+        ]
+        to_slave = [{"body": f"via-slave-{i}", "tag": "TagS", "keys": [f"slave-{i}"]} for i in range(2)]
+        master_receipts, slave_receipts, denied = run_official([
+            {"endpoint": master.address, "topic": TOPIC, "ak": AK, "sk": SK, "messages": to_master},
+            {"endpoint": slave.address, "topic": TOPIC, "ak": AK, "sk": SK, "messages": to_slave},
+            {"endpoint": master.address, "topic": TOPIC, "ak": AK, "sk": "wrong",
+             "messages": [{"body": "refused", "keys": ["denied"]}]},
+        ], home)
         assert all("error" not in r for r in master_receipts + slave_receipts), \
             (master_receipts, slave_receipts)
         # stored on the master with tag, keys, UNIQ_KEY = the client's message id, body
@@ -102,9 +74,3 @@ def test_official_producer_against_master_and_slave(group):
             wait_until(lambda: found(slave, key), timeout=10, what=f"{key} replicated to the slave")
         # a wrong secret is refused and nothing is written
         assert "error" in denied[0] and not found(master, "denied")
-    finally:
-        log = os.path.join(home, "logs", "rocketmq_python", "rocketmq_client.log")
-        if os.path.exists(log):
-            with open(log, encoding="utf-8", errors="replace") as f:
-                errors = [line for line in f if "ERROR" in line]
-            print("".join(errors[-20:]))

@@ -5,50 +5,33 @@ timeout with delivery attempt 2; a PushConsumer's nack redelivered; a delay mess
 consumer that resumes after its node restarts without re-receiving what it acked."""
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 
 import pytest
 
-from tests.integration.harness import Group, wait_until
+from tests.support.official_client import client_home, run_tool
+from tests.support.waiting import wait_until
 
 TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "official_consumer_tool.py")
 
 
 def run_steps(endpoint: str, steps: list[dict], home: str) -> list[dict]:
-    env = {**os.environ, "HOME": home}
-    env.pop("PYTHONPATH", None)
-    proc = subprocess.run([sys.executable, TOOL],
-                          input=json.dumps({"endpoint": endpoint, "steps": steps}),
-                          capture_output=True, text=True, env=env, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout)["steps"]
+    return run_tool(TOOL, {"endpoint": endpoint, "steps": steps}, home, timeout=180)["steps"]
 
 
 @pytest.fixture
-def cluster():
-    root = tempfile.mkdtemp(prefix="rmq-consume-interop-")
-    g = Group(root)
-    g.home = os.path.join(root, "home")
-    os.makedirs(g.home)
-    try:
-        yield g
-    finally:
-        g.close()
-        shutil.rmtree(root, ignore_errors=True)
+def home(tmp_path):
+    with client_home(str(tmp_path / "client-home")) as path:
+        yield path
 
 
 def bodies(step):
     return sorted(m["body"] for m in step["received"])
 
 
-def test_official_simple_consumer(cluster):
-    master = cluster.master("SYNC_MASTER", minInvisibleTimeMillsForRecv="1000")
-    cluster.slave(master, 1, minInvisibleTimeMillsForRecv="1000")
+def test_official_simple_consumer(group, home):
+    master = group.master("SYNC_MASTER", minInvisibleTimeMillsForRecv="1000")
+    group.slave(master, 1, minInvisibleTimeMillsForRecv="1000")
     wait_until(lambda: len(master.status().in_sync_set) == 1, 20, "slave in sync")
     ep = master.address
     steps = run_steps(ep, [
@@ -65,7 +48,7 @@ def test_official_simple_consumer(cluster):
         # a delay message
         {"op": "send", "topic": "Later", "messages": [{"body": "in-2s", "delay_ms": 2000}]},
         {"op": "receive", "group": "D", "topic": "Later", "count": 1, "within_s": 15},
-    ], cluster.home)
+    ], home)
     assert not any("error" in s for s in steps[0]["sent"]), steps[0]
     assert bodies(steps[1]) == ["order-1", "order-3", "order-5"]
     assert all(m["tag"] == "paid" for m in steps[1]["received"])
@@ -83,13 +66,13 @@ def test_official_simple_consumer(cluster):
     assert steps[7]["received"][0]["received_at_ms"] >= sent_at + 2000 - 50
 
 
-def test_official_consumer_resumes_after_restart_without_redelivery(cluster):
-    master = cluster.master("ASYNC_MASTER", minInvisibleTimeMillsForRecv="1000")
+def test_official_consumer_resumes_after_restart_without_redelivery(group, home):
+    master = group.master("ASYNC_MASTER", minInvisibleTimeMillsForRecv="1000")
     ep = master.address
     steps = run_steps(ep, [
         {"op": "send", "topic": "Resume", "messages": [{"body": f"m{i}"} for i in range(10)]},
         {"op": "receive", "group": "C", "topic": "Resume", "count": 4},
-    ], cluster.home)
+    ], home)
     acked = set(bodies(steps[1]))
     assert len(acked) == 4
     master.stop()
@@ -98,18 +81,18 @@ def test_official_consumer_resumes_after_restart_without_redelivery(cluster):
     after = run_steps(ep, [
         {"op": "receive", "group": "C", "topic": "Resume", "count": 6, "within_s": 20},
         {"op": "receive", "group": "C", "topic": "Resume", "count": 1, "within_s": 3},
-    ], cluster.home)
+    ], home)
     assert set(bodies(after[0])) == {f"m{i}" for i in range(10)} - acked
     assert after[1]["received"] == []  # nothing acked comes back
 
 
-def test_official_push_consumer_with_a_nack(cluster):
-    master = cluster.master("ASYNC_MASTER", minInvisibleTimeMillsForRecv="1000")
+def test_official_push_consumer_with_a_nack(group, home):
+    master = group.master("ASYNC_MASTER", minInvisibleTimeMillsForRecv="1000")
     steps = run_steps(master.address, [
         {"op": "send", "topic": "Pushed", "messages": [{"body": f"p{i}"} for i in range(4)]},
         {"op": "push", "group": "PushGroup", "topic": "Pushed", "count": 5, "fail_once": ["p0"]},
         {"op": "receive", "group": "PushGroup", "topic": "Pushed", "count": 1, "within_s": 3},
-    ], cluster.home)
+    ], home)
     got = steps[1]["received"]
     assert sorted((m["body"], m["delivery_attempt"]) for m in got) == \
         [("p0", 1), ("p0", 2), ("p1", 1), ("p2", 1), ("p3", 1)]

@@ -5,13 +5,9 @@ node: one transaction committed, one rolled back, and one left open that the ser
 it. The results are read back with PullMessage (our generated stubs)."""
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
-import pytest
-
+from tests.support.official_client import client_home, run_tool
 from tests.support.v2 import pull_all
 from tests.support.waiting import wait_until
 
@@ -20,27 +16,11 @@ TOPIC = "TxInterop"
 QUEUES = 2
 
 
-def run_tool(spec: dict, home: str) -> dict:
-    env = {**os.environ, "HOME": home}
-    env.pop("PYTHONPATH", None)
-    proc = subprocess.run([sys.executable, TOOL], input=json.dumps(spec), capture_output=True,
-                          text=True, env=env, timeout=120)
-    if proc.returncode != 0 and "No module named 'rocketmq'" in proc.stderr:
-        pytest.fail("rocketmq-python-client==5.1.2 is a declared test dependency "
-                    f"(pip install -e '.[test]') but could not be imported:\n{proc.stderr}")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    out = json.loads(proc.stdout)
-    assert out["client_version"] == "5.1.2"
-    return out
-
-
 def test_official_transactional_producer(nodes, tmp_path):
     node = nodes.start(default_topic_queue_nums=QUEUES, transaction_timeout_ms=1000,
                        transaction_check_interval_ms=300)
-    home = str(tmp_path / "home")
-    os.makedirs(home)
-    try:
-        out = run_tool({"endpoint": node.address, "topic": TOPIC, "wait_check_s": 30}, home)
+    with client_home(str(tmp_path / "home")) as home:
+        out = run_tool(TOOL, {"endpoint": node.address, "topic": TOPIC, "wait_check_s": 30}, home)
         sent = out["sent"]
         assert all("error" not in r for r in sent.values()), sent
         assert out["ended"] == {"tx-commit": "ok", "tx-rollback": "ok"}, out["ended"]
@@ -56,9 +36,3 @@ def test_official_transactional_producer(nodes, tmp_path):
         assert got == {"tx-commit": sent["tx-commit"]["message_id"],
                        "tx-orphan": sent["tx-orphan"]["message_id"]}
         assert node.messaging.transactions.open_transactions() == []
-    finally:
-        log = os.path.join(home, "logs", "rocketmq_python", "rocketmq_client.log")
-        if os.path.exists(log):
-            with open(log, encoding="utf-8", errors="replace") as f:
-                errors = [line for line in f if "ERROR" in line]
-            print("".join(errors[-20:]))
