@@ -18,7 +18,8 @@ from cluster.admin.store_export import (MAX_CHUNK_BYTES, ExportPathError, check_
                                   export_path, parse_chunk_bytes, parse_include)
 from proto import admin_pb2 as pb
 from proto import admin_pb2_grpc as pb_grpc
-from tests.integration.harness import ROOT, TOKEN, Group, Writer, commitlog_bytes, opened_store
+from tests.integration.harness import (ROOT, TOKEN, Group, Writer, commitlog_bytes, opened_store,
+                                       read_queue)
 from tests.support.admin import messages
 from tests.support.waiting import wait_until
 
@@ -67,29 +68,15 @@ def _verify(path: str) -> dict:
 
 
 def _all_messages(store, topic: str, queues: int = 4) -> list[tuple[int, int, bytes, str]]:
-    out = []
-    for q in range(queues):
-        offset = 0
-        while True:
-            res = store.get_messages(topic, q, offset, 500)
-            if not res.messages:
-                break
-            out += [(q, m.queue_offset, m.body, " ".join(m.keys)) for m in res.messages]
-            offset = res.next_begin_offset
-    return sorted(out)
+    get = lambda q, offset: store.get_messages(topic, q, offset, 500).messages  # noqa: E731
+    return sorted((q, m.queue_offset, m.body, " ".join(m.keys))
+                  for q in range(queues) for m in read_queue(get, q))
 
 
 def _node_messages(client: AdminClient, topic: str, queues: int = 4) -> list:
-    out = []
-    for q in range(queues):
-        offset = 0
-        while True:
-            res = client.get(topic, q, offset, 500)
-            if not res.messages:
-                break
-            out += [(q, m.queue_offset, m.body, m.keys) for m in res.messages]
-            offset = res.next_offset
-    return sorted(out)
+    get = lambda q, offset: list(client.get(topic, q, offset, 500).messages)  # noqa: E731
+    return sorted((q, m.queue_offset, m.body, m.keys) for q in range(queues)
+                  for m in read_queue(get, q))
 
 
 def _files_under(root: str) -> list[str]:

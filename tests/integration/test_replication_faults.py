@@ -4,7 +4,6 @@ chunks, and protocol violations from a raw replication client."""
 from __future__ import annotations
 
 import os
-import queue
 import re
 
 import grpc
@@ -12,6 +11,7 @@ import grpc
 from ha.epoch import EpochFile
 from proto import replication_pb2 as rpb
 from proto import replication_pb2_grpc as rpb_grpc
+from tests.support.streams import Outbox
 
 from .harness import (FAST_HA, NodeProcess, commitlog_bytes, epoch_entries, in_sync, messages,
                       opened_store, wait_until)
@@ -210,15 +210,8 @@ class RawSlave:
 
     def __init__(self, address: str) -> None:
         self.channel = grpc.insecure_channel(address)
-        self._out: queue.Queue = queue.Queue()
-        self.call = rpb_grpc.ReplicationStub(self.channel).Stream(self._requests(), timeout=20)
-
-    def _requests(self):
-        while True:
-            msg = self._out.get()
-            if msg is None:
-                return
-            yield msg
+        self._out = Outbox()
+        self.call = rpb_grpc.ReplicationStub(self.channel).Stream(iter(self._out), timeout=20)
 
     def send(self, **body) -> None:
         self._out.put(rpb.SlaveMessage(**body))
@@ -239,7 +232,7 @@ class RawSlave:
         raise AssertionError("the stream ended without an error")
 
     def close(self) -> None:
-        self._out.put(None)
+        self._out.close()
         self.call.cancel()
         self.channel.close()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import queue
 import threading
 import time
 import zlib
@@ -17,6 +16,7 @@ from cluster.messaging import request_signature as auth
 from cluster.messaging.send import FORWARDED_HEADER
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
+from tests.support.streams import Outbox
 from tests.support.v2 import msg, pull, query_offset, route
 from tests.support.waiting import wait_until
 
@@ -195,16 +195,8 @@ def test_the_rest_answers_not_implemented(nodes):
 def test_telemetry_echoes_settings_and_stays_open(nodes):
     node = nodes.start()
     stub = nodes.stub(node)
-    requests: queue.Queue = queue.Queue()
-
-    def commands():
-        while True:
-            item = requests.get()
-            if item is None:
-                return
-            yield item
-
-    call = stub.Telemetry(commands(), timeout=20)
+    requests = Outbox()
+    call = stub.Telemetry(iter(requests), timeout=20)
     settings = d.Settings(client_type=d.PRODUCER, publishing=d.Publishing(topics=[d.Resource(name="T")]))
     requests.put(s.TelemetryCommand(settings=settings))
     first = next(call)
@@ -213,7 +205,7 @@ def test_telemetry_echoes_settings_and_stays_open(nodes):
     assert node.messaging.budget.open == 1
     requests.put(s.TelemetryCommand(settings=settings))  # the same stream answers again
     assert next(call).settings.publishing.topics[0].name == "T"
-    requests.put(None)
+    requests.close()
     assert list(call) == []
     wait_until(lambda: node.messaging.budget.open == 0, timeout=5, what="the stream to be released")
 

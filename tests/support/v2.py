@@ -19,6 +19,7 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.clock import ManualClock
 
 from tests.support.nodes import settle
+from tests.support.streams import Outbox
 
 G = d.Resource(name="G")
 
@@ -194,9 +195,9 @@ class Producer:
     """A producer's Telemetry stream: settings sent, replies and pushed commands collected."""
 
     def __init__(self, stub, topics=(TX_TOPIC,), client_id: str = "producer-1") -> None:
-        self.requests: queue.Queue = queue.Queue()
+        self.requests = Outbox()
         self.received: queue.Queue = queue.Queue()
-        self.call = stub.Telemetry(self._requests(), timeout=60,
+        self.call = stub.Telemetry(iter(self.requests), timeout=60,
                                    metadata=[("x-mq-client-id", client_id)])
         self.thread = threading.Thread(target=self._collect, daemon=True)
         self.thread.start()
@@ -205,13 +206,6 @@ class Producer:
         self.requests.put(s.TelemetryCommand(settings=settings))
         reply = self.received.get(timeout=5)
         assert reply.status.code == d.OK and reply.settings.publishing.max_body_size > 0
-
-    def _requests(self):
-        while True:
-            item = self.requests.get()
-            if item is None:
-                return
-            yield item
 
     def _collect(self) -> None:
         try:
@@ -226,7 +220,7 @@ class Producer:
         return item.recover_orphaned_transaction_command
 
     def close(self) -> None:
-        self.requests.put(None)
+        self.requests.close()
         self.call.cancel()
 
 
