@@ -1,5 +1,10 @@
 """Receive / ack / invisibility / DLQ / FIFO / offsets over gRPC against in-process nodes, and the
-consumer state surviving a restart and a failover (it is replayed from the commitlog)."""
+consumer state surviving a restart and a failover (it is replayed from the commitlog).
+
+The nodes run by a ManualClock (the `clock` fixture): invisibility ends when a test advances
+the clock, never by waiting. Receives ask what is there now (no long poll) after settle();
+a test that checks a long poll starts it in the background and advances the clock once it
+waits. The failover test keeps the real clock: its slave replicates by it."""
 from __future__ import annotations
 
 import time
@@ -11,23 +16,17 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from cluster.consume import receipt
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
-from tests.support.nodes import settle
-from tests.support import v2
-from tests.support.v2 import G, ack, bodies, mq, send
-
-
-def receive(stub, **kw):
-    """sends return before reput dispatched, so receives long-poll briefly"""
-    kw.setdefault("wait", 2.0)
-    return v2.receive(stub, **kw)
+from tests.support.nodes import settle, waiting_on
+from tests.support.v2 import G, ack, bodies, mq, receive, send
+from tests.support.waiting import in_background
 
 def state_records(node) -> int:
     return node.store.max_phy_offset()
 
 
 @pytest.fixture
-def master(nodes):
-    node = nodes.start(min_invisible_time_ms=500)
+def master(nodes, clock):
+    node = nodes.start(min_invisible_time_ms=500, clock=clock)
     return node, nodes.stub(node)
 
 
@@ -42,7 +41,7 @@ def test_receive_ack_and_tag_filter(master):
     assert m.system_properties.delivery_attempt == 1
     assert m.system_properties.invisible_duration.seconds == 30
     assert m.system_properties.body_digest.checksum
-    assert receive(stub, tags="a", wait=0.3)[0].code == d.MESSAGE_NOT_FOUND  # in flight: invisible
+    assert receive(stub, tags="a")[0].code == d.MESSAGE_NOT_FOUND  # in flight: invisible
     r = ack(stub, got)
     assert r.status.code == d.OK and all(e.status.code == d.OK for e in r.entries)
     again = ack(stub, got[:1])  # acked already
@@ -54,31 +53,58 @@ def test_receive_ack_and_tag_filter(master):
     assert sum(p.inflight for p in progress.values()) == 0
 
 
-def test_redelivery_after_invisibility_with_attempt_two(master):
-    _, stub = master
+def test_redelivery_after_invisibility_with_attempt_two(master, clock):
+    node, stub = master
     send(stub, "T", [b"x"])
+    settle(node)
     _, first = receive(stub, invisible=0.5)
     assert [m.system_properties.delivery_attempt for m in first] == [1]
-    t0 = time.monotonic()
-    st, again = receive(stub, invisible=5, wait=3)  # woken by the expiry, not the poll's end
-    assert st.code == d.OK and time.monotonic() - t0 < 2.5
+    clock.advance(0.4)
+    assert receive(stub)[0].code == d.MESSAGE_NOT_FOUND  # still invisible for 0.1 s
+    # a long poll of 3 s (by the clock) is woken by the expiry, not by the poll's end; the
+    # call's deadline (30 real seconds) is far off, and settle() leaves no dispatch to come
+    # (a dispatch would wake the poll too)
+    settle(node)
+    poll = in_background(lambda: receive(stub, invisible=5, wait=3, timeout=30))
+    waiting_on(clock)
+    clock.advance(0.1)
+    st, again = poll.result(timeout=10)
+    assert st.code == d.OK
     assert again[0].body == b"x" and again[0].system_properties.delivery_attempt == 2
     assert again[0].system_properties.message_id == first[0].system_properties.message_id
     assert ack(stub, first).status.code == d.INVALID_RECEIPT_HANDLE  # the old delivery's handle
     assert ack(stub, again).status.code == d.OK
 
 
-def test_change_invisible_duration_issues_a_new_handle(master):
-    _, stub = master
+@pytest.mark.xfail(strict=True, reason=(
+    "known bug: for a queue that has consumer state, _take passes base=0 and "
+    "QueuePlan.changes_state compares skip_to with it, so every receive attempt that finds "
+    "nothing appends an empty pop record; a long poll then wakes on its own record's dispatch "
+    "and spins, writing, until it ends"))
+def test_a_receive_that_finds_nothing_writes_nothing(master):
+    node, stub = master
     send(stub, "T", [b"x"])
+    settle(node)
+    _, got = receive(stub, invisible=30)
+    assert ack(stub, got).status.code == d.OK
+    settle(node)
+    before = node.store.max_phy_offset()
+    assert receive(stub)[0].code == d.MESSAGE_NOT_FOUND
+    assert node.store.max_phy_offset() == before
+
+
+def test_change_invisible_duration_issues_a_new_handle(master, clock):
+    node, stub = master
+    send(stub, "T", [b"x"])
+    settle(node)
     _, got = receive(stub, invisible=0.5)
     old = got[0].system_properties.receipt_handle
     r = stub.ChangeInvisibleDuration(s.ChangeInvisibleDurationRequest(
         group=G, topic=d.Resource(name="T"), receipt_handle=old,
         invisible_duration=Duration(seconds=30), message_id=got[0].system_properties.message_id))
     assert r.status.code == d.OK and r.receipt_handle != old
-    time.sleep(0.7)
-    assert receive(stub, wait=0.3)[0].code == d.MESSAGE_NOT_FOUND  # still invisible: 30 s now
+    clock.advance(0.7)  # past the first invisibility
+    assert receive(stub)[0].code == d.MESSAGE_NOT_FOUND  # still invisible: 30 s now
     bad = stub.ChangeInvisibleDuration(s.ChangeInvisibleDurationRequest(
         group=G, topic=d.Resource(name="T"), receipt_handle=old, invisible_duration=Duration(seconds=30)))
     assert bad.status.code == d.INVALID_RECEIPT_HANDLE
@@ -86,17 +112,19 @@ def test_change_invisible_duration_issues_a_new_handle(master):
     assert ack(stub, got).status.code == d.OK
 
 
-def test_dead_letter_queue_after_max_attempts(master):
+def test_dead_letter_queue_after_max_attempts(master, clock):
     node, stub = master
     node.messaging.consumers.upsert_group("G", retry_max_times=1)  # 2 deliveries
     send(stub, "T", [b"poison"], keys=["k1"])
+    settle(node)
     _, first = receive(stub, invisible=0.5)
-    time.sleep(0.6)
+    clock.advance(0.5)
     _, second = receive(stub, invisible=0.5)
     assert second[0].system_properties.delivery_attempt == 2
-    time.sleep(0.6)
-    st, third = receive(stub, invisible=0.5, wait=0.3)
+    clock.advance(0.5)
+    st, third = receive(stub, invisible=0.5)
     assert st.code == d.MESSAGE_NOT_FOUND and not third
+    settle(node)  # the dead letter that receive wrote
     st, dlq = receive(stub, topic="%DLQ%G", group=d.Resource(name="ops"))
     assert [m.body for m in dlq] == [b"poison"]
     stored = node.store.get_messages("%DLQ%G", 0, 0).messages[0]
@@ -106,14 +134,16 @@ def test_dead_letter_queue_after_max_attempts(master):
 
 
 def test_forward_to_dead_letter_queue_call(master):
-    _, stub = master
+    node, stub = master
     send(stub, "T", [b"bad"])
+    settle(node)
     _, got = receive(stub, invisible=30)
     r = stub.ForwardMessageToDeadLetterQueue(s.ForwardMessageToDeadLetterQueueRequest(
         group=G, topic=d.Resource(name="T"), receipt_handle=got[0].system_properties.receipt_handle,
         message_id=got[0].system_properties.message_id, delivery_attempt=1, max_delivery_attempts=16))
     assert r.status.code == d.OK
     assert ack(stub, got).status.code == d.INVALID_RECEIPT_HANDLE  # done already
+    settle(node)
     assert [m.body for m in receive(stub, topic="%DLQ%G", group=d.Resource(name="ops"))[1]] == [b"bad"]
 
 
@@ -176,6 +206,7 @@ def test_illegal_receive_requests_change_nothing(master, change, code):
 def test_bad_receipt_handles_are_refused(master, handle):
     node, stub = master
     send(stub, "T", [b"x"])
+    settle(node)
     _, got = receive(stub, invisible=30)
     before = state_records(node)
     r = stub.AckMessage(s.AckMessageRequest(group=G, topic=d.Resource(name="T"), entries=[
@@ -191,18 +222,22 @@ def test_bad_receipt_handles_are_refused(master, handle):
     assert state_records(node) == before
 
 
-def test_state_survives_a_restart(nodes):
-    node = nodes.start("m1", min_invisible_time_ms=500)
+def test_state_survives_a_restart(nodes, clock):
+    node = nodes.start("m1", min_invisible_time_ms=500, clock=clock)
     stub = nodes.stub(node)
-    send(stub, "T", [b"%d" % i for i in range(6)])
+    sent = {b"%d" % i for i in range(6)}
+    send(stub, "T", sorted(sent))
     settle(node)
     _, got = receive(stub, n=4, invisible=0.5)
     assert ack(stub, got[:3]).status.code == d.OK
-    node = nodes.restart(node)  # the same store
+    node = nodes.restart(node)  # the same store and clock
     stub = nodes.stub(node)
-    time.sleep(0.6)
+    settle(node)
+    _, first = receive(stub, n=32, invisible=30)  # got[3] is still invisible
+    assert bodies(first) == sorted(sent - {m.body for m in got})
+    clock.advance(0.5)
     st, rest = receive(stub, n=32, invisible=30)
-    assert bodies(rest) == sorted({b"%d" % i for i in range(6)} - {m.body for m in got[:3]})
+    assert bodies(first + rest) == sorted(sent - {m.body for m in got[:3]})
     redelivered = [m for m in rest if m.body == got[3].body]
     assert redelivered[0].system_properties.delivery_attempt == 2
 
@@ -218,6 +253,7 @@ def test_slave_forwards_and_a_promoted_slave_resumes_from_the_acks(nodes):
     assert slave.messaging.consumers.state.queues == {}  # the slave keeps no state
     nodes.stop(master)
     slave.switch_role("ASYNC_MASTER")
+    settle(slave)
     st, rest = receive(via_slave, n=32, invisible=30)
     assert bodies(rest) == sorted({b"%d" % i for i in range(5)} - {m.body for m in got})
     # the promoted node runs its schedule service as a master: delay messages arrive

@@ -1,10 +1,12 @@
-"""Waiting for a condition, free ports, and the short replication timings every test cluster
-(in-process or real processes) runs with."""
+"""Waiting for a condition, calls in the background, free ports, and the short replication
+timings every test cluster (in-process or real processes) runs with."""
 from __future__ import annotations
 
 import socket
+import threading
 import time
-from typing import Callable
+from concurrent.futures import Future
+from typing import Any, Callable
 
 # Short HA timings (broker.conf names): failure detection and reconnects take well under a
 # second or two.
@@ -28,3 +30,18 @@ def wait_until(predicate: Callable[[], object], timeout: float = 30.0, what: str
             return
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def in_background(call: Callable[[], Any]) -> Future:
+    """Run call() in a daemon thread now; its outcome as a Future (result(timeout) re-raises
+    what it raised)."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(call())
+        except BaseException as e:  # handed to the test through the future
+            future.set_exception(e)
+
+    threading.Thread(target=run, daemon=True).start()
+    return future
