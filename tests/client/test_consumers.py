@@ -1,8 +1,12 @@
 """PullConsumer (offsets, tags, long polling, commits) and SimpleConsumer (receive, ack,
-invisibility, redelivery) against in-process nodes."""
+invisibility, redelivery) against in-process nodes.
+
+Long polls and invisibility run by the node's ManualClock (the `clock` fixture): a test starts
+a long poll in the background, waits until it sits in its wait, then sends or advances the
+clock; the calls' real deadlines (30 s) are far beyond the few seconds a result is waited for,
+so an answer in time is the send's or the clock's doing."""
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -12,6 +16,7 @@ from cluster.client import (ClientError, Message, Producer, PullConsumer, Receiv
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 
 from tests.support.nodes import settle
+from tests.support.waiting import in_background, waiting_on
 
 
 def fill(conn, topic, tags, queue_group="q"):
@@ -60,26 +65,25 @@ def test_pull_offsets_and_tags(nodes):
     assert e.value.code == d.ILLEGAL_FILTER_EXPRESSION
 
 
-def test_pull_long_polling_wakes_on_a_send(nodes):
-    node = nodes.start()
+def test_pull_long_polling_wakes_on_a_send(nodes, clock):
+    node = nodes.start(clock=clock)
     conn = nodes.connect(node)
     [r] = fill(conn, "T", ["a"])
     settle(node)
     qid = queue_of(node, "T", r.message_id)
     pc = PullConsumer(conn, "G")
-    later = threading.Timer(0.5, lambda: fill(conn, "T", ["a"]))
-    later.start()
-    try:
-        t0 = time.monotonic()
-        got = pc.pull("T", qid, 1, long_polling=10)
-        waited = time.monotonic() - t0
-    finally:
-        later.join()
+    poll = in_background(lambda: pc.pull("T", qid, 1, long_polling=10, timeout=30))
+    waiting_on(clock)
+    assert not poll.done()
+    fill(conn, "T", ["a"])  # the same message group: the same queue
+    got = poll.result(timeout=10)  # woken by the dispatch: the clock never moved
     assert got.found and [m.queue_offset for m in got.messages] == [1]
-    assert 0.3 < waited < 8
-    t0 = time.monotonic()
-    assert pc.pull("T", qid, 2, long_polling=0.5).code == d.MESSAGE_NOT_FOUND
-    assert time.monotonic() - t0 >= 0.25
+    # an empty queue: the poll waits, and ends when 0.5 s of the clock passed
+    poll = in_background(lambda: pc.pull("T", qid, 2, long_polling=0.5, timeout=30))
+    waiting_on(clock)
+    assert not poll.done()
+    clock.advance(0.5)
+    assert poll.result(timeout=10).code == d.MESSAGE_NOT_FOUND
 
 
 def test_committed_offsets(nodes):
@@ -101,12 +105,12 @@ def test_committed_offsets(nodes):
 
 
 @pytest.fixture
-def consumer_node(nodes):
-    node = nodes.start(min_invisible_time_ms=500)
-    return node, nodes.connect(node)
+def consumer_node(nodes, clock):
+    node = nodes.start(min_invisible_time_ms=500, clock=clock)
+    return node, nodes.connect(node, request_timeout=30)
 
 
-def test_receive_ack_and_filter(consumer_node):
+def test_receive_ack_and_filter(consumer_node, clock):
     node, conn = consumer_node
     fill(conn, "T", ["a", "b", "a"], queue_group=None)
     settle(node)
@@ -116,9 +120,11 @@ def test_receive_ack_and_filter(consumer_node):
     assert all(m.receipt_handle and m.delivery_attempt == 1 and m.invisible_duration_ms == 30_000
                for m in got)
     assert sc.ack_many(got) == [None, None]
-    t0 = time.monotonic()
-    assert sc.receive(16, 30, await_duration=0.5) == []  # acked: nothing left for the group
-    assert time.monotonic() - t0 >= 0.3
+    poll = in_background(lambda: sc.receive(16, 30, await_duration=0.5))
+    waiting_on(clock)
+    assert not poll.done()
+    clock.advance(0.5)
+    assert poll.result(timeout=10) == []  # acked: nothing left for the group
     with pytest.raises(ClientError) as e:
         sc.ack(got[0])  # already acked
     assert e.value.code == d.INVALID_RECEIPT_HANDLE
@@ -126,7 +132,7 @@ def test_receive_ack_and_filter(consumer_node):
     assert len(other.receive(16, 30)) == 3  # another group sees everything
 
 
-def test_invisibility_and_redelivery(consumer_node):
+def test_invisibility_and_redelivery(consumer_node, clock):
     node, conn = consumer_node
     fill(conn, "T", ["a"], queue_group=None)
     settle(node)
@@ -140,7 +146,11 @@ def test_invisibility_and_redelivery(consumer_node):
     with pytest.raises(ClientError) as e:  # the handle from before the change is refused
         sc.ack(ReceivedMessage(topic="T", body=b"", message_id=m.message_id, receipt_handle=old))
     assert e.value.code == d.INVALID_RECEIPT_HANDLE
-    [third] = sc.receive(1, invisible_duration=30, await_duration=3)  # after 0.6 s it expired
+    assert sc.receive(1, invisible_duration=30, await_duration=0) == []  # invisible for 0.6 s
+    poll = in_background(lambda: sc.receive(1, invisible_duration=30, await_duration=3))
+    waiting_on(clock)
+    clock.advance(0.6)  # the expiry ends the wait
+    [third] = poll.result(timeout=10)
     assert third.delivery_attempt == 3
     sc.ack(third)
     with pytest.raises(ClientError) as e:

@@ -16,9 +16,9 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from cluster.consume import receipt
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
-from tests.support.nodes import settle, waiting_on
+from tests.support.nodes import settle
 from tests.support.v2 import G, ack, bodies, mq, receive, send
-from tests.support.waiting import in_background
+from tests.support.waiting import in_background, waiting_on
 
 def state_records(node) -> int:
     return node.store.max_phy_offset()

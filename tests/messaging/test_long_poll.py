@@ -1,14 +1,16 @@
 """The one long-poll loop, driven by a ManualClock and a DispatchWaiter in memory: no sleeps,
 no node. Each wait ends by a dispatch, by the clock's own time, by the attempt's wake time, by
-the call's real deadline, or not at all when the stream budget is spent."""
+the call's real deadline, or not at all when the stream budget is spent. A test advances the
+clock only once the poll sits in its wait (waiting_on): an advance before would be lost on it."""
 from __future__ import annotations
 
-import threading
 import time
+from concurrent.futures import wait
 
 from cluster.messaging.long_poll import Attempt, DispatchWaiter, long_poll
 from cluster.messaging.telemetry import StreamBudget
 from store.clock import ManualClock
+from tests.support.waiting import in_background, waiting_on
 
 
 class Source:
@@ -24,21 +26,6 @@ class Source:
         return Attempt("found" if self.ready else "nothing", self.ready, self.wake_in_s)
 
 
-def in_thread(fn) -> tuple[threading.Thread, list]:
-    out: list = []
-    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
-    t.start()
-    return t, out
-
-
-def waiting(waiter: DispatchWaiter, clock: ManualClock, source: Source) -> None:
-    """Until the poll sits in its wait (its first attempt found nothing)."""
-    while source.attempts == 0:
-        threading.Event().wait(0.001)
-    with waiter._cond:  # the poll releases the condition only inside its wait
-        pass
-
-
 def test_done_at_once_takes_no_budget():
     budget, source = StreamBudget(1), Source()
     source.ready = True
@@ -49,29 +36,25 @@ def test_done_at_once_takes_no_budget():
 
 def test_a_dispatch_wakes_the_poll():
     waiter, clock, source, budget = DispatchWaiter(), ManualClock(), Source(), StreamBudget(1)
-    t, out = in_thread(lambda: long_poll(source, wait_s=30, waiter=waiter, clock=clock,
-                                         budget=budget))
-    waiting(waiter, clock, source)
+    poll = in_background(lambda: long_poll(source, wait_s=30, waiter=waiter, clock=clock,
+                                           budget=budget))
+    waiting_on(clock)
     assert budget.open == 1  # held while waiting
     source.ready = True
     waiter.on_dispatched([])
-    t.join(5)
-    assert out == ["found"] and source.attempts == 2 and budget.open == 0
+    assert poll.result(timeout=5) == "found" and source.attempts == 2 and budget.open == 0
 
 
 def test_the_wait_ends_by_the_clock_not_by_real_time():
     waiter, clock, source = DispatchWaiter(), ManualClock(), Source()
-    t, out = in_thread(lambda: long_poll(source, wait_s=30, waiter=waiter, clock=clock,
-                                         budget=None))
-    waiting(waiter, clock, source)
-    t.join(0.2)
-    assert t.is_alive()  # 0.2 real seconds are nothing to a manual clock
+    poll = in_background(lambda: long_poll(source, wait_s=30, waiter=waiter, clock=clock,
+                                           budget=None))
+    waiting_on(clock)
+    assert not wait([poll], timeout=0.2).done  # 0.2 real seconds are nothing to a manual clock
     clock.advance(29)
-    t.join(0.2)
-    assert t.is_alive()
+    assert not wait([poll], timeout=0.2).done
     clock.advance(1)
-    t.join(5)
-    assert out == ["nothing"]
+    assert poll.result(timeout=5) == "nothing"
 
 
 def test_the_attempts_wake_time_brings_the_next_attempt():
@@ -83,12 +66,11 @@ def test_the_attempts_wake_time_brings_the_next_attempt():
         return Source.__call__(source)
 
     start = clock.monotonic()
-    t, out = in_thread(lambda: long_poll(becomes_ready_after_two_seconds, wait_s=30,
-                                         waiter=waiter, clock=clock, budget=None))
-    waiting(waiter, clock, source)
+    poll = in_background(lambda: long_poll(becomes_ready_after_two_seconds, wait_s=30,
+                                           waiter=waiter, clock=clock, budget=None))
+    waiting_on(clock)
     clock.advance(2)
-    t.join(5)
-    assert out == ["found"]
+    assert poll.result(timeout=5) == "found"
 
 
 def test_the_calls_real_deadline_ends_the_wait():

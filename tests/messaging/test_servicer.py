@@ -4,7 +4,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import threading
 import time
 import zlib
 
@@ -18,7 +17,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from tests.support.streams import Outbox
 from tests.support.v2 import msg, pull, query_offset, route
-from tests.support.waiting import wait_until
+from tests.support.waiting import in_background, wait_until, waiting_on
 
 def test_route_health_and_auto_created_topic(nodes):
     node = nodes.start()
@@ -109,25 +108,18 @@ def test_send_then_pull_and_query_offsets(nodes):
     assert (status.code, next_offset) == (d.ILLEGAL_OFFSET, offsets[-1] + 1)
 
 
-def test_long_polling_pull_wakes_on_a_send(nodes):
-    node = nodes.start(default_topic_queue_nums=1)
+def test_long_polling_pull_wakes_on_a_send(nodes, clock):
+    node = nodes.start(default_topic_queue_nums=1, clock=clock)
     stub = nodes.stub(node)
     assert route(stub).status.code == d.OK
-    out = {}
-
-    def poll():
-        t = time.monotonic()
-        out["result"] = pull(stub, "T", 0, 0, wait=8.0, timeout=15)
-        out["seconds"] = time.monotonic() - t
-
-    th = threading.Thread(target=poll)
-    th.start()
-    time.sleep(0.3)
+    # 8 s of the node's clock, which never moves here; the call's deadline is 30 real seconds
+    poll = in_background(lambda: pull(stub, "T", 0, 0, wait=8.0, timeout=30))
+    waiting_on(clock)
+    assert not poll.done()
     assert stub.SendMessage(s.SendMessageRequest(messages=[msg(message_id="01LP")]), timeout=5).status.code == d.OK
-    th.join(15)
-    status, got, next_offset = out["result"]
+    status, got, next_offset = poll.result(timeout=10)  # woken by the dispatch
     assert status.code == d.OK and [m.system_properties.message_id for m in got] == ["01LP"]
-    assert out["seconds"] < 5 and next_offset == 1
+    assert next_offset == 1
 
 
 def test_refused_sends_write_nothing(nodes):

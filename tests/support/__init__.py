@@ -1,11 +1,16 @@
-"""Helpers shared by the test packages (never imported from a test module of another package):
+"""Helpers the test packages share: tests import helpers from here (and fixtures come from
+tests/conftest.py), never from another test module.
 
-- waiting.py   wait_until, free_port, FAST_HA (short replication timings, broker.conf names)
-- nodes.py     in-process nodes (Nodes: start masters and slaves in a folder, stubs, admin
-               clients and client connections, settle, stop everything); the fixtures that
-               hand them out are in tests/conftest.py
-- v2.py        RocketMQ 5 (apache.rocketmq.v2) messages and calls over our generated stubs:
-               send, pull, receive, ack, routes, offsets, and transactions
+- waiting.py          wait_until, waiting_on (a long poll sitting in its wait on a ManualClock),
+                      in_background, free_port, FAST_HA (short replication timings)
+- nodes.py            in-process nodes (Nodes: masters and slaves in a folder, MessagingService
+                      stubs, admin clients, client connections, restart, settle, wait_in_sync)
+- v2.py               RocketMQ 5 (apache.rocketmq.v2) messages and calls over our generated
+                      stubs: send, pull, receive, ack, routes, offsets, refused sends, transactions
+- admin.py            Admin API messages and the code of a refused admin call
+- client.py           reading a topic back through the client library
+- streams.py          Outbox: the requests of a streaming call, fed as a test goes
+- official_client.py  the official RocketMQ 5 client's tool scripts, run in a subprocess
 
-Real node processes are tests/integration/harness.py, which uses waiting.py too.
+Real node processes are tests/integration/harness.py, which uses waiting.py and admin.py too.
 """

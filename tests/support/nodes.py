@@ -31,7 +31,7 @@ from cluster.client.admin_client import AdminClient
 from cluster.node.node import Node
 from cluster.node.node_config import NodeConfig
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
-from store.clock import SYSTEM_CLOCK, Clock, ManualClock
+from store.clock import SYSTEM_CLOCK, Clock
 from store.config import FIELD_BY_KEY, StoreConfig
 
 from tests.support.waiting import FAST_HA, free_port, wait_until
@@ -148,10 +148,3 @@ def wait_in_sync(master: Node, *slaves: Node, timeout: float = 20) -> None:
     wait_until(lambda: master.role.master is not None and
                ids <= master.role.master.tracker.in_sync_ids(), timeout,
                f"{sorted(ids)} in sync with {master.config.node_id}")
-
-
-def waiting_on(clock: ManualClock, timeout: float = 10) -> None:
-    """Wait until a long poll sits in its wait on `clock`: from then on only a dispatch, the
-    clock's advance or the call's deadline ends it (advancing before would be lost on it)."""
-    wait_until(lambda: clock.waiters > 0, timeout, "a long poll waiting on the clock",
-               interval=0.005)

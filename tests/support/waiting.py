@@ -8,6 +8,8 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable
 
+from store.clock import ManualClock
+
 # Short HA timings (broker.conf names): failure detection and reconnects take well under a
 # second or two.
 FAST_HA = {"haSendHeartbeatInterval": "200", "haHousekeepingInterval": "3000",
@@ -30,6 +32,13 @@ def wait_until(predicate: Callable[[], object], timeout: float = 30.0, what: str
             return
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def waiting_on(clock: ManualClock, timeout: float = 10) -> None:
+    """Wait until a long poll sits in its wait on `clock`: from then on only a dispatch, the
+    clock's advance or the call's deadline ends it (an advance before would be lost on it)."""
+    wait_until(lambda: clock.waiters > 0, timeout, "a long poll waiting on the clock",
+               interval=0.005)
 
 
 def in_background(call: Callable[[], Any]) -> Future:
