@@ -4,29 +4,28 @@ reset by offset and by time; the state's refusals map to gRPC codes and a slave 
 its master."""
 from __future__ import annotations
 
-import time
-
 import grpc
 import pytest
 
 from cluster.admin.group_admin import grpc_code
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from tests.support.admin import code_of, messages
-from tests.support.nodes import settle
+from tests.support.nodes import SteppedWallClock, settle
 
 TOPIC = "GroupTopic"
 
 
 @pytest.fixture(scope="module")
 def cluster(module_nodes):
-    master = module_nodes.start()
+    clock = SteppedWallClock()  # store timestamps move only when told; replication runs
+    master = module_nodes.start(clock=clock)
     slave = module_nodes.slave(master)
     m, s = module_nodes.admin(master), module_nodes.admin(slave)
     m.create_topic(TOPIC, queue_nums=2)
     assert m.send(messages(TOPIC, 10, queues=2)).status == "PUT_OK"  # 5 per queue
-    time.sleep(0.02)
-    middle = int(time.time() * 1000)
-    time.sleep(0.02)
+    clock.advance(0.02)
+    middle = clock.now_ms()
+    clock.advance(0.02)
     assert m.send(messages(TOPIC, 4, start=10, queues=2)).status == "PUT_OK"  # 7 each
     settle(master)
     return master, m, s, middle

@@ -3,14 +3,12 @@ client message id (UNIQ_KEY) with or without the topic, by key within a time ran
 time range over all queues or one, bodies left out on request, and the argument checks."""
 from __future__ import annotations
 
-import time
-
 import grpc
 import pytest
 
 from proto import admin_pb2 as pb
 
-from tests.support.nodes import settle
+from tests.support.nodes import SteppedWallClock, settle
 
 TOPIC = "Lookup"
 
@@ -23,21 +21,22 @@ def batch(start: int, n: int) -> list[pb.Message]:
 
 @pytest.fixture(scope="module")
 def cluster(module_nodes):
-    master = module_nodes.start()
+    clock = SteppedWallClock()  # store timestamps move only when told; replication runs
+    master = module_nodes.start(clock=clock)
     slave = module_nodes.slave(master)
     m, s = module_nodes.admin(master), module_nodes.admin(slave)
-    for b in range(3):  # three batches, stored at least 20 ms apart
+    for b in range(3):  # three batches, stored 30 ms apart (each batch at one time)
         assert m.send(batch(b * 6, 6)).status == "PUT_OK"
-        time.sleep(0.03)
+        clock.advance(0.03)
     assert m.send([pb.Message(topic="Other", keys="k-1", unique_key="UNIQ-OTHER",
                               body=b"o")]).status == "PUT_OK"
     settle(master, slave)
     records = [msg for q in range(3) for msg in m.get(TOPIC, q, 0, 32).messages]
-    return master, m, s, sorted(records, key=lambda r: r.commit_log_offset)
+    return master, m, s, sorted(records, key=lambda r: r.commit_log_offset), clock
 
 
 def test_by_offset_message_id(cluster):
-    _, m, s, records = cluster
+    _, m, s, records, _ = cluster
     target = records[7]
     for c in (m, s):  # the slave holds the same bytes, so the same ids
         r = c.query("", msg_id=target.msg_id)
@@ -53,7 +52,7 @@ def test_by_offset_message_id(cluster):
 
 
 def test_by_client_message_id_with_and_without_topic(cluster):
-    _, m, _, _ = cluster
+    _, m, _, _, _ = cluster
     r = m.query(TOPIC, msg_id="UNIQ0011")
     assert [x.keys for x in r.messages] == ["k-11 shared"]
     everywhere = m.query("", msg_id="UNIQ-OTHER")  # searched in every topic's index
@@ -62,7 +61,7 @@ def test_by_client_message_id_with_and_without_topic(cluster):
 
 
 def test_by_key_and_time_range(cluster):
-    _, m, _, records = cluster
+    _, m, _, records, _ = cluster
     assert {x.topic for x in m.query(TOPIC, "k-1").messages} == {TOPIC}
     shared = m.query(TOPIC, "shared", max_count=100)
     assert len(shared.messages) == 18
@@ -72,7 +71,7 @@ def test_by_key_and_time_range(cluster):
 
 
 def test_by_time_range(cluster):
-    _, m, s, records = cluster
+    _, m, s, records, clock = cluster
     begin, end = records[6].store_timestamp, records[11].store_timestamp
     r = m.query(TOPIC, begin_ms=begin, end_ms=end, max_count=100)
     assert [x.body for x in r.messages] == [f"body-{i}".encode() for i in range(6, 12)]
@@ -85,7 +84,7 @@ def test_by_time_range(cluster):
     assert [x.body for x in first.messages] == [f"body-{i}".encode() for i in range(6, 10)]
     upto = m.query(TOPIC, end_ms=records[5].store_timestamp, max_count=100)  # no begin
     assert len(upto.messages) == 6
-    assert m.query(TOPIC, begin_ms=int(time.time() * 1000) + 60_000).messages == []
+    assert m.query(TOPIC, begin_ms=clock.now_ms() + 60_000).messages == []
 
 
 @pytest.mark.parametrize("kwargs, text", [
@@ -96,7 +95,7 @@ def test_by_time_range(cluster):
     ({"topic": TOPIC, "key": "k", "queue_id": 1}, "queue_id"),
     ({"topic": TOPIC, "begin_ms": 1, "queue_id": -1}, "negative")])
 def test_bad_queries_are_refused(cluster, kwargs, text):
-    _, m, _, _ = cluster
+    _, m, _, _, _ = cluster
     topic = kwargs.pop("topic", "")
     key = kwargs.pop("key", "")
     with pytest.raises(grpc.RpcError) as e:

@@ -16,12 +16,15 @@ and fast replication timings.
 A ManualClock node runs its invisibility times, long polls, delays and transaction checks by
 that clock: a long poll on an empty queue then ends only when the test advances the clock (or
 at the call's gRPC deadline), so "nothing is there" checks use a zero wait. Nodes whose
-replication must keep running (a slave and its master) keep the real clock: heartbeats are
-timed by it.
+replication must keep running (a slave and its master) keep real monotonic time: heartbeats
+are timed by it. A SteppedWallClock gives such a master store timestamps that move only when
+the test says so.
 """
 from __future__ import annotations
 
 import os
+import threading
+import time
 from typing import Callable
 
 import grpc
@@ -39,6 +42,23 @@ from tests.support.waiting import FAST_HA, free_port, wait_until
 TOKEN = "test-admin-token"
 STORE_DEFAULTS = dict(mapped_file_size_commit_log=1024 * 1024, max_message_size=256 * 1024,
                       **{FIELD_BY_KEY[key]: int(value) for key, value in FAST_HA.items()})
+
+
+class SteppedWallClock(Clock):
+    """Real monotonic time (timeouts, heartbeats and long polls run as usual) and wall-clock
+    milliseconds (store timestamps) that move only by advance()."""
+
+    def __init__(self, start_ms: int | None = None) -> None:
+        self._ms = time.time_ns() // 1_000_000 if start_ms is None else start_ms
+        self._lock = threading.Lock()
+
+    def now_ms(self) -> int:
+        with self._lock:
+            return self._ms
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._ms += int(round(seconds * 1000))
 
 
 class Nodes:
