@@ -5,7 +5,7 @@ temp dir because the client writes ~/logs). What it sent is then checked through
 
 The group signs requests (accessKey/secretKey), so the client's MQv2-HMAC-SHA1 signatures and
 the slave's signed forwarding are exercised too. The official Python client sends one message
-per SendMessage (it has no batch API); batches are covered by test_servicer.py.
+per SendMessage (it has no batch API); batches are covered by test_messaging_servicer.py.
 """
 from __future__ import annotations
 

@@ -5,28 +5,11 @@ from __future__ import annotations
 import pytest
 
 from cluster.messaging import transaction_records as tr
-from cluster.node.node_config import node_config_from_properties
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store import codec
-from store.errors import ConfigError
 from tests.support.v2 import TX_TOPIC as TOPIC
 from tests.support.v2 import tx_msg
-
-
-# -- config keys --------------------------------------------------------------------------------
-def test_transaction_keys():
-    c = node_config_from_properties({})
-    assert (c.transaction_timeout_ms, c.transaction_check_max,
-            c.transaction_check_interval_ms) == (6000, 15, 60000)
-    c = node_config_from_properties({"transactionTimeOut": "1000", "transactionCheckMax": "3",
-                                     "transactionCheckInterval": "500"})
-    assert (c.transaction_timeout_ms, c.transaction_check_max,
-            c.transaction_check_interval_ms) == (1000, 3, 500)
-    for key, value in (("transactionTimeOut", "-1"), ("transactionCheckMax", "0"),
-                       ("transactionCheckInterval", "5"), ("transactionCheckMax", "x")):
-        with pytest.raises(ConfigError, match=key):
-            node_config_from_properties({key: value})
 
 
 # -- record formats (no node) -------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Node settings from broker.conf keys: identity, role rules, token options."""
+"""Node settings from broker.conf keys: identity, role rules, token options, the
+MessagingService keys and the transaction keys: defaults, parsing and refusals."""
 import pytest
 
 from cluster.node.node_config import NodeConfig, load_node_config, node_config_from_properties
@@ -41,3 +42,52 @@ def test_defaults():
     c = NodeConfig(store=StoreConfig(store_path_root_dir="/tmp/x"))
     assert (c.cluster_name, c.broker_name, c.broker_id) == ("DefaultCluster", "broker-a", 0)
     assert c.store.broker_role == "ASYNC_MASTER"
+
+
+# -- the MessagingService keys -------------------------------------------------------------------
+def test_messaging_defaults():
+    c = node_config_from_properties({})
+    assert (c.advertised_address, c.group_addresses) == ("", ())
+    assert (c.auto_create_topic_enable, c.default_topic_queue_nums) == (True, 4)
+    assert (c.access_key, c.secret_key) == ("", "")
+
+
+def test_messaging_keys_are_read():
+    c = node_config_from_properties({
+        "advertisedAddress": "10.0.0.1:8081", "groupAddresses": " 10.0.0.1:8081, 10.0.0.2:8081 ,",
+        "autoCreateTopicEnable": "FALSE", "defaultTopicQueueNums": "8",
+        "accessKey": "ak", "secretKey": "sk"})
+    assert c.advertised_address == "10.0.0.1:8081"
+    assert c.group_addresses == ("10.0.0.1:8081", "10.0.0.2:8081")
+    assert (c.auto_create_topic_enable, c.default_topic_queue_nums) == (False, 8)
+    assert (c.access_key, c.secret_key) == ("ak", "sk")
+
+
+@pytest.mark.parametrize("props, message", [
+    ({"advertisedAddress": "broker.example:8081"}, "advertisedAddress"),
+    ({"advertisedAddress": "10.0.0.1"}, "advertisedAddress"),
+    ({"advertisedAddress": "[::1]:8081"}, "advertisedAddress"),
+    ({"groupAddresses": "10.0.0.1:8081,10.0.0.2:99999"}, "groupAddresses"),
+    ({"autoCreateTopicEnable": "yes"}, "autoCreateTopicEnable"),
+    ({"defaultTopicQueueNums": "0"}, "defaultTopicQueueNums"),
+    ({"defaultTopicQueueNums": "four"}, "defaultTopicQueueNums"),
+    ({"accessKey": "ak"}, "secretKey"),
+])
+def test_bad_messaging_values_are_refused(props, message):
+    with pytest.raises(ConfigError, match=message):
+        node_config_from_properties(props)
+
+
+# -- the transaction keys ------------------------------------------------------------------------
+def test_transaction_keys():
+    c = node_config_from_properties({})
+    assert (c.transaction_timeout_ms, c.transaction_check_max,
+            c.transaction_check_interval_ms) == (6000, 15, 60000)
+    c = node_config_from_properties({"transactionTimeOut": "1000", "transactionCheckMax": "3",
+                                     "transactionCheckInterval": "500"})
+    assert (c.transaction_timeout_ms, c.transaction_check_max,
+            c.transaction_check_interval_ms) == (1000, 3, 500)
+    for key, value in (("transactionTimeOut", "-1"), ("transactionCheckMax", "0"),
+                       ("transactionCheckInterval", "5"), ("transactionCheckMax", "x")):
+        with pytest.raises(ConfigError, match=key):
+            node_config_from_properties({key: value})
