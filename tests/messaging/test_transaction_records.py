@@ -1,18 +1,15 @@
-"""Transaction record formats, the Telemetry outbox and the transaction config keys, without a
-node."""
+"""Transaction record formats (half, commit and op records; transaction ids), without a node."""
 from __future__ import annotations
 
 import pytest
 
 from cluster.messaging import transaction_records as tr
 from proto.apache.rocketmq.v2 import definition_pb2 as d
-from proto.apache.rocketmq.v2 import service_pb2 as s
 from store import codec
 from tests.support.v2 import TX_TOPIC as TOPIC
 from tests.support.v2 import tx_msg
 
 
-# -- record formats (no node) -------------------------------------------------------------------
 def _record(msg, queue_offset=5, phy=4096):
     enc = codec.encode(msg, store_host="10.0.0.7:10911")
     enc.patch(queue_offset, phy, 1_700_000_000_123)
@@ -54,14 +51,3 @@ def test_half_commit_and_op_records_round_trip():
         with pytest.raises(Exception) as e:
             tr.transaction_offset(bad)
         assert e.value.code == d.INVALID_TRANSACTION_ID
-
-
-def test_telemetry_outbox_is_bounded_and_closes():
-    from cluster.messaging import telemetry
-    stream = telemetry.ClientStream("c1")
-    command = s.TelemetryCommand(recover_orphaned_transaction_command=s.RecoverOrphanedTransactionCommand())
-    assert all(stream.push(command) for _ in range(telemetry.OUTBOX_LIMIT))
-    assert not stream.push(command)  # full: refused, not queued without end
-    assert stream.next(0.01) is command and stream.push(command)
-    stream.close()
-    assert not stream.push(command) and stream.closed

@@ -14,9 +14,11 @@ from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cluster.messaging.convert import SendLimits
+from cluster.messaging.route import TopicDefaults, TopicRegistry
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.clock import ManualClock
+from store.json_config import TopicConfigTable
 
 from tests.support.nodes import settle
 from tests.support.streams import Outbox
@@ -104,6 +106,14 @@ def ack(stub, messages, topic: str = "T", group: d.Resource = G) -> s.AckMessage
 
 def bodies(messages) -> list[bytes]:
     return sorted(m.body for m in messages)
+
+
+def topic_registry(root, auto_create: bool = True, queues: int = 4) -> TopicRegistry:
+    """A loaded TopicRegistry on <root>/config/topics.json."""
+    registry = TopicRegistry(TopicConfigTable.for_store(str(root)),
+                             lambda: TopicDefaults(auto_create, queues))
+    registry.load()
+    return registry
 
 
 # -- sends the messaging service refuses --------------------------------------------------------
