@@ -1,4 +1,4 @@
-"""v2 message <-> store message mapping, validation codes, and PutStatus -> v2 Code."""
+"""v2 message <-> store message mapping and its validation codes."""
 from __future__ import annotations
 
 import gzip
@@ -9,7 +9,6 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cluster.messaging import convert
 from cluster.messaging.convert import SendLimits, to_store_messages
-from cluster.messaging import v2_status
 from cluster.messaging.v2_status import V2Error
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store import codec
@@ -82,38 +81,6 @@ def test_properties_too_large_for_the_store():
     with pytest.raises(V2Error) as e:
         to_store_messages([msg(user={"p": "v" * 60})], limits, NOW)
     assert e.value.code == d.MESSAGE_PROPERTIES_TOO_LARGE
-
-
-# -- PutStatus -> code ----------------------------------------------------------------------------
-EXPECTED_CODES = {
-    PutStatus.PUT_OK: d.OK,
-    PutStatus.FLUSH_DISK_TIMEOUT: d.MASTER_PERSISTENCE_TIMEOUT,
-    PutStatus.FLUSH_SLAVE_TIMEOUT: d.SLAVE_PERSISTENCE_TIMEOUT,
-    PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH: d.HA_NOT_AVAILABLE,
-    PutStatus.SLAVE_NOT_AVAILABLE: d.HA_NOT_AVAILABLE,
-    PutStatus.SERVICE_NOT_AVAILABLE: d.INTERNAL_SERVER_ERROR,
-    PutStatus.FLUSH_DISK_FAILED: d.INTERNAL_SERVER_ERROR,
-    PutStatus.CREATE_MAPPED_FILE_FAILED: d.INTERNAL_SERVER_ERROR,
-    PutStatus.UNKNOWN_ERROR: d.INTERNAL_SERVER_ERROR,
-    PutStatus.OS_PAGE_CACHE_BUSY: d.TOO_MANY_REQUESTS,
-    PutStatus.PROPERTIES_SIZE_EXCEEDED: d.MESSAGE_PROPERTIES_TOO_LARGE,
-    PutStatus.MESSAGE_ILLEGAL: d.BAD_REQUEST,
-}
-
-
-@pytest.mark.parametrize("status", list(PutStatus), ids=[s.value for s in PutStatus])
-def test_every_put_status_has_its_code(status):
-    result = PutResult(status, reason="disk said no")
-    assert v2_status.put_status_code(result) == EXPECTED_CODES[status]
-    message = v2_status.put_status_message(result)
-    assert status is PutStatus.PUT_OK or ("disk said no" in message and status.value in message)
-
-
-def test_store_refusal_reasons_refine_message_illegal():
-    r = PutResult(PutStatus.MESSAGE_ILLEGAL, reason="illegal delivery time: too far")
-    assert v2_status.put_status_code(r) == d.ILLEGAL_DELIVERY_TIME
-    r = PutResult(PutStatus.MESSAGE_ILLEGAL, reason="illegal topic: reserved")
-    assert v2_status.put_status_code(r) == d.ILLEGAL_TOPIC
 
 
 # -- delivery side --------------------------------------------------------------------------------
