@@ -1,4 +1,4 @@
-"""The message model, official-client message ids and the client configuration."""
+"""The message model and official-client message ids."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from cluster.client import ClientConfig, Message, MessageIdGenerator, next_message_id
+from cluster.client import Message, MessageIdGenerator, next_message_id
 from cluster.client.message import from_v2, to_v2
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 
@@ -72,18 +72,3 @@ def test_message_checks():
     with pytest.raises(TypeError):
         Message("T", "text")
     assert Message("T", bytearray(b"x"), keys=["a", "b"]).keys == ("a", "b")
-
-
-def test_client_config():
-    c = ClientConfig("127.0.0.2:81;127.0.0.1:80")
-    assert c.addresses == ("127.0.0.2:81", "127.0.0.1:80")
-    assert c.target == "ipv4:127.0.0.1:80,127.0.0.2:81"
-    assert ClientConfig("localhost:80").target == "localhost:80"
-    assert re.match(r"^.+@\d+@\d+@[0-9a-z]+$", c.client_id)
-    for bad in ("", "host", "host:0", "a:1;b:2", "h:99999"):
-        with pytest.raises(ValueError):
-            ClientConfig(bad)
-    with pytest.raises(ValueError):
-        ClientConfig("127.0.0.1:80", request_timeout=0)
-    with pytest.raises(ValueError):
-        ClientConfig("127.0.0.1:80", secret_key="s")

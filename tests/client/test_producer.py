@@ -5,17 +5,14 @@ from __future__ import annotations
 import threading
 import time
 
-import grpc
 import pytest
 
-from cluster.client import (ClientError, Message, Producer, RetryPolicy,
-                            TransportError)
+from cluster.client import ClientError, Message, Producer, RetryPolicy
 from cluster.client.producer import NO_RETRY
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from tests.support.client import read_all
 from tests.support.nodes import settle
-from tests.support.waiting import free_port
 
 
 def test_send_one_message(nodes):
@@ -72,36 +69,6 @@ def test_refusals_are_typed_and_write_nothing(nodes):
     assert node.store.max_phy_offset() == before
 
 
-def test_namespace_and_route_errors(nodes):
-    node = nodes.start(auto_create_topic_enable=False)
-    conn = nodes.connect(node, namespace="ns1")
-    with pytest.raises(ClientError) as e:
-        conn.route("T")
-    assert e.value.code == d.NOT_IMPLEMENTED
-    plain = nodes.connect(node)
-    with pytest.raises(ClientError) as e:
-        Producer(plain, ["Missing"])
-    assert e.value.code == d.TOPIC_NOT_FOUND
-
-
-def test_signed_calls(nodes):
-    node = nodes.start(access_key="ak", secret_key="sk")
-    Producer(nodes.connect(node, access_key="ak", secret_key="sk")).send(Message("T", b"x"))
-    before = node.store.max_phy_offset()
-    for config in ({"access_key": "ak", "secret_key": "wrong"}, {}):
-        with pytest.raises(ClientError) as e:
-            Producer(nodes.connect(node, **config)).send(Message("T", b"y"))
-        assert e.value.code == d.UNAUTHORIZED
-    assert node.store.max_phy_offset() == before
-
-
-def test_no_server_is_a_transport_error(nodes):
-    conn = nodes.connect(f"127.0.0.1:{free_port()}", request_timeout=2)
-    with pytest.raises(TransportError) as e:
-        Producer(conn).send(Message("T", b"x"))
-    assert e.value.grpc_code is grpc.StatusCode.UNAVAILABLE and e.value.code == d.CODE_UNSPECIFIED
-
-
 def test_refused_before_writing_is_retried(nodes):
     """SYNC_MASTER with minInSyncReplicas=2 and no slave refuses puts (HA_NOT_AVAILABLE, no
     entries: nothing stored). Without retries that is the answer; with them the send goes
@@ -138,12 +105,3 @@ def test_retry_rule():
     assert policy.backoff(1) == 0.05 and policy.backoff(10) == 1.0
     with pytest.raises(ValueError):
         RetryPolicy(max_attempts=0)
-
-
-def test_several_endpoints_and_heartbeat(nodes):
-    """"a;b": one gRPC target over both addresses; the dead one is skipped."""
-    node = nodes.start()
-    conn = nodes.connect(f"127.0.0.1:{free_port()};{node.address}")
-    assert conn.config.target.startswith("ipv4:127.0.0.1:")
-    conn.heartbeat()
-    assert Producer(conn).send(Message("T", b"x")).offset == 0

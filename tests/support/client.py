@@ -1,7 +1,7 @@
-"""The client library (cluster/client) in tests: read back what a topic holds."""
+"""The client library (cluster/client) in tests: fill a queue, read back what a topic holds."""
 from __future__ import annotations
 
-from cluster.client import PullConsumer
+from cluster.client import Message, Producer, PullConsumer
 
 
 def read_all(conn, topic: str) -> list:
@@ -17,3 +17,11 @@ def read_all(conn, topic: str) -> list:
             out += r.messages
             offset = r.next_offset
     return out
+
+
+def fill(conn, topic, tags, queue_group="q"):
+    """One batch (one queue: one message group, unless queue_group is None) with one message per
+    tag; its receipts."""
+    return Producer(conn).send_batch([Message(topic, f"{t}-{i}".encode(), tag=t,
+                                              message_group=queue_group)
+                                      for i, t in enumerate(tags)])
