@@ -28,7 +28,6 @@ def test_client_config():
         ClientConfig("127.0.0.1:80", secret_key="s")
 
 
-
 def test_namespace_and_route_errors(nodes):
     node = nodes.start(auto_create_topic_enable=False)
     conn = nodes.connect(node, namespace="ns1")
@@ -39,7 +38,6 @@ def test_namespace_and_route_errors(nodes):
     with pytest.raises(ClientError) as e:
         Producer(plain, ["Missing"])
     assert e.value.code == d.TOPIC_NOT_FOUND
-
 
 
 def test_signed_calls(nodes):
@@ -53,13 +51,11 @@ def test_signed_calls(nodes):
     assert node.store.max_phy_offset() == before
 
 
-
 def test_no_server_is_a_transport_error(nodes):
     conn = nodes.connect(f"127.0.0.1:{free_port()}", request_timeout=2)
     with pytest.raises(TransportError) as e:
         Producer(conn).send(Message("T", b"x"))
     assert e.value.grpc_code is grpc.StatusCode.UNAVAILABLE and e.value.code == d.CODE_UNSPECIFIED
-
 
 
 def test_several_endpoints_and_heartbeat(nodes):
