@@ -13,7 +13,6 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cluster.consume import receipt
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from tests.support.nodes import settle
@@ -288,14 +287,6 @@ def test_snapshot_then_replay_gives_the_same_state(master):
     assert replayed.next_handle == consumers.state.next_handle
 
 
-def test_receipt_handles_are_bound_to_topic_and_group():
-    text = receipt.encode("T", "G", 3, 42, 7)
-    assert receipt.decode(text, "T", "G") == receipt.Receipt(3, 42, 7)
-    for topic, group in (("T2", "G"), ("T", "G2")):
-        with pytest.raises(receipt.BadReceiptHandle):
-            receipt.decode(text, topic, group)
-
-
 def test_query_assignment_lists_readable_queues(master):
     _, stub = master
     send(stub, "T", [b"x"])
@@ -304,7 +295,6 @@ def test_query_assignment_lists_readable_queues(master):
     assert r.assignments[0].message_queue.broker.id == 0
     missing = stub.QueryAssignment(s.QueryAssignmentRequest(topic=d.Resource(name="Nope"), group=G))
     assert missing.status.code == d.TOPIC_NOT_FOUND
-
 
 
 def test_telemetry_tells_consumers_their_group_config(master):
