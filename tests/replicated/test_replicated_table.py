@@ -104,11 +104,6 @@ def test_change_appends_then_applies_and_replay_rebuilds_the_state(fx):
     assert tags == ["add", "add", "add"]
 
 
-def test_no_wait_kinds_carry_wait_false():
-    assert RECORDS.to_message({"kind": "note"}).properties["WAIT"] == "false"
-    assert "WAIT" not in RECORDS.to_message(add("a")).properties
-
-
 def test_a_refused_append_applies_nothing(fx):
     table = fx.table()
     table.ensure_loaded()
