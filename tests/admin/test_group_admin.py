@@ -10,17 +10,14 @@ import pytest
 from cluster.admin.group_admin import grpc_code
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from tests.support.admin import code_of, messages
-from tests.support.nodes import SteppedWallClock, settle
+from tests.support.nodes import settle
 
 TOPIC = "GroupTopic"
 
 
 @pytest.fixture(scope="module")
-def cluster(module_nodes):
-    clock = SteppedWallClock()  # store timestamps move only when told; replication runs
-    master = module_nodes.start(clock=clock)
-    slave = module_nodes.slave(master)
-    m, s = module_nodes.admin(master), module_nodes.admin(slave)
+def cluster(pair):
+    master, m, s, clock = pair.master, pair.m, pair.s, pair.clock
     m.create_topic(TOPIC, queue_nums=2)
     assert m.send(messages(TOPIC, 10, queues=2)).status == "PUT_OK"  # 5 per queue
     clock.advance(0.02)

@@ -8,7 +8,7 @@ import pytest
 
 from proto import admin_pb2 as pb
 
-from tests.support.nodes import SteppedWallClock, settle
+from tests.support.nodes import settle
 
 TOPIC = "Lookup"
 
@@ -20,11 +20,8 @@ def batch(start: int, n: int) -> list[pb.Message]:
 
 
 @pytest.fixture(scope="module")
-def cluster(module_nodes):
-    clock = SteppedWallClock()  # store timestamps move only when told; replication runs
-    master = module_nodes.start(clock=clock)
-    slave = module_nodes.slave(master)
-    m, s = module_nodes.admin(master), module_nodes.admin(slave)
+def cluster(pair):
+    master, slave, m, s, clock = pair.master, pair.slave, pair.m, pair.s, pair.clock
     for b in range(3):  # three batches, stored 30 ms apart (each batch at one time)
         assert m.send(batch(b * 6, 6)).status == "PUT_OK"
         clock.advance(0.03)

@@ -15,10 +15,8 @@ from tests.support.nodes import settle
 
 
 @pytest.fixture(scope="module")
-def cluster(module_nodes):
-    master = module_nodes.start()
-    slave = module_nodes.slave(master)
-    return master, slave, module_nodes.admin(master), module_nodes.admin(slave)
+def cluster(pair):
+    return pair.master, pair.slave, pair.m, pair.s
 
 
 def saved_topics(node) -> dict:
