@@ -5,11 +5,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Callable, Iterator
 
@@ -269,7 +272,6 @@ class Writer:
 
     def __init__(self, address: str, topic: str, batch: int = 20, size: int = 256,
                  start: int = 0, queues: int = 4) -> None:
-        import threading
         self.address, self.topic, self.batch, self.size = address, topic, batch, size
         self.next = start
         self.queues = queues
@@ -313,3 +315,94 @@ def read_queue(get: Callable[[int, int], list], queue_id: int) -> list:
         if not batch:
             return out
         out.extend(batch)
+
+
+# -- `python -m cluster local` -------------------------------------------------------------------
+def _free_base_port() -> int:
+    """A port P with P, P+10 and P+20 free (the local cluster's three nodes)."""
+    for _ in range(100):
+        base = free_port()
+        if base + 20 > 65535:
+            continue
+        try:
+            socks = []
+            for p in (base, base + 10, base + 20):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no free base port")
+
+
+def pid_gone(pid: int) -> bool:
+    """The process has exited (gone, or a zombie not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return True
+
+
+class LocalCluster:
+    """`python -m cluster local --dir <root>` in a subprocess (three nodes on a base port with
+    P, P+10, P+20 free), its output read line by line; kill_all() reaps it and its nodes."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.base = _free_base_port()
+        env = {**os.environ, "PYTHONPATH": ROOT}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "cluster", "local", "--dir", root, "--base-port", str(self.base)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+            start_new_session=True, text=True)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.output: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> None:
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no {text!r} in output:\n{''.join(self.output)}") from None
+            if line is None:
+                raise AssertionError(f"exited before {text!r}:\n{''.join(self.output)}")
+            self.output.append(line)
+            if text in line:
+                return
+
+    def info(self) -> dict:
+        with open(os.path.join(self.root, "cluster.json"), encoding="utf-8") as f:
+            return json.load(f)
+
+    def node_pids(self) -> list[int]:
+        try:
+            return [n["pid"] for n in self.info()["nodes"]]
+        except (OSError, ValueError):
+            return []
+
+    def kill_all(self) -> None:
+        """Teardown: whatever still runs dies, by pid (nodes are in their own sessions)."""
+        for pid in [*self.node_pids(), self.proc.pid]:
+            if not pid_gone(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
-import socket
 import stat
 import subprocess
 import sys
-import threading
 
 import grpc
 import pytest
@@ -22,93 +19,8 @@ from cluster.client.admin_client import AdminClient
 from proto import admin_pb2 as pb
 from proto import admin_pb2_grpc as pb_grpc
 
-from .harness import ROOT, free_port, messages, wait_until
-
-
-def _free_base_port() -> int:
-    """A port P with P, P+10 and P+20 free (the local cluster's three nodes)."""
-    for _ in range(100):
-        base = free_port()
-        if base + 20 > 65535:
-            continue
-        try:
-            socks = []
-            for p in (base, base + 10, base + 20):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise AssertionError("no free base port")
-
-
-def _pid_gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie has exited
-    except FileNotFoundError:
-        return True
-
-
-class LocalCluster:
-    def __init__(self, root: str) -> None:
-        self.root = root
-        self.base = _free_base_port()
-        env = {**os.environ, "PYTHONPATH": ROOT}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cluster", "local", "--dir", root, "--base-port", str(self.base)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-            start_new_session=True, text=True)
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        self.output: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def wait_for(self, text: str, timeout: float = 60.0) -> None:
-        while True:
-            try:
-                line = self.lines.get(timeout=timeout)
-            except queue.Empty:
-                raise AssertionError(f"no {text!r} in output:\n{''.join(self.output)}") from None
-            if line is None:
-                raise AssertionError(f"exited before {text!r}:\n{''.join(self.output)}")
-            self.output.append(line)
-            if text in line:
-                return
-
-    def info(self) -> dict:
-        with open(os.path.join(self.root, "cluster.json"), encoding="utf-8") as f:
-            return json.load(f)
-
-    def node_pids(self) -> list[int]:
-        try:
-            return [n["pid"] for n in self.info()["nodes"]]
-        except (OSError, ValueError):
-            return []
-
-    def kill_all(self) -> None:
-        """Teardown: whatever still runs dies, by pid (nodes are in their own sessions)."""
-        for pid in [*self.node_pids(), self.proc.pid]:
-            if not _pid_gone(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            pass
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+# LocalCluster lives in the harness; tests/audit imports it from here too.
+from .harness import ROOT, LocalCluster, messages, pid_gone, wait_until  # noqa: F401
 
 
 @pytest.fixture
@@ -206,7 +118,7 @@ def test_local_cluster_status_auth_health_and_clean_stop(local_cluster):
     os.kill(lc.proc.pid, signal.SIGINT)
     assert lc.proc.wait(60) == 0
     lc.wait_for("local cluster stopped")
-    wait_until(lambda: all(_pid_gone(pid) for pid in pids), 10, "node processes gone")
+    wait_until(lambda: all(pid_gone(pid) for pid in pids), 10, "node processes gone")
     for name in names:
         store = os.path.join(lc.root, name)
         assert os.path.isdir(os.path.join(store, "commitlog"))
