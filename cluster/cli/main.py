@@ -8,11 +8,12 @@ import argparse
 import logging
 import sys
 
+from store.broker_role import BrokerRole
+
 from cluster.cli import (audit_cmd, config_cmd, consume, groups, messages, pull_cmd, smoke, status,
                          store_ops, topics)
 
-# Each module adds its commands with register(sub). The `receive` smoke test (consume with a
-# group through the RocketMQ 5 client API) will be one more module here, from cluster/client/.
+# Each module adds its commands with register(sub).
 COMMAND_MODULES = (status, topics, groups, messages, store_ops, config_cmd, smoke, consume,
                    pull_cmd, audit_cmd)
 
@@ -31,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     local = sub.add_parser("local", help="run a master and two slaves on 127.0.0.1")
     local.add_argument("--dir", default="data/cluster")
     local.add_argument("--base-port", type=int, default=10911)
-    local.add_argument("--role", default="SYNC_MASTER", choices=("SYNC_MASTER", "ASYNC_MASTER"))
+    local.add_argument("--role", default=BrokerRole.SYNC_MASTER.value,
+                       choices=[r.value for r in BrokerRole if r.is_master])
     local.set_defaults(run=_run_local)
     for module in COMMAND_MODULES:
         module.register(sub)

@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 
+from store.broker_role import BrokerRole
+
 from cluster.admin.admin_token import ensure_token_file
 
 NODES = (("master", 0), ("slave1", 1), ("slave2", 2))
@@ -27,7 +29,7 @@ def write_configs(root: str, base_port: int, role: str, token_file: str) -> list
         address = f"127.0.0.1:{base_port + 10 * i}"
         lines = [
             "brokerClusterName=LocalCluster", "brokerName=broker-a", f"brokerId={broker_id}",
-            f"brokerRole={role if broker_id == 0 else 'SLAVE'}",
+            f"brokerRole={role if broker_id == 0 else BrokerRole.SLAVE}",
             f"storePathRootDir={os.path.abspath(os.path.join(root, name))}",
             "brokerIP1=127.0.0.1", f"listenPort={base_port + 10 * i}",
             f"adminTokenFile={os.path.abspath(token_file)}",
