@@ -33,7 +33,7 @@ from store.codec import Message
 from store.errors import StoreError
 from store.message_store import MessageStore
 from store.put_result import PutResult
-from store.service import Service
+from store.service import PeriodicTask
 
 from cluster.admin.admin_node import AdminNode
 from cluster.admin.admin_servicer import AdminServicer
@@ -46,20 +46,6 @@ from cluster.node.node_status import node_status
 
 log = logging.getLogger(__name__)
 SERVICES = ("rmqstore.admin.v1.Admin", "rmqstore.replication.v1.Replication", MESSAGING_SERVICE)
-
-
-class _HealthWatch(Service):
-    name = "health-watch"
-
-    def __init__(self, node: "Node") -> None:
-        super().__init__()
-        self.node = node
-
-    def step(self) -> None:
-        self.node.update_health()
-
-    def wait_interval(self) -> float:
-        return 1.0
 
 
 class Node:
@@ -86,7 +72,7 @@ class Node:
         self.health = health.HealthServicer(experimental_non_blocking=True)
         self._server: grpc.Server | None = None
         self._role_lock = threading.RLock()
-        self._health_watch = _HealthWatch(self)
+        self._health_watch = PeriodicTask("health-watch", self.update_health, 1.0)
         self.messaging: MessagingService | None = None
         self.live.subscribe(self._on_config_change)
 
