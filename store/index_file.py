@@ -1,7 +1,7 @@
 """One RocketMQ index file: a disk hash table from `topic#key` to commitlog offsets.
 
 File name: creation time as yyyyMMddHHmmssSSS in local time (RocketMQ
-UtilAll.timeMillisToHumanString), so names sort in creation order. All integers big-endian.
+UtilAll.timeMillisToHumanString), so names sort in creation order (store.layout.index_file_name). All integers big-endian.
 
     offset                    size           field
     ------------------------  -------------  ------------------------------------------------
@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import os
 import struct
-import time
-from datetime import datetime
 
 from .codec import java_string_hash
 from .errors import CorruptFile, DiskError
@@ -56,17 +54,6 @@ def index_key_hash(key: str) -> int:
     """RocketMQ IndexFile.indexKeyHashMethod."""
     h = abs(java_string_hash(key))
     return 0 if h > _I32_MAX else h  # Math.abs(Integer.MIN_VALUE) is still negative
-
-
-def index_file_name(ms: int) -> str:
-    """yyyyMMddHHmmssSSS of `ms` in local time."""
-    return time.strftime("%Y%m%d%H%M%S", time.localtime(ms // 1000)) + f"{ms % 1000:03d}"
-
-
-def parse_index_file_name(name: str) -> int:
-    """Inverse of index_file_name (milliseconds since the epoch)."""
-    dt = datetime.strptime(name[:14], "%Y%m%d%H%M%S")
-    return int(time.mktime(dt.timetuple())) * 1000 + int(name[14:17])
 
 
 class IndexFile:

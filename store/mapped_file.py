@@ -14,16 +14,11 @@ after `destroy_mapped_file_interval_forcibly` has passed since the first attempt
 """
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 
 from .errors import CreateFileError, DiskError
 from .fileio import PAGE_SIZE, FileIO
-
-
-def file_name(offset: int) -> str:
-    return f"{offset:020d}"
 
 
 class MappedFile:

@@ -19,9 +19,8 @@ from types import TracebackType
 
 from store.errors import DiskError, StoreLocked
 from store.fileio import DEFAULT_FILE_IO, FileIO
+from store.layout import ABORT_FILE, LOCK_FILE
 
-ABORT_FILE_NAME = "abort"
-LOCK_FILE_NAME = "lock"
 
 
 def _resolve(path: str, default_name: str) -> str:
@@ -36,7 +35,7 @@ class AbortMarker:
     """The `abort` file: present while a store runs, absent after a clean shutdown."""
 
     def __init__(self, path: str, io: FileIO = DEFAULT_FILE_IO) -> None:
-        self.path = _resolve(path, ABORT_FILE_NAME)
+        self.path = _resolve(path, ABORT_FILE)
         self.io = io
 
     def exists(self) -> bool:
@@ -79,7 +78,7 @@ class StoreLock:
     holds the old one."""
 
     def __init__(self, path: str, io: FileIO = DEFAULT_FILE_IO) -> None:
-        self.path = _resolve(path, LOCK_FILE_NAME)
+        self.path = _resolve(path, LOCK_FILE)
         self.store_dir = _dir_of(self.path)
         self.io = io
         self._fd: int | None = None

@@ -10,7 +10,6 @@ replication wait (master/) composes on top of `append` + `durability`.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -27,6 +26,7 @@ from .errors import CreateFileError, DiskError, MessageIllegal, PropertiesSizeEx
 from .fileio import DEFAULT_FILE_IO, FileIO
 from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
 from .index_service import IndexService
+from .layout import StoreLayout
 from .logics_flush import LogicsFlushService
 from .markers import AbortMarker, StoreLock
 from .put_result import PutResult, PutStatus
@@ -58,16 +58,17 @@ class MessageStore:
         self.root = config.store_path_root_dir
         self.flags = rf.RunningFlags()
         self.stats = StoreStats()
-        self.lock = StoreLock(os.path.join(self.root, "lock"), io)
-        self.abort = AbortMarker(os.path.join(self.root, "abort"), io)
-        self.checkpoint = StoreCheckpoint(os.path.join(self.root, "checkpoint"), io)
+        paths = StoreLayout(self.root)
+        self.lock = StoreLock(paths.lock, io)
+        self.abort = AbortMarker(paths.abort, io)
+        self.checkpoint = StoreCheckpoint(paths.checkpoint, io)
         buffered = config.transient_store_pool_enable or config.write_without_mmap
         self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log, io,
                                    clock, write_through_mmap=not buffered,
                                    store_host=config.store_host)
-        self.cq_store = ConsumeQueueStore(os.path.join(self.root, "consumequeue"),
+        self.cq_store = ConsumeQueueStore(paths.consume_queue_dir,
                                           config.mapped_file_size_consume_queue, io)
-        self.index_service = (IndexService(os.path.join(self.root, "index"),
+        self.index_service = (IndexService(paths.index_dir,
                                            config.max_hash_slot_num, config.max_index_num, io, clock)
                               if config.message_index_enable else None)
         self._delay_levels = config.delay_levels_ms()

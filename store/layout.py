@@ -1,0 +1,193 @@
+"""Where everything of a store lives: every file and directory name, the name rules of the
+numbered files, and what each file's state means after a crash. Nothing else in the repository
+spells these names.
+
+    <storePathRootDir>/                     (names as in RocketMQ, so a directory moves between the two)
+        commitlog/<20-digit offset>         COMMITLOG_DIR: records (store.codec); storePathCommitLog
+                                            may put this directory elsewhere (StoreConfig.commit_log_dir)
+        consumequeue/<topic>/<queueId>/<20-digit byte offset of the first unit>
+                                            CONSUME_QUEUE_DIR: 20-byte units (store.consume_queue)
+        index/<yyyyMMddHHmmssSSS>           INDEX_DIR: hash index files (store.index_file)
+        checkpoint                          CHECKPOINT_FILE: 4096 bytes (store.checkpoint)
+        abort                               ABORT_FILE: empty marker (store.markers)
+        lock                                LOCK_FILE: flock + holder's pid (store.markers)
+        epochFileCheckpoint                 EPOCH_FILE: epoch list, text (store.epoch_file)
+        config/                             CONFIG_DIR
+            topics.json                     TOPICS_FILE (store.json_config.TopicConfigTable)
+            delayOffset.json                DELAY_OFFSET_FILE (store.schedule)
+            consumerOffset.json             CONSUMER_OFFSET_FILE (written by the node's consumer
+                                            state; read by the audit)
+            admin.token                     ADMIN_TOKEN_FILE: the node's generated admin token
+                                            (mode 0600; never exported)
+
+Numbered file names: commitlog and consume-queue files are named by the zero-padded 20-digit
+decimal offset of their first byte (`offset_file_name`), so offset -> file is arithmetic and the
+names sort in offset order. Index files are named by their creation time, yyyyMMddHHmmssSSS in
+local time (`index_file_name`, RocketMQ UtilAll.timeMillisToHumanString), 17 digits that sort in
+creation order.
+
+Atomic replacement: small files (checkpoint, epochFileCheckpoint, config/*.json) are written to
+`<name>.tmp` (`tmp_path`), fsynced, renamed over `<name>`, then the directory is fsynced
+(FileIO.write_file_atomic); the epoch file and the json files first copy the previous good
+content to `<name>.bak` (`backup_path`).
+
+Crash-safe states: what a reader may find after a crash and what it means.
+
+    file                 state found                          meaning, and what the store does
+    -------------------  -----------------------------------  -------------------------------------
+    abort                present at start                     the last run did not shut down cleanly
+                                                              (or is still running): abnormal recovery
+                         absent                               clean shutdown: normal recovery
+    lock                 any content                          only the flock counts, and it dies with
+                                                              its process; the pid inside is the last
+                                                              holder's, informational. Never deleted.
+    checkpoint           missing                              a fresh store: every field 0
+                         wrong size or unreadable (torn)      treated as missing, and the recovery is
+                                                              abnormal: nothing it says can be trusted
+                         checkpoint.tmp left over             an interrupted flush: ignored; the next
+                                                              flush overwrites it
+    commitlog/N          records, then zeros                  normal (files are preallocated)
+                         a torn or corrupt record             the unflushed tail of a crash: recovery's
+                                                              CRC scan cuts there, zeroing and syncing
+                                                              the cut bytes before forgetting them
+                         newest file of the wrong size        an interrupted creation (no data): removed
+    consumequeue/...     units, then all-zero units           normal: a zero unit was never written,
+                                                              recovery stops there
+                         units past the commitlog's end       cut back to the commitlog's valid end
+    index/NAME           slots pointing at >= indexCount      stale (header written last): ignored
+                         endTimestamp past the checkpoint's   after an abnormal exit the entries may be
+                         indexMsgTimestamp                    torn: the file is deleted and rebuilt by
+                                                              re-dispatch
+                         newest file of the wrong size        an interrupted creation: removed
+    epochFileCheckpoint  missing                              no epochs (a new or wiped replica)
+                         count/CRC/line/order damage          the `.bak` copy is used
+                         `.tmp` left over                     ignored; the next save overwrites it
+    config/*.json        missing                              no table yet (empty)
+                         empty or not a JSON object           the `.bak` copy is used
+                         `.tmp` left over                     ignored on load; the next write
+                                                              overwrites it
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+COMMITLOG_DIR = "commitlog"
+CONSUME_QUEUE_DIR = "consumequeue"
+INDEX_DIR = "index"
+CHECKPOINT_FILE = "checkpoint"
+ABORT_FILE = "abort"
+LOCK_FILE = "lock"
+EPOCH_FILE = "epochFileCheckpoint"
+CONFIG_DIR = "config"
+TOPICS_FILE = "topics.json"
+DELAY_OFFSET_FILE = "delayOffset.json"
+CONSUMER_OFFSET_FILE = "consumerOffset.json"
+ADMIN_TOKEN_FILE = "admin.token"
+CONFIG_FILE_SUFFIX = ".json"  # what config/ holds besides the admin token
+TMP_SUFFIX = ".tmp"
+BACKUP_SUFFIX = ".bak"
+
+OFFSET_NAME_DIGITS = 20
+INDEX_NAME_DIGITS = 17
+
+
+# -- numbered file names ------------------------------------------------------------------------
+def offset_file_name(offset: int) -> str:
+    """Name of a commitlog or consume-queue file whose first byte is at `offset`."""
+    return f"{offset:0{OFFSET_NAME_DIGITS}d}"
+
+
+def is_offset_file_name(name: str) -> bool:
+    return len(name) == OFFSET_NAME_DIGITS and name.isdigit()
+
+
+def index_file_name(ms: int) -> str:
+    """yyyyMMddHHmmssSSS of `ms` in local time."""
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(ms // 1000)) + f"{ms % 1000:03d}"
+
+
+def parse_index_file_name(name: str) -> int:
+    """Inverse of index_file_name (milliseconds since the epoch)."""
+    dt = datetime.strptime(name[:14], "%Y%m%d%H%M%S")
+    return int(time.mktime(dt.timetuple())) * 1000 + int(name[14:17])
+
+
+def is_index_file_name(name: str) -> bool:
+    return len(name) == INDEX_NAME_DIGITS and name.isdigit()
+
+
+# -- atomic replacement -------------------------------------------------------------------------
+def tmp_path(path: str) -> str:
+    """Where an atomic write of `path` puts the new content before the rename."""
+    return path + TMP_SUFFIX
+
+
+def backup_path(path: str) -> str:
+    """The previous good content of `path` (epoch file, config json files)."""
+    return path + BACKUP_SUFFIX
+
+
+# -- one store directory ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StoreLayout:
+    """The paths of one store directory (`root` = storePathRootDir). The commitlog directory
+    here is the default one; StoreConfig.commit_log_dir honours storePathCommitLog."""
+
+    root: str
+
+    @property
+    def commitlog_dir(self) -> str:
+        return os.path.join(self.root, COMMITLOG_DIR)
+
+    @property
+    def consume_queue_dir(self) -> str:
+        return os.path.join(self.root, CONSUME_QUEUE_DIR)
+
+    def queue_dir(self, topic: str, queue_id: int) -> str:
+        return os.path.join(self.root, CONSUME_QUEUE_DIR, topic, str(queue_id))
+
+    @property
+    def index_dir(self) -> str:
+        return os.path.join(self.root, INDEX_DIR)
+
+    @property
+    def checkpoint(self) -> str:
+        return os.path.join(self.root, CHECKPOINT_FILE)
+
+    @property
+    def abort(self) -> str:
+        return os.path.join(self.root, ABORT_FILE)
+
+    @property
+    def lock(self) -> str:
+        return os.path.join(self.root, LOCK_FILE)
+
+    @property
+    def epoch_file(self) -> str:
+        return os.path.join(self.root, EPOCH_FILE)
+
+    @property
+    def config_dir(self) -> str:
+        return os.path.join(self.root, CONFIG_DIR)
+
+    def config_file(self, name: str) -> str:
+        return os.path.join(self.root, CONFIG_DIR, name)
+
+    @property
+    def topics(self) -> str:
+        return self.config_file(TOPICS_FILE)
+
+    @property
+    def delay_offset(self) -> str:
+        return self.config_file(DELAY_OFFSET_FILE)
+
+    @property
+    def consumer_offset(self) -> str:
+        return self.config_file(CONSUMER_OFFSET_FILE)
+
+    @property
+    def admin_token(self) -> str:
+        return self.config_file(ADMIN_TOKEN_FILE)
