@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 
+from store.layout import ADMIN_TOKEN_FILE
+
 from .auth import ensure_token_file
 
 NODES = (("master", 0), ("slave1", 1), ("slave2", 2))
@@ -56,7 +58,7 @@ def start_node(config_path: str, log_path: str) -> tuple[subprocess.Popen, dict]
 
 def run_local(root: str, base_port: int, role: str) -> int:
     os.makedirs(root, exist_ok=True)
-    token_file = os.path.join(root, "admin.token")
+    token_file = os.path.join(root, ADMIN_TOKEN_FILE)
     ensure_token_file(token_file)
     nodes = write_configs(root, base_port, role, token_file)
     procs: list[subprocess.Popen] = []

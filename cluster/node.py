@@ -28,6 +28,7 @@ from slave.replication_client import GRPC_OPTIONS, ReplicationClient
 from store.clock import SYSTEM_CLOCK, Clock
 from store.codec import Message
 from store.errors import StoreError
+from store.layout import StoreLayout
 from store.message_store import MessageStore
 from store.put_result import PutResult, PutStatus
 from store import running_flags
@@ -65,7 +66,7 @@ class Node:
         self.config = config
         self.clock = clock
         self.store = MessageStore(config.store, clock=clock)
-        self.epoch_file = EpochFile(os.path.join(config.store.store_path_root_dir, "epochFileCheckpoint"))
+        self.epoch_file = EpochFile(StoreLayout(config.store.store_path_root_dir).epoch_file)
         self.epochs = EpochCache()
         self.role = config.store.broker_role
         self.master: MasterRole | None = None

@@ -21,10 +21,8 @@ from store.checkpoint import StoreCheckpoint
 from store.consume_queue import CQ_STORE_UNIT_SIZE, is_filler, is_valid
 from store.errors import StoreError
 from store.json_config import JsonConfigFile
+from store.layout import StoreLayout
 from store.tool import QueueFiles, StoreReader, UsageError
-
-EPOCH_FILE = "epochFileCheckpoint"
-CONSUMER_OFFSET_FILE = os.path.join("config", "consumerOffset.json")
 
 
 class BadInput(Exception):
@@ -122,7 +120,7 @@ def discover(root: str, name: str) -> ReplicaLayout:
         notes.append("abort file present: the node is running or crashed (read as is)")
     try:
         epochs = [(e.epoch, e.start_offset)
-                  for e in EpochFile(os.path.join(root, EPOCH_FILE)).load().entries]
+                  for e in EpochFile(StoreLayout(root).epoch_file).load().entries]
     except StoreError as e:
         epochs = []
         notes.append(f"epoch file unusable, epochs taken as empty: {e}")
@@ -138,7 +136,7 @@ def _checkpoint_dict(cp: StoreCheckpoint) -> dict:
 
 
 def _consumer_offsets(root: str, notes: list[str]) -> dict[tuple[str, str], dict[int, int]]:
-    path = os.path.join(root, CONSUMER_OFFSET_FILE)
+    path = StoreLayout(root).consumer_offset
     try:
         data = JsonConfigFile(path).load()
     except StoreError as e:

@@ -21,7 +21,6 @@ snapshot.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
@@ -31,6 +30,7 @@ from store.codec import Message
 from store.errors import StoreError
 from store.get_result import GetStatus
 from store.json_config import JsonConfigFile
+from store.layout import StoreLayout
 from store.put_result import PutResult, PutStatus
 from store.service import Service
 
@@ -74,8 +74,8 @@ class ConsumerService:
         self._loaded_for: object | None = None
         self._last_snapshot_ms = node.clock.now_ms()
         self._persisted_version = -1
-        self.offset_file = JsonConfigFile(os.path.join(
-            node.config.store.store_path_root_dir, "config", "consumerOffset.json"))
+        self.offset_file = JsonConfigFile(StoreLayout(
+            node.config.store.store_path_root_dir).consumer_offset)
         self.snapshotter = Snapshotter(self)
 
     # -- loading ------------------------------------------------------------------------------
