@@ -37,7 +37,6 @@ when a slave truncates its log; then the copy holds what is there when the chunk
 from __future__ import annotations
 
 import os
-import struct
 import sys
 import time
 from array import array
@@ -46,7 +45,8 @@ from typing import TYPE_CHECKING, Iterator
 
 from proto import admin_pb2 as pb
 from store import layout
-from store.index_file import HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
+from store.index_file import (HASH_SLOT_SIZE, INDEX_ENTRY, INDEX_ENTRY_SIZE, INDEX_HEADER,
+                              INDEX_HEADER_SIZE)
 
 if TYPE_CHECKING:
     from store.mapped_file import MappedFile
@@ -56,8 +56,6 @@ PARTS = (layout.COMMITLOG_DIR, layout.CONSUME_QUEUE_DIR, layout.INDEX_DIR, layou
          layout.CHECKPOINT_FILE, layout.EPOCH_FILE)
 DEFAULT_CHUNK_BYTES = 1 << 20
 MAX_CHUNK_BYTES = 4 << 20
-_HEADER = struct.Struct(">qqqqii")
-_ENTRY = struct.Struct(">iqii")
 _BAD_CHARS = ("/", "\\", "\0")
 
 
@@ -188,7 +186,7 @@ class _Index(_Source):
             self.slots_end = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
             file_length = self.slots_end + index_num * INDEX_ENTRY_SIZE
             self.header = self._stable_header()
-            count = _HEADER.unpack(self.header)[5]
+            count = INDEX_HEADER.unpack(self.header)[5]
             self.count = min(max(count, 1), index_num)
         except BaseException:
             os.close(self.fd)
@@ -216,7 +214,7 @@ class _Index(_Source):
             raw = self._pread(INDEX_ENTRY_SIZE, self.slots_end + n * INDEX_ENTRY_SIZE)
             if len(raw) != INDEX_ENTRY_SIZE:
                 return 0
-            prev = _ENTRY.unpack(raw)[3]
+            prev = INDEX_ENTRY.unpack(raw)[3]
             if prev <= 0 or prev >= n:  # end of chain, or a chain that is not older: empty
                 return 0
             n = prev

@@ -44,7 +44,9 @@ from .codec import Message, MessageRecord, RecordKind
 from .config import FIELD_BY_KEY, StoreConfig, key_for, load_config_file, parse_properties
 from .dispatch import SCHEDULE_TOPIC, build_request
 from .errors import ConfigError, StoreError
-from .index_file import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, index_key_hash
+from .consume_queue import CQ_STORE_UNIT_SIZE as CQ_UNIT_SIZE, CQ_UNIT, FILLER_SIZE as CQ_FILLER_SIZE
+from .index_file import (HASH_SLOT, HASH_SLOT_SIZE, INDEX_ENTRY, INDEX_ENTRY_SIZE, INDEX_HEADER,
+                         INDEX_HEADER_SIZE, index_key_hash)
 from .index_service import build_key
 from .reader import TagFilter
 
@@ -61,12 +63,6 @@ TOOL_CQ_FILE_SIZE = 30_000 * 20
 TOOL_INDEX_SLOTS = 50_000
 TOOL_INDEX_NUM = 4 * TOOL_INDEX_SLOTS
 
-CQ_UNIT = struct.Struct(">qiq")  # commitLogOffset i64, size i32, tagsCode i64
-CQ_UNIT_SIZE = CQ_UNIT.size
-CQ_FILLER_SIZE = 0x7FFFFFFF
-_INDEX_HEADER = struct.Struct(">qqqqii")
-_INDEX_ENTRY = struct.Struct(">iqii")
-_I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _ZERO_UNIT = (0, 0, 0)
 
@@ -421,7 +417,7 @@ class IndexReader:
         self.slots: int | None = None
         self.max_entries: int | None = None
         if self.size >= INDEX_HEADER_SIZE:
-            self.header = IndexHeader(*_INDEX_HEADER.unpack_from(self.file.view, 0))
+            self.header = IndexHeader(*INDEX_HEADER.unpack_from(self.file.view, 0))
             geo = infer_index_geometry(self.size, self.header, self.file.view)
             if geo is not None:
                 self.slots, self.max_entries = geo
@@ -448,10 +444,10 @@ class IndexReader:
         key_hash = index_key_hash(full_key)
         count = self.index_count
         entries_at = INDEX_HEADER_SIZE + self.slots * 4
-        n = _I32.unpack_from(view, INDEX_HEADER_SIZE + (key_hash % self.slots) * 4)[0]
+        n = HASH_SLOT.unpack_from(view, INDEX_HEADER_SIZE + (key_hash % self.slots) * HASH_SLOT_SIZE)[0]
         steps = 0
         while 0 < n < count and steps < count:
-            h, phy, _diff, prev = _INDEX_ENTRY.unpack_from(view, entries_at + n * INDEX_ENTRY_SIZE)
+            h, phy, _diff, prev = INDEX_ENTRY.unpack_from(view, entries_at + n * INDEX_ENTRY_SIZE)
             if h == key_hash:
                 yield phy
             if prev <= 0 or prev >= n:
@@ -468,8 +464,8 @@ def _index_entries_match(view, slots: int, num: int, header: IndexHeader) -> boo
         return False
     entries_at = INDEX_HEADER_SIZE + slots * 4
     try:
-        first = _INDEX_ENTRY.unpack_from(view, entries_at + INDEX_ENTRY_SIZE)
-        last = _INDEX_ENTRY.unpack_from(view, entries_at + (count - 1) * INDEX_ENTRY_SIZE)
+        first = INDEX_ENTRY.unpack_from(view, entries_at + INDEX_ENTRY_SIZE)
+        last = INDEX_ENTRY.unpack_from(view, entries_at + (count - 1) * INDEX_ENTRY_SIZE)
     except struct.error:
         return False
     return (first[1] == header.begin_phy_offset and last[1] == header.end_phy_offset
