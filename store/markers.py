@@ -31,6 +31,15 @@ def _dir_of(path: str) -> str:
     return os.path.dirname(os.path.abspath(path))
 
 
+def holder_pid(raw: bytes) -> int | None:
+    """The pid in the content of a `lock` file, None when there is none: the holder may be
+    between truncate and write, so an empty or odd file is possible."""
+    try:
+        return int(raw.decode("ascii").strip())
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
 class AbortMarker:
     """The `abort` file: present while a store runs, absent after a clean shutdown."""
 
@@ -119,11 +128,9 @@ class StoreLock:
         self._fd = fd
 
     def _read_pid(self, fd: int) -> int | None:
-        # The holder may be between truncate and write, so an empty or odd file is possible.
         try:
-            raw = self.io.pread(fd, 64, 0, self.path)
-            return int(raw.decode("ascii").strip())
-        except (OSError, ValueError, UnicodeDecodeError):
+            return holder_pid(self.io.pread(fd, 64, 0, self.path))
+        except OSError:
             return None
 
     def release(self) -> None:

@@ -4,7 +4,7 @@ Nothing here reads record data. Per replica: the commitlog file list (offsets an
 checkpoint (confirm offset), the epoch file, the consume-queue file list, the index file
 headers and the consumer offsets (`config/consumerOffset.json`, RocketMQ's format
 `{"offsetTable": {"topic@group": {"0": 12, ...}}}`) when present. The file lists come from
-store.tool.StoreReader, the read-only view the `verify` command uses.
+store.readonly.StoreReader, the read-only view the `verify` command uses.
 
 `split_points` picks record boundaries inside large commitlog files from the consume queues
 (binary search per queue for the first unit at or after each target offset), so that a file can
@@ -22,7 +22,7 @@ from store.consume_queue import CQ_STORE_UNIT_SIZE, is_filler, is_valid
 from store.errors import StoreError
 from store.json_config import JsonConfigFile
 from store.layout import StoreLayout
-from store.tool import QueueFiles, StoreReader, UsageError
+from store.readonly import NotAStoreDirectory, QueueFiles, StoreReader
 
 
 class BadInput(Exception):
@@ -93,7 +93,7 @@ def discover(root: str, name: str) -> ReplicaLayout:
         raise BadInput(f"{root}: no such directory")
     try:
         reader = StoreReader(root)
-    except UsageError as e:
+    except NotAStoreDirectory as e:
         raise BadInput(str(e)) from None
     notes: list[str] = []
     try:

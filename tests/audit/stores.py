@@ -17,7 +17,7 @@ from store.config import StoreConfig
 from store.layout import (COMMITLOG_DIR, CONFIG_DIR, CONSUME_QUEUE_DIR, CONSUMER_OFFSET_FILE, EPOCH_FILE,
                           LOCK_FILE)
 from store.message_store import MessageStore
-from store.tool import StoreReader
+from store.readonly import StoreReader
 from tests.integration.harness import FAST_HA, Group, free_port, in_sync, wait_until
 
 TOPICS = {"AuditOrders": 4, "AuditPayments": 3, "AuditLogs": 2}

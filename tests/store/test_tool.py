@@ -20,7 +20,9 @@ from store.config import StoreConfig
 from store.errors import StoreLocked
 from store.markers import StoreLock
 from store.message_store import MessageStore
-from store.tool import DEMO_TOPICS, main, parse_size
+from store.cli.demo import DEMO_TOPICS
+from store.cli.main import main
+from store.text_output import parse_size
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEMO_MESSAGES = 900
