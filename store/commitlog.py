@@ -157,14 +157,15 @@ class CommitLog:
         size = min(max_bytes, limit - offset, f.file_from_offset + self.file_size - offset)
         return self.read(offset, size)
 
-    def get_message(self, offset: int, size: int | None = None) -> codec.DecodeResult:
+    def get_message(self, offset: int, size: int | None = None,
+                    check_crc: bool = True) -> codec.DecodeResult:
         f = self.queue.find_by_offset(offset)
         if f is None or not f.hold():
             raise OffsetOutOfRange(f"offset {offset} is not in the commitlog")
         try:
             pos = offset - f.file_from_offset
             limit = f.read_position if size is None else min(f.read_position, pos + size)
-            return codec.decode(f.view, pos, limit)
+            return codec.decode(f.view, pos, limit, check_crc=check_crc)
         finally:
             f.release()
 

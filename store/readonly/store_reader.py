@@ -9,12 +9,17 @@ from typing import Callable, Iterator
 from .. import codec
 from ..checkpoint import StoreCheckpoint
 from ..codec import RecordKind
+from ..commitlog_walk import CommitLogWalk, Stop, stop_reason
 from ..layout import (COMMITLOG_DIR, CONSUME_QUEUE_DIR, StoreLayout, is_index_file_name,
                       is_offset_file_name)
 from ..markers import holder_pid
 from .files import ROFile, file_holding, numbered_files
 from .index_reader import IndexReader
 from .queue_files import QueueFiles
+
+
+_KIND_OF_STOP = {Stop.EMPTY: RecordKind.EMPTY, Stop.NEED_MORE: RecordKind.NEED_MORE,
+                 Stop.CORRUPT: RecordKind.CORRUPT}
 
 
 class NotAStoreDirectory(Exception):
@@ -128,51 +133,50 @@ class StoreReader:
                 return
             first = files.index(f)
         res.start = files[first].base
-        expected = files[first].base
-        for f in files[first:]:
-            if f.base != expected:
-                res.gap = (expected, f.base)
-                res.valid_end = expected
-                res.stop_kind = RecordKind.CORRUPT
-                res.stop_reason = f"file {f.name} does not follow the previous file (expected offset {expected})"
-                return
-            view, size, base = f.view, f.size, f.base
-            pos = 0
-            while pos < size:
-                kind, n = codec.check_record(view, pos, size, check_crc)
-                if kind is not RecordKind.RECORD and kind is not RecordKind.BLANK and self.live:
-                    # A running store may be copying this record right now: look again.
-                    for _ in range(3):
-                        if kind is RecordKind.EMPTY:
-                            break
-                        time.sleep(0.05)
-                        kind, n = codec.check_record(view, pos, size, check_crc)
-                        if kind is RecordKind.RECORD:
-                            break
-                if kind is RecordKind.RECORD:
-                    stored = codec.physical_offset_at(view, pos)
-                    if stored != base + pos:
-                        res.offset_mismatch_count += 1
-                        if len(res.offset_mismatches) < 20:
-                            res.offset_mismatches.append((base + pos, stored))
-                    if start is None or base + pos >= start:
-                        res.records += 1
-                        res.bytes += n
-                        yield base + pos, f, pos, n
-                    pos += n
-                elif kind is RecordKind.BLANK:
-                    if n != size - pos:
-                        res.blank_mismatches.append((base + pos, n, size - pos))
-                    pos = size
-                else:
-                    res.valid_end = base + pos
-                    res.stop_kind = kind
-                    res.stop_reason = _stop_reason(view, pos, size, kind, check_crc)
-                    return
-            expected = base + size
+        walk = CommitLogWalk(check_crc=check_crc)
+        tries: dict[int, int] = {}
+
+        def again(offset: int, stop: Stop) -> bool:
+            # A running store may be copying this record right now: look again (3 times).
+            if not self.live or stop is Stop.EMPTY or tries.get(offset, 0) >= 3:
+                return False
+            tries[offset] = tries.get(offset, 0) + 1
+            time.sleep(0.05)
+            return True
+
+        def file_done(end: int) -> None:
+            if walk.blank_at is not None and walk.blank_size != end - walk.blank_at:
+                res.blank_mismatches.append((walk.blank_at, walk.blank_size, end - walk.blank_at))
             if progress is not None:
-                progress(expected)
-        res.valid_end = expected
+                progress(end)
+
+        f = files[first]
+        for offset, n in walk.files(((f.base, f.view, f.size) for f in files[first:]),
+                                    file_done, again):
+            if walk.base != f.base:
+                f = self.file_for(walk.base)
+            pos = offset - f.base
+            stored = codec.physical_offset_at(f.view, pos)
+            if stored != offset:
+                res.offset_mismatch_count += 1
+                if len(res.offset_mismatches) < 20:
+                    res.offset_mismatches.append((offset, stored))
+            if start is None or offset >= start:
+                res.records += 1
+                res.bytes += n
+                yield offset, f, pos, n
+        res.valid_end = walk.offset
+        if walk.stop is Stop.GAP:
+            expected, found = walk.gap
+            res.gap = walk.gap
+            res.stop_kind = RecordKind.CORRUPT
+            res.stop_reason = (f"file {self.file_for(found).name} does not follow the previous "
+                               f"file (expected offset {expected})")
+        elif walk.stop is not None:
+            f = self.file_for(walk.offset)
+            res.stop_kind = _KIND_OF_STOP[walk.stop]
+            res.stop_reason = stop_reason(f.view, walk.offset - f.base, f.size, walk.stop,
+                                          check_crc)
 
     def valid_end(self) -> int:
         """Quick end of the commitlog: scan (no CRC) from the last file that holds data."""
@@ -219,17 +223,6 @@ class StoreReader:
         if self._index is None:
             self._index = [IndexReader(p) for p, _ in numbered_files(self.index_dir, is_index_file_name)]
         return self._index
-
-
-def _stop_reason(view, pos: int, size: int, kind: RecordKind, check_crc: bool) -> str:
-    if kind is RecordKind.EMPTY:
-        return "end of data (zero header)"
-    res = codec.decode(view, pos, size, check_crc=check_crc, read_body=False)
-    if isinstance(res, codec.Corrupt):
-        return res.reason
-    if isinstance(res, codec.NeedMore):
-        return f"torn record: needs {res.needed} bytes, {res.available} left in the file"
-    return kind.name.lower()
 
 
 def tail_after(reader: StoreReader, offset: int) -> tuple[int, int | None, int]:
