@@ -17,7 +17,7 @@ from concurrent import futures
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from ha.epoch import EpochCache, EpochFile
+from ha.epoch import EpochCache
 from master.replication_servicer import ReplicationServicer
 from master.role import MasterRole
 from proto import admin_pb2 as apb
@@ -27,6 +27,7 @@ from proto.apache.rocketmq.v2 import service_pb2_grpc as messaging_pb2_grpc
 from slave.replication_client import GRPC_OPTIONS, ReplicationClient
 from store.clock import SYSTEM_CLOCK, Clock
 from store.codec import Message
+from store.epoch_file import EpochFile
 from store.errors import StoreError
 from store.layout import StoreLayout
 from store.message_store import MessageStore
@@ -93,7 +94,7 @@ class Node:
             store.confirm_source = lambda: store.checkpoint.confirm_phy_offset
         self.store.load()
         self.store.start()
-        self.epochs = self.epoch_file.load()
+        self.epochs = EpochCache.from_entries(self.epoch_file.load())
         self.messaging = MessagingService(self)
         self.messaging.start()  # loads config/topics.json
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=96, thread_name_prefix="grpc"),

@@ -24,12 +24,13 @@ from typing import Iterator
 import grpc
 
 from cluster.failpoints import failpoint
-from ha.epoch import EpochCache, EpochFile
+from ha.epoch import EpochCache
 from ha.slave_session import (Append, Disconnect, RecordEpoch, SendAck, SendNack, SetConfirm,
                               SlaveSession, Truncate)
 from proto import replication_pb2 as pb
 from proto import replication_pb2_grpc as pb_grpc
 from store.clock import Clock
+from store.epoch_file import EpochFile
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 

@@ -16,9 +16,9 @@ import bisect
 import os
 from dataclasses import dataclass, field
 
-from ha.epoch import EpochFile
 from store.checkpoint import StoreCheckpoint
 from store.consume_queue import CQ_STORE_UNIT_SIZE, is_filler, is_valid
+from store.epoch_file import EpochFile
 from store.errors import StoreError
 from store.json_config import JsonConfigFile
 from store.layout import StoreLayout
@@ -119,8 +119,7 @@ def discover(root: str, name: str) -> ReplicaLayout:
     if unclean:
         notes.append("abort file present: the node is running or crashed (read as is)")
     try:
-        epochs = [(e.epoch, e.start_offset)
-                  for e in EpochFile(StoreLayout(root).epoch_file).load().entries]
+        epochs = EpochFile(StoreLayout(root).epoch_file).load()
     except StoreError as e:
         epochs = []
         notes.append(f"epoch file unusable, epochs taken as empty: {e}")

@@ -9,13 +9,14 @@ import shutil
 import struct
 import uuid
 
-from ha.epoch import EpochFile
+from ha.epoch import EpochCache
 from proto import admin_pb2 as pb
 from store import codec
 from store.codec import Message
 from store.config import StoreConfig
-from store.layout import (COMMITLOG_DIR, CONFIG_DIR, CONSUME_QUEUE_DIR, CONSUMER_OFFSET_FILE, EPOCH_FILE,
-                          LOCK_FILE)
+from store.epoch_file import EpochFile
+from store.layout import (COMMITLOG_DIR, CONFIG_DIR, CONSUME_QUEUE_DIR, CONSUMER_OFFSET_FILE,
+                          EPOCH_FILE, LOCK_FILE)
 from store.message_store import MessageStore
 from store.readonly import StoreReader
 from tests.integration.harness import FAST_HA, Group, free_port, in_sync, wait_until
@@ -158,7 +159,7 @@ def write_after_failover(store_dir: str, epoch: int, n: int, topic: str = "Audit
     finally:
         store.shutdown()
     epochs = EpochFile(os.path.join(store_dir, EPOCH_FILE))
-    cache = epochs.load()
+    cache = EpochCache.from_entries(epochs.load())
     cache.append(epoch, start)
     epochs.save(cache)
     return start, end

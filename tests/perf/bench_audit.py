@@ -22,10 +22,11 @@ import time
 import uuid
 
 from cluster.audit import job, layout, report
-from ha.epoch import EpochCache, EpochEntry, EpochFile
+from ha.epoch import EpochCache, EpochEntry
 from store.checkpoint import StoreCheckpoint
 from store.codec import Message
 from store.config import StoreConfig
+from store.epoch_file import EpochFile
 from store.layout import CHECKPOINT_FILE, COMMITLOG_DIR, EPOCH_FILE
 from store.message_store import MessageStore
 from store.put_result import PutStatus
