@@ -27,6 +27,16 @@ _SKIP_QUEUE_OFFSET = (SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_ROL
 
 
 class CommitLog:
+    """Owns the commitlog's MappedFileQueue, the next queue offset of every topic-queue
+    (`topic_queue_table`), the last store timestamp handed out and the msgId prefix of this
+    store host.
+
+    `put_lock` (a YieldingLock) guards every change of the log's end and of those fields:
+    put/put_batch (queue offsets, physical offset, store time, the copy into the last file),
+    append_raw (the slave path) and truncate. Readers (read, read_chunk, get_message,
+    store_time_of, files) take no lock: they hold the file they read (MappedFile.hold) and see
+    only bytes below its read position. The queue's own lock guards its list of files."""
+
     def __init__(self, directory: str, file_size: int, io: FileIO, clock: Clock, *,
                  write_through_mmap: bool = True, store_host: str = "127.0.0.1:10911") -> None:
         self.queue = MappedFileQueue(directory, file_size, io, write_through_mmap=write_through_mmap)

@@ -49,6 +49,18 @@ class StoreStats:
 
 
 class MessageStore:
+    """The store facade. Owns the store directory (its `lock` held from load() to shutdown(),
+    the `abort` marker while started, the checkpoint), the commitlog, the consume queues, the
+    index, and the services that work on them: flush (and commit in write-buffer mode),
+    reput, logics flush, plus `extra_services` (retention, schedule) attached by their modules.
+
+    Locking: `_lifecycle` serialises start() and shutdown(). Everything else is guarded where
+    it lives: CommitLog.put_lock for appends, truncation and queue offsets; reput's lock for
+    dispatch, which truncate() and prepare_for_writes() also take so that reput never walks
+    bytes being cut; the consume queues' and the index's own locks for their files. `flags`
+    (RunningFlags) is thread-safe; `stats` counters are updated without a lock (approximate
+    under concurrency)."""
+
     def __init__(self, config: StoreConfig, *, io: FileIO = DEFAULT_FILE_IO,
                  clock: Clock = SYSTEM_CLOCK, auto_services: bool = True) -> None:
         self.config = config
