@@ -131,6 +131,13 @@ def backup_path(path: str) -> str:
 
 
 # -- one store directory ------------------------------------------------------------------------
+def _path(*names: str) -> property:
+    """A StoreLayout property: `names` joined under the root."""
+    def get(self: "StoreLayout") -> str:
+        return os.path.join(self.root, *names)
+    return property(get, doc=f"<root>/{'/'.join(names)}")
+
+
 @dataclass(frozen=True)
 class StoreLayout:
     """The paths of one store directory (`root` = storePathRootDir). The commitlog directory
@@ -138,56 +145,21 @@ class StoreLayout:
 
     root: str
 
-    @property
-    def commitlog_dir(self) -> str:
-        return os.path.join(self.root, COMMITLOG_DIR)
-
-    @property
-    def consume_queue_dir(self) -> str:
-        return os.path.join(self.root, CONSUME_QUEUE_DIR)
+    commitlog_dir = _path(COMMITLOG_DIR)
+    consume_queue_dir = _path(CONSUME_QUEUE_DIR)
+    index_dir = _path(INDEX_DIR)
+    checkpoint = _path(CHECKPOINT_FILE)
+    abort = _path(ABORT_FILE)
+    lock = _path(LOCK_FILE)
+    epoch_file = _path(EPOCH_FILE)
+    config_dir = _path(CONFIG_DIR)
+    topics = _path(CONFIG_DIR, TOPICS_FILE)
+    delay_offset = _path(CONFIG_DIR, DELAY_OFFSET_FILE)
+    consumer_offset = _path(CONFIG_DIR, CONSUMER_OFFSET_FILE)
+    admin_token = _path(CONFIG_DIR, ADMIN_TOKEN_FILE)
 
     def queue_dir(self, topic: str, queue_id: int) -> str:
         return os.path.join(self.root, CONSUME_QUEUE_DIR, topic, str(queue_id))
 
-    @property
-    def index_dir(self) -> str:
-        return os.path.join(self.root, INDEX_DIR)
-
-    @property
-    def checkpoint(self) -> str:
-        return os.path.join(self.root, CHECKPOINT_FILE)
-
-    @property
-    def abort(self) -> str:
-        return os.path.join(self.root, ABORT_FILE)
-
-    @property
-    def lock(self) -> str:
-        return os.path.join(self.root, LOCK_FILE)
-
-    @property
-    def epoch_file(self) -> str:
-        return os.path.join(self.root, EPOCH_FILE)
-
-    @property
-    def config_dir(self) -> str:
-        return os.path.join(self.root, CONFIG_DIR)
-
     def config_file(self, name: str) -> str:
         return os.path.join(self.root, CONFIG_DIR, name)
-
-    @property
-    def topics(self) -> str:
-        return self.config_file(TOPICS_FILE)
-
-    @property
-    def delay_offset(self) -> str:
-        return self.config_file(DELAY_OFFSET_FILE)
-
-    @property
-    def consumer_offset(self) -> str:
-        return self.config_file(CONSUMER_OFFSET_FILE)
-
-    @property
-    def admin_token(self) -> str:
-        return self.config_file(ADMIN_TOKEN_FILE)

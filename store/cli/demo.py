@@ -12,7 +12,6 @@ from typing import Any
 
 from .. import codec
 from ..codec import Message
-from ..errors import StoreError
 from ..layout import StoreLayout, is_offset_file_name
 from ..readonly import numbered_files
 from ..text_output import Progress, human_bytes, parse_size
@@ -71,10 +70,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     max_pad = max(0, min(config.max_message_size, config.mapped_file_size_commit_log // 4) - 256)
     ids = UniqIdGen()
     t0 = time.monotonic()
-    try:
-        store = open_store(config, progress)
-    except StoreError as e:
-        err(f"demo: cannot open the store: {e}")
+    store = open_store(config, progress, "demo")
+    if store is None:
         return EXIT_DAMAGE
     written = 0
     nbytes = 0

@@ -6,7 +6,6 @@ import argparse
 import os
 from typing import Any
 
-from ..errors import StoreError
 from ..layout import COMMITLOG_DIR, StoreLayout
 from ..reader import TagFilter
 from ..text_output import Progress, iso_ms
@@ -40,10 +39,8 @@ def cmd_get(args: argparse.Namespace) -> int:
         raise UsageError(str(e))
     config = build_store_config(args.dir, args.config)
     progress = Progress(progress_enabled(args))
-    try:
-        store = open_store(config, progress)
-    except StoreError as e:
-        err(f"get: cannot open the store: {e}")
+    store = open_store(config, progress, "get")
+    if store is None:
         return EXIT_DAMAGE
     shown = 0
     try:

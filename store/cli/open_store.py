@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..config import FIELD_BY_KEY, StoreConfig, key_for, load_config_file, parse_properties
-from ..errors import ConfigError
+from ..errors import ConfigError, StoreError
 from ..layout import StoreLayout, is_index_file_name, is_offset_file_name
 from ..readonly import IndexReader, infer_index_geometry, numbered_files
 from ..text_output import Progress
@@ -140,13 +140,18 @@ def _index_geometry_for(paths: list[str], config: StoreConfig,
     return {"max_hash_slot_num": slots, "max_index_num": num}
 
 
-def open_store(config: StoreConfig, progress: Progress) -> "MessageStore":
-    """Load (lock, recover) the store, with recovery progress on stderr."""
+def open_store(config: StoreConfig, progress: Progress, command: str) -> "MessageStore | None":
+    """Load (lock, recover) the store, with recovery progress on stderr; None (the reason said
+    on stderr for `command`) when it cannot be opened."""
     from ..message_store import MessageStore  # the read-only commands never need it
 
-    store = MessageStore(config)
-    store.load(progress=(lambda off: progress.update(lambda: f"recovering: offset {off}"))
-               if progress.enabled else None)
+    try:
+        store = MessageStore(config)
+        store.load(progress=(lambda off: progress.update(lambda: f"recovering: offset {off}"))
+                   if progress.enabled else None)
+    except StoreError as e:
+        err(f"{command}: cannot open the store: {e}")
+        return None
     progress.done()
     return store
 

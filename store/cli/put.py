@@ -9,7 +9,6 @@ from typing import Any
 
 from .. import codec
 from ..codec import Message
-from ..errors import StoreError
 from ..text_output import Progress, parse_size
 from .common import (EXIT_DAMAGE, EXIT_OK, UsageError, add_command, add_config_option, emit, err,
                      json_line, nonneg_int, pos_int, progress_enabled)
@@ -49,10 +48,8 @@ def cmd_put(args: argparse.Namespace) -> int:
     config = build_store_config(args.dir, args.config, args.file_size)
     progress = Progress(progress_enabled(args))
     ids = UniqIdGen()
-    try:
-        store = open_store(config, progress)
-    except StoreError as e:
-        err(f"put: cannot open the store: {e}")
+    store = open_store(config, progress, "put")
+    if store is None:
         return EXIT_DAMAGE
     failed = None
     written = 0
