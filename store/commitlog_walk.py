@@ -131,7 +131,7 @@ class CommitLogWalk:
             while True:
                 yield from self.file(view, base, pos, size, size)
                 stop = self.stop
-                if stop is None or again is None or not stop.in_data or not again(self.offset, stop):
+                if stop is None or not stop.in_data or again is None or not again(self.offset, stop):
                     break
                 pos = self.offset - base
             if self.stop is not None:

@@ -137,7 +137,8 @@ class IndexFile:
         slots = self.hash_slot_num
         index_num = self.index_num
         entries_at = self._entries_at
-        slot_unpack, slot_pack, entry_pack = HASH_SLOT.unpack_from, HASH_SLOT.pack_into, INDEX_ENTRY.pack_into
+        slot_unpack, slot_pack = HASH_SLOT.unpack_from, HASH_SLOT.pack_into
+        entry_pack = INDEX_ENTRY.pack_into
         n = self.index_count
         done = 0
         for key in keys:

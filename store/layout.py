@@ -2,23 +2,24 @@
 numbered files, and what each file's state means after a crash. Nothing else in the repository
 spells these names.
 
-    <storePathRootDir>/                     (names as in RocketMQ, so a directory moves between the two)
-        commitlog/<20-digit offset>         COMMITLOG_DIR: records (store.codec); storePathCommitLog
-                                            may put this directory elsewhere (StoreConfig.commit_log_dir)
+    <storePathRootDir>/         (RocketMQ's names: a directory moves between the two)
+        commitlog/<20-digit offset>
+                                COMMITLOG_DIR: records (store.codec); storePathCommitLog may
+                                put it elsewhere (StoreConfig.commit_log_dir)
         consumequeue/<topic>/<queueId>/<20-digit byte offset of the first unit>
-                                            CONSUME_QUEUE_DIR: 20-byte units (store.consume_queue)
-        index/<yyyyMMddHHmmssSSS>           INDEX_DIR: hash index files (store.index_file)
-        checkpoint                          CHECKPOINT_FILE: 4096 bytes (store.checkpoint)
-        abort                               ABORT_FILE: empty marker (store.markers)
-        lock                                LOCK_FILE: flock + holder's pid (store.markers)
-        epochFileCheckpoint                 EPOCH_FILE: epoch list, text (store.epoch_file)
-        config/                             CONFIG_DIR
-            topics.json                     TOPICS_FILE (store.json_config.TopicConfigTable)
-            delayOffset.json                DELAY_OFFSET_FILE (store.schedule)
-            consumerOffset.json             CONSUMER_OFFSET_FILE (written by the node's consumer
-                                            state; read by the audit)
-            admin.token                     ADMIN_TOKEN_FILE: the node's generated admin token
-                                            (mode 0600; never exported)
+                                CONSUME_QUEUE_DIR: 20-byte units (store.consume_queue)
+        index/<yyyyMMddHHmmssSSS>
+                                INDEX_DIR: hash index files (store.index_file)
+        checkpoint              CHECKPOINT_FILE: 4096 bytes (store.checkpoint)
+        abort                   ABORT_FILE: empty marker (store.markers)
+        lock                    LOCK_FILE: flock + holder's pid (store.markers)
+        epochFileCheckpoint     EPOCH_FILE: epoch list, text (store.epoch_file)
+        config/                 CONFIG_DIR
+            topics.json         TOPICS_FILE (store.json_config.TopicConfigTable)
+            delayOffset.json    DELAY_OFFSET_FILE (store.schedule)
+            consumerOffset.json CONSUMER_OFFSET_FILE (the node's consumer state; the audit)
+            admin.token         ADMIN_TOKEN_FILE: the node's generated admin token (mode 0600;
+                                never exported)
 
 Numbered file names: commitlog and consume-queue files are named by the zero-padded 20-digit
 decimal offset of their first byte (`offset_file_name`), so offset -> file is arithmetic and the
@@ -33,39 +34,44 @@ content to `<name>.bak` (`backup_path`).
 
 Crash-safe states: what a reader may find after a crash and what it means.
 
-    file                 state found                          meaning, and what the store does
-    -------------------  -----------------------------------  -------------------------------------
-    abort                present at start                     the last run did not shut down cleanly
-                                                              (or is still running): abnormal recovery
-                         absent                               clean shutdown: normal recovery
-    lock                 any content                          only the flock counts, and it dies with
-                                                              its process; the pid inside is the last
-                                                              holder's, informational. Never deleted.
-    checkpoint           missing                              a fresh store: every field 0
-                         wrong size or unreadable (torn)      treated as missing, and the recovery is
-                                                              abnormal: nothing it says can be trusted
-                         checkpoint.tmp left over             an interrupted flush: ignored; the next
-                                                              flush overwrites it
-    commitlog/N          records, then zeros                  normal (files are preallocated)
-                         a torn or corrupt record             the unflushed tail of a crash: recovery's
-                                                              CRC scan cuts there, zeroing and syncing
-                                                              the cut bytes before forgetting them
-                         newest file of the wrong size        an interrupted creation (no data): removed
-    consumequeue/...     units, then all-zero units           normal: a zero unit was never written,
-                                                              recovery stops there
-                         units past the commitlog's end       cut back to the commitlog's valid end
-    index/NAME           slots pointing at >= indexCount      stale (header written last): ignored
-                         endTimestamp past the checkpoint's   after an abnormal exit the entries may be
-                         indexMsgTimestamp                    torn: the file is deleted and rebuilt by
-                                                              re-dispatch
-                         newest file of the wrong size        an interrupted creation: removed
-    epochFileCheckpoint  missing                              no epochs (a new or wiped replica)
-                         count/CRC/line/order damage          the `.bak` copy is used
-                         `.tmp` left over                     ignored; the next save overwrites it
-    config/*.json        missing                              no table yet (empty)
-                         empty or not a JSON object           the `.bak` copy is used
-                         `.tmp` left over                     ignored on load; the next write
-                                                              overwrites it
+    file                 state found                     meaning, and what the store does
+    -------------------  ------------------------------  -----------------------------------
+    abort                present at start                the last run did not shut down
+                                                         cleanly (or still runs): abnormal
+                                                         recovery
+                         absent                          clean shutdown: normal recovery
+    lock                 any content                     only the flock counts, and it dies
+                                                         with its process; the pid inside is
+                                                         the last holder's (informational).
+                                                         Never deleted.
+    checkpoint           missing                         a fresh store: every field 0
+                         wrong size or unreadable        treated as missing, and recovery is
+                         (a torn checkpoint)             abnormal: nothing it says is trusted
+                         checkpoint.tmp left over        an interrupted flush: ignored, the
+                                                         next flush overwrites it
+    commitlog/N          records, then zeros             normal (files are preallocated)
+                         a torn or corrupt record        the unflushed tail of a crash: the
+                                                         CRC scan of recovery cuts there,
+                                                         zeroing and syncing the cut bytes
+                                                         before forgetting them
+                         newest file of the wrong size   an interrupted creation (no data):
+                                                         removed
+    consumequeue/...     units, then all-zero units      normal: a zero unit was never
+                                                         written, recovery stops there
+                         units past the commitlog's end  cut back to the commitlog's valid end
+    index/NAME           slots pointing at >= indexCount stale (the header is written last):
+                                                         ignored
+                         endTimestamp past the           after an abnormal exit the entries
+                         checkpoint's indexMsgTimestamp  may be torn: the file is deleted and
+                                                         rebuilt by re-dispatch
+                         newest file of the wrong size   an interrupted creation: removed
+    epochFileCheckpoint  missing                         no epochs (a new or wiped replica)
+                         count/CRC/line/order damage     the `.bak` copy is used
+                         `.tmp` left over                ignored; the next save overwrites it
+    config/*.json        missing                         no table yet (empty)
+                         empty or not a JSON object      the `.bak` copy is used
+                         `.tmp` left over                ignored on load; the next write
+                                                         overwrites it
 """
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ from .common import EXIT_OK, add_command, emit
 
 
 def register(sub: Any) -> None:
-    sp = add_command(sub, "inspect", "files, offsets, consume queues, index and checkpoint (read-only)")
+    sp = add_command(sub, "inspect",
+                     "files, offsets, consume queues, index and checkpoint (read-only)")
     sp.add_argument("--json", action="store_true", help="one JSON document")
     sp.set_defaults(func=cmd_inspect)
 

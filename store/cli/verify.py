@@ -14,7 +14,8 @@ from .common import EXIT_DAMAGE, EXIT_OK, add_command, emit, nonneg_int, progres
 
 
 def register(sub: Any) -> None:
-    sp = add_command(sub, "verify", "check CRCs, consume queues and index (read-only); exit 1 on damage")
+    sp = add_command(sub, "verify",
+                     "check CRCs, consume queues and index (read-only); exit 1 on damage")
     sp.add_argument("--json", action="store_true", help="one JSON document")
     sp.add_argument("--index-sample", type=nonneg_int, default=1000, metavar="N",
                     help="records whose keys are looked up in the index (0: all; default 1000)")

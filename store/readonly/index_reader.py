@@ -63,7 +63,8 @@ class IndexReader:
         key_hash = index_key_hash(full_key)
         count = self.index_count
         entries_at = INDEX_HEADER_SIZE + self.slots * HASH_SLOT_SIZE
-        n = HASH_SLOT.unpack_from(view, INDEX_HEADER_SIZE + (key_hash % self.slots) * HASH_SLOT_SIZE)[0]
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slots) * HASH_SLOT_SIZE
+        n = HASH_SLOT.unpack_from(view, slot_pos)[0]
         steps = 0
         while 0 < n < count and steps < count:
             h, phy, _diff, prev = INDEX_ENTRY.unpack_from(view, entries_at + n * INDEX_ENTRY_SIZE)
