@@ -1,6 +1,6 @@
-"""`python -m store ...`: the store tool (see store.tool)."""
+"""`python -m store ...`: the store tool (see store.cli.main)."""
 import sys
 
-from .tool import main
+from .cli.main import main
 
 sys.exit(main())

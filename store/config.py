@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from store.errors import ConfigError
+from store.layout import StoreLayout
 
 __all__ = [
     "StoreConfig", "parse_properties", "load_config_file", "key_for", "FIELD_BY_KEY",
@@ -153,7 +154,7 @@ class StoreConfig:
 
     @property
     def commit_log_dir(self) -> str:
-        return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
+        return self.store_path_commit_log or StoreLayout(self.store_path_root_dir).commitlog_dir
 
     @property
     def store_host(self) -> str:

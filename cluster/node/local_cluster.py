@@ -15,6 +15,7 @@ import threading
 import time
 
 from store.broker_role import BrokerRole
+from store.layout import ADMIN_TOKEN_FILE
 
 from cluster.admin.admin_token import ensure_token_file
 
@@ -58,7 +59,7 @@ def start_node(config_path: str, log_path: str) -> tuple[subprocess.Popen, dict]
 
 def run_local(root: str, base_port: int, role: str) -> int:
     os.makedirs(root, exist_ok=True)
-    token_file = os.path.join(root, "admin.token")
+    token_file = os.path.join(root, ADMIN_TOKEN_FILE)
     ensure_token_file(token_file)
     nodes = write_configs(root, base_port, role, token_file)
     procs: list[subprocess.Popen] = []

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import threading
 from concurrent import futures
 from typing import Callable
@@ -18,7 +17,7 @@ from typing import Callable
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from ha.epoch import EpochCache, EpochFile
+from ha.epoch import EpochCache
 from master.replication_servicer import ReplicationServicer
 from master.role import MasterRole
 from proto import admin_pb2 as apb
@@ -30,7 +29,9 @@ from store import running_flags
 from store.broker_role import BrokerRole
 from store.clock import SYSTEM_CLOCK, Clock
 from store.codec import Message
+from store.epoch_file import EpochFile
 from store.errors import StoreError
+from store.layout import StoreLayout
 from store.message_store import MessageStore
 from store.put_result import PutResult
 from store.service import PeriodicTask
@@ -62,7 +63,7 @@ class Node:
         self.live = LiveConfig(config)
         self.clock = clock
         self.store = MessageStore(config.store, clock=clock)
-        self.epoch_file = EpochFile(os.path.join(config.store.store_path_root_dir, "epochFileCheckpoint"))
+        self.epoch_file = EpochFile(StoreLayout(config.store.store_path_root_dir).epoch_file)
         self.epochs = EpochCache()
         self.role = Role(config.node_id)
         self._master: MasterRole | None = None
@@ -93,7 +94,7 @@ class Node:
             store.confirm_source = lambda: store.checkpoint.confirm_phy_offset
         self.store.load()
         self.store.start()
-        self.epochs = self.epoch_file.load()
+        self.epochs = EpochCache.from_entries(self.epoch_file.load())
         self.messaging = MessagingService(self.role, self.store, self.live, self.clock,
                                           self.advertised_address)
         self.messaging.start()  # loads config/topics.json

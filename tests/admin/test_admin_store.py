@@ -11,6 +11,7 @@ import tempfile
 import grpc
 import pytest
 
+from store.layout import COMMITLOG_DIR
 from tests.faults import EIO, FaultyFileIO
 from tests.integration.harness import messages
 
@@ -80,7 +81,7 @@ def test_a_failed_flush_answers_internal_with_the_disk_error(root):
     try:
         with client(node) as c:
             assert c.send(messages("FlushFails", 10)).status == "PUT_OK"
-            io.fail("msync", EIO, path_contains="commitlog")
+            io.fail("msync", EIO, path_contains=COMMITLOG_DIR)
             with pytest.raises(grpc.RpcError) as e:
                 c.flush()
             assert e.value.code() == grpc.StatusCode.INTERNAL

@@ -13,6 +13,7 @@ import pytest
 
 from proto import admin_pb2 as pb
 from tests.integration.harness import messages
+from store.layout import CONFIG_DIR, TOPICS_FILE
 
 from .admin_nodes import client, dispatched, make_node, make_slave
 
@@ -41,7 +42,7 @@ def code_of(call) -> tuple[grpc.StatusCode, str]:
 
 
 def saved_topics(node) -> dict:
-    path = os.path.join(node.config.store.store_path_root_dir, "config", "topics.json")
+    path = os.path.join(node.config.store.store_path_root_dir, CONFIG_DIR, TOPICS_FILE)
     with open(path, encoding="utf-8") as f:
         return json.load(f)["topicConfigTable"]
 

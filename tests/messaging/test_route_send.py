@@ -14,6 +14,7 @@ from cluster.messaging.send import Sender
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.json_config import PERM_READ, TopicConfig, TopicConfigTable
+from store.layout import CONFIG_DIR, TOPICS_FILE
 from store.put_result import AppendResult, PutResult, PutStatus
 
 from .test_convert import ILLEGAL, LIMITS, NOW, v2
@@ -30,7 +31,7 @@ def test_auto_create_persists_the_topic(tmp_path):
     r = registry(tmp_path, n=4)
     config = r.get_or_create("Orders")
     assert (config.read_queue_nums, config.write_queue_nums, config.perm) == (4, 4, 6)
-    saved = json.loads((tmp_path / "config" / "topics.json").read_text())
+    saved = json.loads((tmp_path / CONFIG_DIR / TOPICS_FILE).read_text())
     assert saved["topicConfigTable"]["Orders"]["writeQueueNums"] == 4
     assert registry(tmp_path).get("Orders") == config  # a restart still knows it
 
@@ -41,7 +42,7 @@ def test_unknown_topic_without_auto_create(tmp_path):
     with pytest.raises(V2Error) as e:
         r.get_or_create("Orders")
     assert e.value.code == d.TOPIC_NOT_FOUND
-    assert not (tmp_path / "config" / "topics.json").exists()
+    assert not (tmp_path / CONFIG_DIR / TOPICS_FILE).exists()
 
 
 def test_message_queues_of_a_route():

@@ -24,6 +24,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
 from store.config import StoreConfig
+from store.layout import CONFIG_DIR, TOPICS_FILE
 from tests.integration.harness import free_port, wait_until
 
 FAST_HA = dict(ha_send_heartbeat_interval=200, ha_housekeeping_interval=3000,
@@ -124,7 +125,7 @@ def test_route_health_and_auto_created_topic(nodes):
     assert list(q.accept_message_types) == [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION]
     assert q.broker.endpoints.scheme == d.IPv4
     assert [f"{a.host}:{a.port}" for a in q.broker.endpoints.addresses] == [node.address]
-    path = os.path.join(node.config.store.store_path_root_dir, "config", "topics.json")
+    path = os.path.join(node.config.store.store_path_root_dir, CONFIG_DIR, TOPICS_FILE)
     with open(path) as f:
         assert json.load(f)["topicConfigTable"]["Orders"]["readQueueNums"] == 4
     assert route(stub, "bad topic").status.code == d.ILLEGAL_TOPIC

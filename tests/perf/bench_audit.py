@@ -22,10 +22,12 @@ import time
 import uuid
 
 from cluster.audit import job, layout, report
-from ha.epoch import EpochCache, EpochEntry, EpochFile
+from ha.epoch import EpochCache, EpochEntry
 from store.checkpoint import StoreCheckpoint
 from store.codec import Message
 from store.config import StoreConfig
+from store.epoch_file import EpochFile
+from store.layout import CHECKPOINT_FILE, COMMITLOG_DIR, EPOCH_FILE
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 
@@ -58,16 +60,16 @@ def fill(store_dir: str, size: int) -> tuple[int, int, float]:
         end = store.max_phy_offset()
     finally:
         store.shutdown()
-    cp = StoreCheckpoint.load(os.path.join(store_dir, "checkpoint"))
+    cp = StoreCheckpoint.load(os.path.join(store_dir, CHECKPOINT_FILE))
     cp.confirm_phy_offset = end  # as a replicated store whose slaves acknowledged everything
     cp.flush()
-    EpochFile(os.path.join(store_dir, layout.EPOCH_FILE)).save(EpochCache([EpochEntry(1, 0)]))
+    EpochFile(os.path.join(store_dir, EPOCH_FILE)).save(EpochCache([EpochEntry(1, 0)]))
     return n, end, time.perf_counter() - t0
 
 
 def build(root: str, size: int) -> None:
     first = os.path.join(root, NAMES[0])
-    if all(os.path.isdir(os.path.join(root, n, "commitlog")) for n in NAMES):
+    if all(os.path.isdir(os.path.join(root, n, COMMITLOG_DIR)) for n in NAMES):
         print(f"reusing the stores in {root}", flush=True)
         return
     for n in NAMES:
