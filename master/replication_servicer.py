@@ -23,7 +23,7 @@ from proto import replication_pb2_grpc as pb_grpc
 from store.errors import OffsetOutOfRange
 from store.failpoints import should_corrupt
 
-from . import wire
+from master import master_wire as wire
 from .role import MasterRole
 
 log = logging.getLogger(__name__)

@@ -37,7 +37,7 @@ from store.failpoints import failpoint
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 
-from . import wire
+from slave import slave_wire as wire
 
 log = logging.getLogger(__name__)
 GRPC_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),

@@ -1,6 +1,6 @@
-"""`python -m store ...`: the store tool (see store.cli.main)."""
+"""`python -m store ...`: the store tool (see store.cli.store_cli)."""
 import sys
 
-from .cli.main import main
+from store.cli.store_cli import main
 
 sys.exit(main())

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 from store.text_output import format_table
 
-from .model import ERROR, INFO, KINDS, SEVERITIES, WARNING, AuditResult
+from cluster.audit.model import ERROR, INFO, KINDS, SEVERITIES, WARNING, AuditResult
 
 _RANK = {ERROR: 0, WARNING: 1, INFO: 2}
 

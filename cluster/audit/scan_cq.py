@@ -16,7 +16,7 @@ from typing import Iterator, NamedTuple
 
 from store.consume_queue import CQ_STORE_UNIT_SIZE, CQ_UNIT, FILLER_SIZE
 
-from . import digest
+from cluster.audit import digest
 
 CQ_COLUMNS = (
     ("replica", "string"), ("topic", "string"), ("queue_id", "int"), ("kind", "string"),

@@ -10,8 +10,8 @@ from typing import Iterator
 from store import codec
 from store.commitlog_walk import CommitLogWalk
 
-from . import digest
-from .scan import (CORRUPT, DEFAULT_DELAY_LEVELS_MS, DIGEST, KEYS, QEDGE, QGAP, CommitLogTask,
+from cluster.audit import digest
+from cluster.audit.scan import (CORRUPT, DEFAULT_DELAY_LEVELS_MS, DIGEST, KEYS, QEDGE, QGAP, CommitLogTask,
                    _bad_start, _delay_fn, _end, _opened, _range_end, _resplit, _stop, _tag_hash)
 
 _TX_MASK = codec.SysFlag.TRANSACTION_MASK

@@ -3,7 +3,7 @@ takes only the keys the node lists as runtime-updatable, and lasts until the nod
 from __future__ import annotations
 
 from cluster.client.admin_client import AdminClient
-from cluster.cli.common import answer, command, group
+from cluster.cli.commands import answer, command, group
 from cluster.cli.output import table
 
 

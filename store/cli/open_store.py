@@ -16,7 +16,7 @@ from ..errors import ConfigError, StoreError
 from ..layout import StoreLayout, is_index_file_name, is_offset_file_name
 from ..readonly import IndexReader, infer_index_geometry, numbered_files
 from ..text_output import Progress
-from .common import UsageError, err
+from store.cli.tool_common import UsageError, err
 
 if TYPE_CHECKING:
     from ..message_store import MessageStore

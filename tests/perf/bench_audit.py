@@ -21,7 +21,7 @@ import tempfile
 import time
 import uuid
 
-from cluster.audit import job, layout, report
+from cluster.audit import job, replica_files, report
 from ha.epoch import EpochCache, EpochEntry
 from store.checkpoint import StoreCheckpoint
 from store.codec import Message
@@ -86,7 +86,7 @@ def run(root: str, master: str, split_mib: float) -> dict:
     t0 = time.perf_counter()
     spark = job.make_spark(master, app_name="bench-audit", conf={"spark.sql.shuffle.partitions": "4"})
     t_spark = time.perf_counter() - t0
-    layouts = [layout.discover(os.path.join(root, n), n) for n in NAMES]
+    layouts = [replica_files.discover(os.path.join(root, n), n) for n in NAMES]
     result = job.run(spark, layouts, split_bytes=int(split_mib * MiB))
     t1 = time.perf_counter()
     rep = report.build(result, layouts, {"spark_start_s": round(t_spark, 3), **result.timings})

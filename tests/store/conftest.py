@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from store.cli.main import main
+from store.cli.store_cli import main
 from tests.store.tool_helpers import DEMO_MESSAGES, FILE_SIZE
 
 

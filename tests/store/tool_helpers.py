@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 
-from store.cli.main import main
+from store.cli.store_cli import main
 from store.layout import COMMITLOG_DIR
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -11,12 +11,12 @@ import sys
 
 from store.broker_role import BrokerRole
 
-from cluster.cli import (audit_cmd, config_cmd, consume, groups, messages, pull_cmd, smoke, status,
-                         store_ops, topics)
+from cluster.cli import (audit_cmd, config_cmd, consume_cmd, group_cmd, message_cmd, pull_cmd,
+                         smoke_cmd, status_cmd, store_ops_cmd, topic_cmd)
 
 # Each module adds its commands with register(sub).
-COMMAND_MODULES = (status, topics, groups, messages, store_ops, config_cmd, smoke, consume,
-                   pull_cmd, audit_cmd)
+COMMAND_MODULES = (status_cmd, topic_cmd, group_cmd, message_cmd, store_ops_cmd, config_cmd,
+                   smoke_cmd, consume_cmd, pull_cmd, audit_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ import argparse
 
 from proto import admin_pb2 as pb
 
-from cluster.cli.common import answer, command, group, parse_bool
+from cluster.cli.commands import answer, command, group, parse_bool
 from cluster.cli.output import table
 
 PERMS = {"W": 2, "R": 4, "RW": 6, "2": 2, "4": 4, "6": 6}

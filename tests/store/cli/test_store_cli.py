@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from store.cli.demo import DEMO_TOPICS
+from store.cli.demo_cmd import DEMO_TOPICS
 from store.layout import COMMITLOG_DIR
 from tests.store.tool_helpers import (DEMO_MESSAGES, FILE_SIZE, REPO_ROOT, json_lines, run,
                                       run_json, tree_digest)

@@ -8,9 +8,9 @@ import json
 import sys
 from typing import Any
 
-from .. import codec
-from ..codec import MessageRecord
-from ..text_output import isatty, iso_ms
+from store import codec
+from store.codec import MessageRecord
+from store.text_output import isatty, iso_ms
 
 EXIT_OK = 0
 EXIT_DAMAGE = 1  # verify found damage, or an operation on the store failed

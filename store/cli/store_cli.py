@@ -25,9 +25,14 @@ import logging
 import os
 import sys
 
-from ..readonly import NotAStoreDirectory
-from . import demo, dump, get, inspect, put, verify
-from .common import EXIT_DAMAGE, EXIT_USAGE, UsageError, err
+from store.readonly import NotAStoreDirectory
+from store.cli import demo_cmd as demo
+from store.cli import dump_cmd as dump
+from store.cli import get_cmd as get
+from store.cli import inspect_cmd as inspect
+from store.cli import put_cmd as put
+from store.cli import verify_cmd as verify
+from store.cli.tool_common import EXIT_DAMAGE, EXIT_USAGE, UsageError, err
 
 COMMAND_MODULES = (inspect, dump, verify, put, get, demo)
 

@@ -3,7 +3,7 @@ consumerProgress / updateSubGroup / deleteSubGroup / resetOffsetByTime). The con
 lives on the master, so every command goes there (--node master by default)."""
 from __future__ import annotations
 
-from cluster.cli.common import answer, command, group, parse_bool
+from cluster.cli.commands import answer, command, group, parse_bool
 from cluster.cli.output import fmt_ms, table
 from cluster.cli.timeparse import parse_time_ms
 

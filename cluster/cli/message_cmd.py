@@ -8,7 +8,7 @@ import base64
 from proto import admin_pb2 as pb
 
 from cluster.client.admin_client import AdminClient
-from cluster.cli.common import answer, command, group
+from cluster.cli.commands import answer, command, group
 from cluster.cli.output import fmt_ms, print_json, table
 from cluster.cli.timeparse import parse_time_ms
 

@@ -7,10 +7,10 @@ import json
 from collections import Counter
 from typing import Any
 
-from ..readonly import StoreReader
-from ..text_output import Progress
-from ..verify import verify_store
-from .common import EXIT_DAMAGE, EXIT_OK, add_command, emit, nonneg_int, progress_enabled
+from store.readonly import StoreReader
+from store.text_output import Progress
+from store.verify import verify_store
+from store.cli.tool_common import EXIT_DAMAGE, EXIT_OK, add_command, emit, nonneg_int, progress_enabled
 
 
 def register(sub: Any) -> None:

@@ -6,10 +6,10 @@ import argparse
 import json
 from typing import Any
 
-from ..inspection import inspect_store
-from ..readonly import StoreReader
-from ..text_output import format_table
-from .common import EXIT_OK, add_command, emit
+from store.inspection import inspect_store
+from store.readonly import StoreReader
+from store.text_output import format_table
+from store.cli.tool_common import EXIT_OK, add_command, emit
 
 
 def register(sub: Any) -> None:

@@ -2,7 +2,7 @@
 trigger (mqadmin brokerStatus / deleteExpiredCommitLog)."""
 from __future__ import annotations
 
-from cluster.cli.common import answer, command
+from cluster.cli.commands import answer, command
 from cluster.cli.output import fmt_ms, table
 
 

@@ -7,12 +7,12 @@ import argparse
 import os
 from typing import Any
 
-from .. import codec
-from ..codec import Message
-from ..text_output import Progress, parse_size
-from .common import (EXIT_DAMAGE, EXIT_OK, UsageError, add_command, add_config_option, emit, err,
+from store import codec
+from store.codec import Message
+from store.text_output import Progress, parse_size
+from store.cli.tool_common import (EXIT_DAMAGE, EXIT_OK, UsageError, add_command, add_config_option, emit, err,
                      json_line, nonneg_int, pos_int, progress_enabled)
-from .open_store import (TOOL_COMMIT_LOG_FILE_SIZE, UniqIdGen, build_store_config, open_store,
+from store.cli.open_store import (TOOL_COMMIT_LOG_FILE_SIZE, UniqIdGen, build_store_config, open_store,
                          wait_dispatched)
 
 

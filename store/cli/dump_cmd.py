@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .. import codec
-from ..codec import MessageRecord, RecordKind
-from ..readonly import ScanResult, StoreReader
-from ..text_output import Progress, iso_ms
-from .common import (EXIT_OK, UsageError, add_command, body_lines, emit, err, json_line, nonneg_int,
+from store import codec
+from store.codec import MessageRecord, RecordKind
+from store.readonly import ScanResult, StoreReader
+from store.text_output import Progress, iso_ms
+from store.cli.tool_common import (EXIT_OK, UsageError, add_command, body_lines, emit, err, json_line, nonneg_int,
                      pos_int, progress_enabled, record_dict)
 
 

@@ -6,13 +6,13 @@ import argparse
 import os
 from typing import Any
 
-from ..layout import COMMITLOG_DIR, StoreLayout
-from ..reader import TagFilter
-from ..text_output import Progress, iso_ms
-from .common import (EXIT_DAMAGE, EXIT_OK, UsageError, add_command, add_config_option, body_lines,
+from store.layout import COMMITLOG_DIR, StoreLayout
+from store.reader import TagFilter
+from store.text_output import Progress, iso_ms
+from store.cli.tool_common import (EXIT_DAMAGE, EXIT_OK, UsageError, add_command, add_config_option, body_lines,
                      body_preview, emit, err, json_line, nonneg_int, pos_int, progress_enabled,
                      record_dict)
-from .open_store import build_store_config, open_store
+from store.cli.open_store import build_store_config, open_store
 
 
 def register(sub: Any) -> None:

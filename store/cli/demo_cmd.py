@@ -10,14 +10,14 @@ import shlex
 import time
 from typing import Any
 
-from .. import codec
-from ..codec import Message
-from ..layout import StoreLayout, is_offset_file_name
-from ..readonly import numbered_files
-from ..text_output import Progress, human_bytes, parse_size
-from .common import (EXIT_DAMAGE, EXIT_OK, UsageError, add_command, add_config_option, emit, err,
+from store import codec
+from store.codec import Message
+from store.layout import StoreLayout, is_offset_file_name
+from store.readonly import numbered_files
+from store.text_output import Progress, human_bytes, parse_size
+from store.cli.tool_common import (EXIT_DAMAGE, EXIT_OK, UsageError, add_command, add_config_option, emit, err,
                      pos_int, progress_enabled)
-from .open_store import (TOOL_COMMIT_LOG_FILE_SIZE, UniqIdGen, build_store_config, open_store,
+from store.cli.open_store import (TOOL_COMMIT_LOG_FILE_SIZE, UniqIdGen, build_store_config, open_store,
                          wait_dispatched)
 
 DEMO_TOPICS = ("DemoOrders", "DemoPayments", "DemoAudit")
