@@ -22,6 +22,7 @@ from .commitlog import CommitLog
 from .completion import Completion
 from .config import StoreConfig
 from .consume_queue import ConsumeQueueStore
+from .dispatch import delay_level_lookup
 from .errors import CreateFileError, DiskError, MessageIllegal, PropertiesSizeExceeded
 from .fileio import DEFAULT_FILE_IO, FileIO
 from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
@@ -84,6 +85,7 @@ class MessageStore:
                                            config.max_hash_slot_num, config.max_index_num, io, clock)
                               if config.message_index_enable else None)
         self._delay_levels = config.delay_levels_ms()
+        self.delay_level_ms = delay_level_lookup(self._delay_levels)
         dispatchers = [self.cq_store] + ([self.index_service] if self.index_service else [])
         # Replication sets where dispatch must stop (the master: min of in-sync acks; a slave:
         # what its master confirmed). None: not bounded (a standalone store).
@@ -432,10 +434,6 @@ class MessageStore:
         self.config = config
 
     # -- internals ---------------------------------------------------------------------------
-    def delay_level_ms(self, level: int) -> int:
-        levels = self._delay_levels
-        return levels[min(level, len(levels)) - 1] if level > 0 else 0
-
     def _dispatch_bound(self) -> int:
         bound = self.commitlog.max_offset()
         if self.config.is_sync_flush:

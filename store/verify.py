@@ -16,7 +16,7 @@ from . import codec
 from .codec import RecordKind
 from .config import StoreConfig
 from .consume_queue import CQ_STORE_UNIT_SIZE, FILLER_SIZE
-from .dispatch import SCHEDULE_TOPIC, DispatchRequest, build_request
+from .dispatch import SCHEDULE_TOPIC, DispatchRequest, build_request, delay_level_lookup
 from .findings import Findings
 from .index_file import INDEX_HEADER_SIZE
 from .index_service import build_key
@@ -52,12 +52,8 @@ class _Verification:
         self.progress = progress
         self.findings = Findings()
         self.total_units = 1  # units of every queue, for the progress line of pass 2
-        delay_levels = StoreConfig(store_path_root_dir=reader.root).delay_levels_ms()
-
-        def delay_level_ms(level: int) -> int:
-            return delay_levels[min(level, len(delay_levels)) - 1] if level > 0 else 0
-
-        self.delay_level_ms = delay_level_ms
+        self.delay_level_ms = delay_level_lookup(
+            StoreConfig(store_path_root_dir=reader.root).delay_levels_ms())
         self.cl_min = reader.min_offset()
         self.queues: dict[tuple[str, int], _QueueState] = {}
         self.dispatched_end = 0

@@ -40,7 +40,7 @@ from store import codec
 from store.codec import RecordKind
 from store.commitlog_walk import CommitLogWalk, Stop, stop_reason
 from store.config import StoreConfig
-from store.dispatch import SCHEDULE_TOPIC, schedule_tags_code
+from store.dispatch import SCHEDULE_TOPIC, delay_level_lookup, schedule_tags_code
 
 
 SUMMARY_COLUMNS = (
@@ -85,12 +85,6 @@ def plan_commitlog_tasks(replica: str, files, cuts: dict[int, list[int]],
         for a, b in zip(bounds, bounds[1:]):
             tasks.append(CommitLogTask(replica, f.path, f.base, a, b, f.size))
     return tasks
-
-
-def _delay_fn(levels):
-    def delay_level_ms(level: int) -> int:
-        return levels[min(level, len(levels)) - 1] if level > 0 else 0
-    return delay_level_ms
 
 
 def _tag_hash(topic: str, props: dict, store_ts: int, cache: dict, delay_ms) -> int:
@@ -201,7 +195,7 @@ def record_rows(task: CommitLogTask, delay_levels=DEFAULT_DELAY_LEVELS_MS,
         fields, crc32 = codec.decode_dispatch_fields, zlib.crc32
         body_crc = _BODY_CRC.unpack_from
         uniq = codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-        delay_ms, tags = _delay_fn(delay_levels), {}
+        delay_ms, tags = delay_level_lookup(delay_levels), {}
         walk, count = CommitLogWalk(check_crc=True), 0
         for phys, n in walk.file(view, base, task.start, size, size, min(task.end, size)):
             pos = phys - base

@@ -8,11 +8,12 @@ import zlib
 from typing import Iterator
 
 from store import codec
+from store.dispatch import delay_level_lookup
 from store.commitlog_walk import CommitLogWalk
 
 from cluster.audit import digest
 from cluster.audit.scan import (CORRUPT, DEFAULT_DELAY_LEVELS_MS, DIGEST, KEYS, QEDGE, QGAP, CommitLogTask,
-                   _bad_start, _delay_fn, _end, _opened, _range_end, _resplit, _stop, _tag_hash)
+                   _bad_start, _end, _opened, _range_end, _resplit, _stop, _tag_hash)
 
 _TX_MASK = codec.SysFlag.TRANSACTION_MASK
 _PREPARED, _ROLLBACK = codec.SysFlag.TRANSACTION_PREPARED_TYPE, codec.SysFlag.TRANSACTION_ROLLBACK_TYPE
@@ -31,7 +32,7 @@ def summarize(task: CommitLogTask, bucket_bytes: int,
         fields, crc32 = codec.decode_dispatch_fields, zlib.crc32
         record_hash, cq_hash, key_hash = digest.record_hash, digest.cq_hash, digest.key_hash
         uniq = codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-        delay_ms = _delay_fn(delay_levels)
+        delay_ms = delay_level_lookup(delay_levels)
         digest.require_fixed_seed()
         tags: dict[str, int] = {}
         # (topic, queue) -> [first phys, first qo, last qo, last phys, key hashes, offsets]

@@ -8,6 +8,7 @@ import os
 from store import codec
 from store.clock import ManualClock
 from store.codec import Message, SysFlag
+from store.dispatch import delay_level_lookup
 from store.commitlog import CommitLog
 from store.consume_queue import ConsumeQueueStore
 from store.fileio import FileIO
@@ -23,8 +24,7 @@ T0 = 1_700_000_000_000
 DELAY_LEVELS = (1000, 5000)
 
 
-def delay_level_ms(level: int) -> int:
-    return DELAY_LEVELS[min(level, len(DELAY_LEVELS)) - 1] if level > 0 else 0
+delay_level_ms = delay_level_lookup(DELAY_LEVELS)
 
 
 def message(i: int, topic: str = "Orders", queue_id: int = 0, *, tag: str | None = None,
