@@ -296,7 +296,7 @@ class ScheduleService(Service):
         return 0.1
 
     def step(self) -> None:
-        if self.store.config.broker_role == "SLAVE":
+        if self.store.config.is_slave:
             return
         with self._lock:
             now = self.clock.now_ms()

@@ -118,7 +118,7 @@ class Node:
             if c.store.is_slave:
                 self._become_slave(c.store.ha_master_address)
             else:
-                self._become_master(BrokerRole(c.store.broker_role), 0)
+                self._become_master(c.store.broker_role, 0)
         server.start()
         self._health_watch.start()
         self.update_health()
