@@ -24,7 +24,7 @@ from store.errors import OffsetOutOfRange
 from store.failpoints import should_corrupt
 
 from master import master_wire as wire
-from .role import MasterRole
+from master.master_role import MasterRole
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from cluster.node.node_role import NotMaster
 from cluster.replicated.replicated_table import AppendRefused, Pending, ReplicatedTable
 
 if TYPE_CHECKING:
-    from master.role import MasterRole
+    from master.master_role import MasterRole
     from store.clock import Clock
     from store.message_store import MessageStore
 

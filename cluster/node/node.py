@@ -19,7 +19,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ha.epoch import EpochCache
 from master.replication_servicer import ReplicationServicer
-from master.role import MasterRole
+from master.master_role import MasterRole
 from proto import admin_pb2 as apb
 from proto import admin_pb2_grpc
 from proto import replication_pb2_grpc

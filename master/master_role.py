@@ -27,7 +27,7 @@ from store.put_result import PutResult, PutStatus
 from store.service import PeriodicTask
 
 if TYPE_CHECKING:
-    from .replication_servicer import MasterConnection
+    from master.replication_servicer import MasterConnection
 
 log = logging.getLogger(__name__)
 
