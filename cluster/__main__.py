@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from cluster.cli.main import main
+from cluster.cli.cluster_cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -25,7 +25,6 @@ call back into the tracker, and the lock is not reentrant.
 """
 from __future__ import annotations
 
-import threading
 
 from store.yielding_lock import YieldingLock
 from dataclasses import dataclass

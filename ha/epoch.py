@@ -7,7 +7,8 @@ everything up to the replica's max offset. Two replicas that hold the same epoch
 start offset hold the same bytes in that epoch (one master wrote them), so comparing epoch
 lists finds the longest common prefix of two commitlogs without reading any data.
 
-Rules of an epoch list (checked on every append and load):
+Rules of an epoch list (checked on every append, and on every load of the file; the rule
+functions live with the file format in store.epoch_file):
 
 * epoch >= 1 and start_offset >= 0;
 * epochs strictly increase;
@@ -15,46 +16,19 @@ Rules of an epoch list (checked on every append and load):
   a master elected and replaced before it wrote anything leaves an epoch with an empty range,
   and `EpochCache.truncate_from` keeps an entry that starts exactly at the cut point.
 
-The epoch file uses RocketMQ's CheckpointFile text format with EpochFileCache's entry lines,
-so a file can be moved between the two implementations:
-
-    line       content                            example
-    ---------  ---------------------------------  -------------
-    1          number of entries N (decimal)      2
-    2          CRC (decimal, see below)           773307083
-    3 .. N+2   `epoch-startOffset` (decimal)      7-7000
-                                                  8-8000
-
-CRC = zlib.crc32 of the concatenated entry lines, each with its trailing "\\n", & 0x7FFFFFFF
-(Java's CRC32 masked to a non-negative int). A stored CRC of 0 means "not checked". Lines end
-in "\\n"; the example above is byte for byte "2\\n773307083\\n7-7000\\n8-8000\\n", the example
-in RocketMQ's own CheckpointFile javadoc. An empty list is written as "0\\n0\\n" (RocketMQ
-skips writing an empty list instead; here an empty file is a real state: a wiped replica).
-
-`EpochFile.save` first copies the previous content to `<path>.bak` (only if it decodes, so a
-damaged main file never overwrites a good backup), then replaces the file atomically. `load`
-falls back to the backup when the main file is present but unreadable or corrupt.
+No I/O here: the epoch file (`epochFileCheckpoint`, RocketMQ's CheckpointFile text format) is
+read and written by store.epoch_file.EpochFile as (epoch, start_offset) pairs;
+`EpochCache.from_entries` builds a cache from them, and a cache iterates as such pairs.
 """
 from __future__ import annotations
 
 import bisect
-import logging
-import re
 import threading
-import zlib
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
-from store.errors import CorruptFile, DiskError, StoreError
-from store.fileio import DEFAULT_FILE_IO, FileIO
-
-log = logging.getLogger(__name__)
-
-_I32_MAX = (1 << 31) - 1  # RocketMQ stores the epoch as a Java int
-_I64_MAX = (1 << 63) - 1  # ... and the start offset as a Java long
-_CRC_NOT_CHECKED = 0
-_ENTRY_LINE = re.compile(r"([0-9]+)-([0-9]+)")
-_NUMBER = re.compile(r"[0-9]+")
+from store.epoch_file import check_entry, check_follows, format_entry
+from store.errors import StoreError
 
 
 class EpochError(StoreError):
@@ -67,22 +41,24 @@ class EpochEntry:
     start_offset: int  # >= 0, commitlog physical offset of this epoch's first byte
 
     def __post_init__(self) -> None:
-        for name, value, low, high in (("epoch", self.epoch, 1, _I32_MAX),
-                                       ("start_offset", self.start_offset, 0, _I64_MAX)):
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise EpochError(f"{name} {value!r} is not an integer in [{low}, {high}]")
+        try:
+            check_entry(self.epoch, self.start_offset)
+        except ValueError as e:
+            raise EpochError(str(e)) from None
 
     def __str__(self) -> str:
-        return f"{self.epoch}@{self.start_offset}"
+        return format_entry(self.epoch, self.start_offset)
+
+    @property
+    def pair(self) -> tuple[int, int]:
+        return self.epoch, self.start_offset
 
 
 def _check_follows(prev: EpochEntry | None, entry: EpochEntry) -> None:
-    if prev is None:
-        return
-    if entry.epoch <= prev.epoch:
-        raise EpochError(f"epoch {entry} does not follow {prev}: epochs must strictly increase")
-    if entry.start_offset < prev.start_offset:
-        raise EpochError(f"epoch {entry} starts before {prev}: start offsets never decrease")
+    try:
+        check_follows(prev.pair if prev is not None else None, entry.pair)
+    except ValueError as e:
+        raise EpochError(str(e)) from None
 
 
 def _format(entries: Sequence[EpochEntry]) -> str:
@@ -112,10 +88,21 @@ class EpochCache:
             self._starts.append(entry.start_offset)
             prev = entry
 
+    @classmethod
+    def from_entries(cls, pairs: Iterable[Sequence[int]]) -> "EpochCache":
+        """A cache of (epoch, start_offset) pairs, e.g. store.epoch_file.EpochFile.load()'s.
+        EpochError when they break the rules."""
+        return cls(EpochEntry(epoch, start) for epoch, start in pairs)
+
     @property
     def entries(self) -> tuple[EpochEntry, ...]:
         with self._lock:
             return tuple(self._entries)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        """The entries as (epoch, start_offset) pairs: what store.epoch_file.EpochFile.save
+        writes."""
+        return iter([e.pair for e in self.entries])
 
     @property
     def last(self) -> EpochEntry | None:
@@ -243,116 +230,3 @@ def resume_offset(master: EpochCache, master_min: int, master_max: int,
         raise EpochError(f"slave would resume at {point} but the master's log starts at "
                          f"{master_min}: wipe the slave's store to copy it from scratch")
     return point
-
-
-# -- the epoch file ---------------------------------------------------------------------------
-def _crc(entry_text: bytes) -> int:
-    return zlib.crc32(entry_text) & 0x7FFFFFFF
-
-
-def encode_epoch_file(entries: Iterable[EpochEntry]) -> bytes:
-    """The file image of `entries` (see the module layout table). Validates the order."""
-    listed = EpochCache(entries).entries
-    body = "".join(f"{e.epoch}-{e.start_offset}\n" for e in listed).encode("ascii")
-    return f"{len(listed)}\n{_crc(body)}\n".encode("ascii") + body
-
-
-def decode_epoch_file(data: bytes, path: str) -> list[EpochEntry]:
-    """Entries of a file image. CorruptFile (naming `path` and the problem) on a malformed
-    header or entry line, a count or CRC mismatch, or entries that break the ordering rules."""
-    def corrupt(problem: str) -> CorruptFile:
-        return CorruptFile(f"epoch file {path}: {problem}")
-
-    try:
-        text = data.decode("ascii")
-    except UnicodeDecodeError as e:
-        raise corrupt(f"not ASCII text at byte {e.start}") from None
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline; like Java's readLine, a missing one is tolerated
-    if len(lines) < 2:
-        raise corrupt(f"{len(lines)} line(s), expected at least 2 (count and CRC)")
-    if not _NUMBER.fullmatch(lines[0]) or not _NUMBER.fullmatch(lines[1]):
-        raise corrupt(f"bad header {lines[0]!r} / {lines[1]!r}: expected two decimal numbers")
-    count, stored_crc = int(lines[0]), int(lines[1])
-    entry_lines = lines[2:]
-    if count != len(entry_lines):
-        raise corrupt(f"header says {count} entries, found {len(entry_lines)} lines")
-    # The CRC covers each entry line plus "\n", whether or not the file ends with one (as Java).
-    actual_crc = _crc("".join(f"{line}\n" for line in entry_lines).encode("ascii"))
-    if stored_crc != _CRC_NOT_CHECKED and stored_crc != actual_crc:
-        raise corrupt(f"CRC mismatch: stored {stored_crc}, computed {actual_crc}")
-    entries: list[EpochEntry] = []
-    for n, line in enumerate(entry_lines, start=3):
-        m = _ENTRY_LINE.fullmatch(line)
-        if m is None:
-            raise corrupt(f"line {n} {line!r} is not 'epoch-startOffset'")
-        try:
-            entries.append(EpochEntry(int(m.group(1)), int(m.group(2))))
-        except EpochError as e:
-            raise corrupt(f"line {n}: {e}") from None
-    try:
-        EpochCache(entries)
-    except EpochError as e:
-        raise corrupt(str(e)) from None
-    return entries
-
-
-class EpochFile:
-    """Loads and saves an EpochCache at `path`, keeping the previous version in `path.bak`."""
-
-    def __init__(self, path: str, io: FileIO = DEFAULT_FILE_IO) -> None:
-        self.path = path
-        self.backup_path = path + ".bak"
-        self.io = io
-        self._save_lock = threading.Lock()  # two saves would share the .tmp files
-
-    def load(self) -> EpochCache:
-        """Missing file -> empty cache (a new or wiped replica; the backup is not consulted, as
-        save() never leaves the main file missing). Unreadable or corrupt -> the backup if it
-        decodes (with a warning), else CorruptFile."""
-        try:
-            return EpochCache(self._read(self.path))
-        except FileNotFoundError:
-            return EpochCache()
-        except CorruptFile as main_error:
-            try:
-                entries = self._read(self.backup_path)
-            except (CorruptFile, FileNotFoundError) as bak_error:
-                raise CorruptFile(f"{main_error}; backup unusable too: {bak_error}") from None
-            log.warning("%s; using the backup %s", main_error, self.backup_path)
-            return EpochCache(entries)
-
-    def save(self, cache: EpochCache) -> None:
-        """Back up the current file, then replace it atomically. DiskError if a write fails
-        (the main file then still holds its old content)."""
-        image = encode_epoch_file(cache.entries)
-        with self._save_lock:
-            previous = self._previous_good_image()
-            try:
-                if previous is not None:
-                    self.io.write_file_atomic(self.backup_path, previous)
-                self.io.write_file_atomic(self.path, image)
-            except OSError as e:
-                raise DiskError("save epoch file", self.path, e) from e
-
-    def _read(self, path: str) -> list[EpochEntry]:
-        """Decoded entries; FileNotFoundError if absent, CorruptFile if unreadable or bad."""
-        try:
-            data = self.io.read_file(path)
-        except FileNotFoundError:
-            raise
-        except OSError as e:
-            raise CorruptFile(f"epoch file {path}: cannot read: [errno {e.errno}] "
-                              f"{e.strerror}") from e
-        return decode_epoch_file(data, path)
-
-    def _previous_good_image(self) -> bytes | None:
-        # A damaged current file is not copied: it would replace a backup that may be the
-        # only good copy left.
-        try:
-            data = self.io.read_file(self.path)
-            decode_epoch_file(data, self.path)
-        except (OSError, CorruptFile):
-            return None
-        return data

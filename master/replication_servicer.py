@@ -23,8 +23,8 @@ from proto import replication_pb2_grpc as pb_grpc
 from store.errors import OffsetOutOfRange
 from store.failpoints import should_corrupt
 
-from . import wire
-from .role import MasterRole
+from master import master_wire as wire
+from master.master_role import MasterRole
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from typing import Iterator
 
 import grpc
 
-from ha.epoch import EpochCache, EpochFile
+from ha.epoch import EpochCache
 from ha.messages import Ack, MalformedMessage, MasterMessage, Nack, SlaveMessage, Welcome
 from ha.slave_session import (Append, Disconnect, RecordEpoch, SendAck, SendNack, SetConfirm,
                               SlaveAction, SlaveSession, Truncate)
@@ -32,11 +32,12 @@ from proto import replication_pb2 as pb
 from proto import replication_pb2_grpc as pb_grpc
 from store.clock import Clock
 from store.config import StoreConfig
+from store.epoch_file import EpochFile
 from store.failpoints import failpoint
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 
-from . import wire
+from slave import slave_wire as wire
 
 log = logging.getLogger(__name__)
 GRPC_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),

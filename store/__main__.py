@@ -1,6 +1,6 @@
-"""`python -m store ...`: the store tool (see store.tool)."""
+"""`python -m store ...`: the store tool (see store.cli.store_cli)."""
 import sys
 
-from .tool import main
+from store.cli.store_cli import main
 
 sys.exit(main())

@@ -21,7 +21,6 @@ the new values, never a mix.
 """
 from __future__ import annotations
 
-import os
 import struct
 import threading
 from typing import Any, Callable, NamedTuple
@@ -178,8 +177,3 @@ class StoreCheckpoint:
             f"confirm_phy_offset={self.confirm_phy_offset})"
         )
 
-
-
-def checkpoint_path(store_dir: str) -> str:
-    """RocketMQ's location of the checkpoint file inside a store directory."""
-    return os.path.join(store_dir, "checkpoint")

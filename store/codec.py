@@ -126,6 +126,11 @@ def store_timestamp_pos(sys_flag: int) -> int:
     return 48 + host_len(bool(sys_flag & SysFlag.BORNHOST_V6))
 
 
+def physical_offset_at(buf, pos: int) -> int:
+    """The physicalOffset field of the record at `pos` (read as is, not checked)."""
+    return _I64.unpack_from(buf, pos + PHYSICAL_OFFSET_POS)[0]
+
+
 def header_size(sys_flag: int) -> int:
     """Bytes before the body: fixed fields + both hosts + bodyLength."""
     return _HEADERS[(bool(sys_flag & SysFlag.BORNHOST_V6), bool(sys_flag & SysFlag.STOREHOST_V6))].size

@@ -27,6 +27,16 @@ _SKIP_QUEUE_OFFSET = (SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_ROL
 
 
 class CommitLog:
+    """Owns the commitlog's MappedFileQueue, the next queue offset of every topic-queue
+    (`topic_queue_table`), the last store timestamp handed out and the msgId prefix of this
+    store host.
+
+    `put_lock` (a YieldingLock) guards every change of the log's end and of those fields:
+    put/put_batch (queue offsets, physical offset, store time, the copy into the last file),
+    append_raw (the slave path) and truncate. Readers (read, read_chunk, get_message,
+    store_time_of, files) take no lock: they hold the file they read (MappedFile.hold) and see
+    only bytes below its read position. The queue's own lock guards its list of files."""
+
     def __init__(self, directory: str, file_size: int, io: FileIO, clock: Clock, *,
                  write_through_mmap: bool = True, store_host: str = "127.0.0.1:10911") -> None:
         self.queue = MappedFileQueue(directory, file_size, io, write_through_mmap=write_through_mmap)
@@ -157,14 +167,15 @@ class CommitLog:
         size = min(max_bytes, limit - offset, f.file_from_offset + self.file_size - offset)
         return self.read(offset, size)
 
-    def get_message(self, offset: int, size: int | None = None) -> codec.DecodeResult:
+    def get_message(self, offset: int, size: int | None = None,
+                    check_crc: bool = True) -> codec.DecodeResult:
         f = self.queue.find_by_offset(offset)
         if f is None or not f.hold():
             raise OffsetOutOfRange(f"offset {offset} is not in the commitlog")
         try:
             pos = offset - f.file_from_offset
             limit = f.read_position if size is None else min(f.read_position, pos + size)
-            return codec.decode(f.view, pos, limit)
+            return codec.decode(f.view, pos, limit, check_crc=check_crc)
         finally:
             f.release()
 

@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from store.broker_role import BrokerRole
 from store.errors import ConfigError
+from store.layout import StoreLayout
 
 __all__ = [
     "StoreConfig", "parse_properties", "load_config_file", "key_for", "FIELD_BY_KEY",
@@ -22,7 +24,7 @@ __all__ = [
 ]
 
 FLUSH_DISK_TYPES = frozenset({"ASYNC_FLUSH", "SYNC_FLUSH"})
-BROKER_ROLES = frozenset({"ASYNC_MASTER", "SYNC_MASTER", "SLAVE"})
+BROKER_ROLES = frozenset(BrokerRole)
 CQ_STORE_UNIT_SIZE = 20  # commitlog offset (8) + size (4) + tag hash code (8)
 MIN_COMMIT_LOG_FILE_SIZE = 4096
 _DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -89,7 +91,7 @@ class StoreConfig:
     enabled_append_prop_crc: bool = False
     message_index_enable: bool = True
     message_index_safe: bool = False
-    broker_role: str = "ASYNC_MASTER"
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     auto_message_version_on_topic_len: bool = True
     broker_ip1: str = "127.0.0.1"
@@ -120,6 +122,11 @@ class StoreConfig:
     ha_reconnect_max_backoff: int = 5000
 
     def __post_init__(self) -> None:
+        if type(self.broker_role) is str:  # broker.conf spelling -> the enum
+            try:
+                object.__setattr__(self, "broker_role", BrokerRole.parse(self.broker_role))
+            except ValueError as e:
+                _fail("broker_role", self.broker_role, str(e))
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name in _PATH_FIELDS and isinstance(value, os.PathLike):
@@ -153,7 +160,7 @@ class StoreConfig:
 
     @property
     def commit_log_dir(self) -> str:
-        return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
+        return self.store_path_commit_log or StoreLayout(self.store_path_root_dir).commitlog_dir
 
     @property
     def store_host(self) -> str:
@@ -165,11 +172,11 @@ class StoreConfig:
 
     @property
     def is_slave(self) -> bool:
-        return self.broker_role == "SLAVE"
+        return self.broker_role is BrokerRole.SLAVE
 
     @property
     def is_sync_master(self) -> bool:
-        return self.broker_role == "SYNC_MASTER"
+        return self.broker_role is BrokerRole.SYNC_MASTER
 
     def delay_levels_ms(self) -> tuple[int, ...]:
         """Delay of each level in ms; level 1 is index 0."""
@@ -272,7 +279,7 @@ def _fail(name: str, value: object, reason: str) -> typing.NoReturn:
     raise ConfigError(f"{key_for(name)}={value!r}: {reason}")
 
 
-def _convert(name: str, raw: str) -> int | bool | str:
+def _convert(name: str, raw: str) -> int | bool | str | BrokerRole:
     want, text = _FIELD_TYPES[name], raw.strip()
     if want is bool:
         # Stricter than Java's Boolean.parseBoolean, which reads any typo as false.
@@ -283,6 +290,11 @@ def _convert(name: str, raw: str) -> int | bool | str:
         if not _INT.fullmatch(text):
             _fail(name, raw, "must be an integer")
         return int(text)
+    if want is BrokerRole:
+        try:
+            return BrokerRole.parse(text)
+        except ValueError as e:
+            _fail(name, raw, str(e))
     return text
 
 

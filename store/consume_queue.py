@@ -2,7 +2,7 @@
 
 Files live under `<root>/<topic>/<queueId>/<20-digit byte offset of the first unit>`, each a
 multiple of 20 bytes (RocketMQ default 300000 units), so queue index i sits at byte i*20.
-Unit layout, big-endian, identical to RocketMQ's ConsumeQueue:
+Unit layout (`CQ_UNIT`, big-endian), identical to RocketMQ's ConsumeQueue:
 
     offset  size  field             notes
     ------  ----  ----------------  ---------------------------------------------------------
@@ -37,18 +37,18 @@ from .mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
 
-CQ_STORE_UNIT_SIZE = 20
+CQ_UNIT = struct.Struct(">qiq")  # commitLogOffset i64, size i32, tagsCode i64 (table above)
+CQ_STORE_UNIT_SIZE = CQ_UNIT.size  # 20
 DEFAULT_CQ_FILE_SIZE = 300_000 * CQ_STORE_UNIT_SIZE
 FILLER_SIZE = 0x7FFFFFFF
-_UNIT = struct.Struct(">qiq")
-FILLER_UNIT = _UNIT.pack(0, FILLER_SIZE, 0)
+FILLER_UNIT = CQ_UNIT.pack(0, FILLER_SIZE, 0)
 DESTROY_INTERVAL_FORCIBLY_MS = 120_000  # RocketMQ destroyMapedFileIntervalForcibly
 
 Unit = tuple[int, int, int]  # (commitLogOffset, size, tagsCode)
 
 
 def pack_unit(phy_offset: int, size: int, tags_code: int) -> bytes:
-    return _UNIT.pack(phy_offset, size, tags_code)
+    return CQ_UNIT.pack(phy_offset, size, tags_code)
 
 
 def is_filler(unit: Unit) -> bool:
@@ -61,7 +61,7 @@ def is_valid(unit: Unit) -> bool:
 
 
 def _units(raw: bytes) -> Iterator[Unit]:
-    return _UNIT.iter_unpack(memoryview(raw)[:len(raw) - len(raw) % CQ_STORE_UNIT_SIZE])
+    return CQ_UNIT.iter_unpack(memoryview(raw)[:len(raw) - len(raw) % CQ_STORE_UNIT_SIZE])
 
 
 def _read_file(mf: MappedFile, start: int = 0, end: int | None = None) -> bytes:
@@ -87,7 +87,7 @@ def _rev_units(mf: MappedFile, chunk: int = 4096) -> Iterator[tuple[int, Unit]]:
         if len(raw) < (end - start) * CQ_STORE_UNIT_SIZE:
             return
         for i in range(end - start - 1, -1, -1):
-            yield start + i, _UNIT.unpack_from(raw, i * CQ_STORE_UNIT_SIZE)
+            yield start + i, CQ_UNIT.unpack_from(raw, i * CQ_STORE_UNIT_SIZE)
         end = start
 
 
@@ -138,7 +138,7 @@ class ConsumeQueue:
             return None
         rel = pos - mf.file_from_offset
         raw = _read_file(mf, rel, rel + CQ_STORE_UNIT_SIZE)
-        return _UNIT.unpack(raw) if len(raw) == CQ_STORE_UNIT_SIZE else None
+        return CQ_UNIT.unpack(raw) if len(raw) == CQ_STORE_UNIT_SIZE else None
 
     def get_unit(self, index: int) -> Unit | None:
         """(commitLogOffset, size, tagsCode) at a queue index in [min_offset, max_offset),
@@ -208,7 +208,7 @@ class ConsumeQueue:
     def put(self, request: DispatchRequest) -> None:
         """Write the unit of `request` at index request.consume_queue_offset."""
         index = request.consume_queue_offset
-        unit = _UNIT.pack(request.commit_log_offset, request.msg_size, request.tags_code)
+        unit = CQ_UNIT.pack(request.commit_log_offset, request.msg_size, request.tags_code)
         with self._write_lock:
             files = self.mfq.files
             last = files[-1] if files else None

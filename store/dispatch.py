@@ -8,7 +8,7 @@ service can find due messages from the consume queue alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Protocol, Sequence
 
 from . import codec
 from .codec import SysFlag
@@ -55,6 +55,14 @@ class DispatchRequest:
 
 class Dispatcher(Protocol):
     def dispatch(self, request: DispatchRequest) -> None: ...
+
+
+def delay_level_lookup(levels_ms: Sequence[int]) -> Callable[[int], int]:
+    """level -> its delay in ms (messageDelayLevel): level 1 is the first entry, a level past
+    the last uses the last (RocketMQ), level 0 means no delay."""
+    def delay_level_ms(level: int) -> int:
+        return levels_ms[min(level, len(levels_ms)) - 1] if level > 0 else 0
+    return delay_level_ms
 
 
 def schedule_tags_code(properties: dict[str, str], store_timestamp: int,

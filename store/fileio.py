@@ -14,6 +14,8 @@ import errno
 import mmap
 import os
 
+from .layout import tmp_path
+
 PAGE_SIZE = mmap.PAGESIZE
 _FALLOC_FL_KEEP_SIZE = 0x01
 _FALLOC_FL_ZERO_RANGE = 0x10
@@ -198,7 +200,7 @@ class FileIO:
         """tmp file, write, fsync, rename over `path`, fsync the directory: after a crash the
         file holds either the old or the new content, never a mix or nothing."""
         directory = os.path.dirname(path) or "."
-        tmp = f"{path}.tmp"
+        tmp = tmp_path(path)
         fd = self.open_rw(tmp)
         try:
             self.truncate(fd, 0, tmp)

@@ -1,7 +1,9 @@
 """One RocketMQ index file: a disk hash table from `topic#key` to commitlog offsets.
 
 File name: creation time as yyyyMMddHHmmssSSS in local time (RocketMQ
-UtilAll.timeMillisToHumanString), so names sort in creation order. All integers big-endian.
+UtilAll.timeMillisToHumanString), so names sort in creation order (store.layout.index_file_name).
+All integers big-endian; the structs of the three parts are INDEX_HEADER, HASH_SLOT and
+INDEX_ENTRY.
 
     offset                    size           field
     ------------------------  -------------  ------------------------------------------------
@@ -30,21 +32,19 @@ from __future__ import annotations
 
 import os
 import struct
-import time
-from datetime import datetime
 
 from .codec import java_string_hash
 from .errors import CorruptFile, DiskError
 from .fileio import DEFAULT_FILE_IO, FileIO
 from .mapped_file import MappedFile
 
-INDEX_HEADER_SIZE = 40
-HASH_SLOT_SIZE = 4
-INDEX_ENTRY_SIZE = 20
+INDEX_HEADER = struct.Struct(">qqqqii")  # header, offsets 0..40 of the table above
+INDEX_ENTRY = struct.Struct(">iqii")  # keyHash, phyOffset, timeDiff, prevIndex
+HASH_SLOT = struct.Struct(">i")  # newest entry number of the slot, 0 = empty
+INDEX_HEADER_SIZE = INDEX_HEADER.size  # 40
+HASH_SLOT_SIZE = HASH_SLOT.size  # 4
+INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
 INVALID_INDEX = 0
-_HEADER = struct.Struct(">qqqqii")
-_ENTRY = struct.Struct(">iqii")
-_SLOT = struct.Struct(">i")
 _I32_MAX = 0x7FFFFFFF
 
 
@@ -56,17 +56,6 @@ def index_key_hash(key: str) -> int:
     """RocketMQ IndexFile.indexKeyHashMethod."""
     h = abs(java_string_hash(key))
     return 0 if h > _I32_MAX else h  # Math.abs(Integer.MIN_VALUE) is still negative
-
-
-def index_file_name(ms: int) -> str:
-    """yyyyMMddHHmmssSSS of `ms` in local time."""
-    return time.strftime("%Y%m%d%H%M%S", time.localtime(ms // 1000)) + f"{ms % 1000:03d}"
-
-
-def parse_index_file_name(name: str) -> int:
-    """Inverse of index_file_name (milliseconds since the epoch)."""
-    dt = datetime.strptime(name[:14], "%Y%m%d%H%M%S")
-    return int(time.mktime(dt.timetuple())) * 1000 + int(name[14:17])
 
 
 class IndexFile:
@@ -99,7 +88,7 @@ class IndexFile:
         else:
             (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
              self.end_phy_offset, self.hash_slot_count, self.index_count) = \
-                _HEADER.unpack_from(self._mm, 0)
+                INDEX_HEADER.unpack_from(self._mm, 0)
             # RocketMQ IndexHeader.load: a header never flushed reads as zeros.
             self.index_count = min(max(self.index_count, 1), index_num)
 
@@ -117,7 +106,7 @@ class IndexFile:
 
     # -- raw access -------------------------------------------------------------------------
     def _write_header(self) -> None:
-        _HEADER.pack_into(self._mm, 0, self.begin_timestamp, self.end_timestamp,
+        INDEX_HEADER.pack_into(self._mm, 0, self.begin_timestamp, self.end_timestamp,
                           self.begin_phy_offset, self.end_phy_offset, self.hash_slot_count,
                           self.index_count)
 
@@ -129,7 +118,7 @@ class IndexFile:
 
     def entry(self, n: int) -> tuple[int, int, int, int]:
         """(keyHash, phyOffset, timeDiff, prevIndex) of entry n."""
-        return _ENTRY.unpack_from(self._mm, self._entry_pos(n))
+        return INDEX_ENTRY.unpack_from(self._mm, self._entry_pos(n))
 
     # -- writing ----------------------------------------------------------------------------
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
@@ -148,7 +137,8 @@ class IndexFile:
         slots = self.hash_slot_num
         index_num = self.index_num
         entries_at = self._entries_at
-        slot_unpack, slot_pack, entry_pack = _SLOT.unpack_from, _SLOT.pack_into, _ENTRY.pack_into
+        slot_unpack, slot_pack = HASH_SLOT.unpack_from, HASH_SLOT.pack_into
+        entry_pack = INDEX_ENTRY.pack_into
         n = self.index_count
         done = 0
         for key in keys:
@@ -216,7 +206,7 @@ class IndexFile:
         self._write_header()
         self._msync()
         for pos, value in slots.items():
-            _SLOT.pack_into(self._mm, pos, value)
+            HASH_SLOT.pack_into(self._mm, pos, value)
         start = self._entry_pos(k)
         self._mm[start:self._entry_pos(count)] = bytes(self._entry_pos(count) - start)
         self._msync()
@@ -236,7 +226,7 @@ class IndexFile:
             # indexCount is read before the slot: a slot at >= count points at an entry whose
             # header update is still under way, or at a stale leftover; either way skip it.
             count = self.index_count
-            n = _SLOT.unpack_from(self._mm, self._slot_pos(key_hash))[0]
+            n = HASH_SLOT.unpack_from(self._mm, self._slot_pos(key_hash))[0]
             if n <= INVALID_INDEX or n >= count:
                 return found
             while len(found) < max_num:

@@ -26,14 +26,14 @@ from .codec import KEY_SEPARATOR
 from .dispatch import DispatchRequest
 from .errors import CorruptFile
 from .fileio import DEFAULT_FILE_IO, FileIO
-from .index_file import IndexFile, index_file_name, index_file_size, parse_index_file_name
+from .index_file import IndexFile, index_file_size
+from .layout import index_file_name, is_index_file_name, parse_index_file_name
 
 log = logging.getLogger(__name__)
 
 DEFAULT_HASH_SLOT_NUM = 5_000_000
 DEFAULT_INDEX_NUM = 20_000_000
 DESTROY_INTERVAL_FORCIBLY_MS = 3000  # RocketMQ IndexService.deleteExpiredFile: destroy(3000)
-_NAME_LEN = 17
 
 
 def build_key(topic: str, key: str) -> str:
@@ -64,7 +64,7 @@ class IndexService:
         if not os.path.isdir(self.index_dir):
             return notes
         names = sorted(n for n in os.listdir(self.index_dir)
-                       if len(n) == _NAME_LEN and n.isdigit())
+                       if is_index_file_name(n))
         expected = index_file_size(self.hash_slot_num, self.index_num)
         loaded: list[IndexFile] = []
         with self._write_lock:

@@ -26,6 +26,7 @@ from typing import Any
 from store.clock import SYSTEM_CLOCK, Clock
 from store.errors import ConfigError, CorruptFile, DiskError
 from store.fileio import DEFAULT_FILE_IO, FileIO
+from store.layout import StoreLayout, backup_path
 
 PERM_INHERIT = 1
 PERM_WRITE = 2
@@ -35,7 +36,6 @@ MAX_QUEUE_NUMS = 1024
 # RocketMQ TopicValidator: legal characters and maximum length of a topic name.
 TOPIC_NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_LENGTH = 127
-TOPICS_FILE = os.path.join("config", "topics.json")
 
 
 class JsonConfigFile:
@@ -43,7 +43,7 @@ class JsonConfigFile:
 
     def __init__(self, path: str, io: FileIO = DEFAULT_FILE_IO) -> None:
         self.path = path
-        self.bak_path = f"{path}.bak"
+        self.bak_path = backup_path(path)
         self.io = io
         self._lock = threading.Lock()
 
@@ -202,7 +202,7 @@ class TopicConfigTable:
     def for_store(cls, store_dir: str, io: FileIO = DEFAULT_FILE_IO,
                   clock: Clock = SYSTEM_CLOCK) -> "TopicConfigTable":
         """The table at `<store_dir>/config/topics.json`."""
-        return cls(os.path.join(store_dir, TOPICS_FILE), io, clock)
+        return cls(StoreLayout(store_dir).topics, io, clock)
 
     @property
     def path(self) -> str:

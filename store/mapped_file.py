@@ -14,7 +14,6 @@ after `destroy_mapped_file_interval_forcibly` has passed since the first attempt
 """
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 
@@ -22,11 +21,24 @@ from .errors import CreateFileError, DiskError
 from .fileio import PAGE_SIZE, FileIO
 
 
-def file_name(offset: int) -> str:
-    return f"{offset:020d}"
-
-
 class MappedFile:
+    """Owns one preallocated file: its descriptor, its mapping (`mm`, `view`), the three
+    positions, the bytes appended but not yet committed (write-buffer mode) and the count of
+    readers holding it.
+
+    Who may touch what:
+    - Appends (`append`, `write_at`, `zero_from`, `set_positions`) come from one writer at a
+      time, serialised by the owner (CommitLog.put_lock, a ConsumeQueue's write lock, the
+      IndexService's write lock); through the mapping they take no lock here.
+    - `_buffer_lock` guards `_pending` and `wrote_position` in write-buffer mode: append adds to
+      the buffer while commit takes bytes out of it (and puts them back when pwrite fails).
+    - `_commit_lock` lets one commit run at a time; it is held across the pwrite, while
+      `_buffer_lock` is held only to take the bytes, so appends go on during the write.
+    - `_refs_lock` guards `_refs` and `_available` (hold/release/shutdown/close); the unmap
+      happens under it, so a reader that got hold() == True reads a live mapping.
+    - `flushed_position` is moved only by flush(), called by one flush service at a time.
+    Readers read below `read_position` without a lock, inside hold()/release()."""
+
     def __init__(self, path: str, file_size: int, io: FileIO, *, write_through_mmap: bool = True,
                  create: bool = False) -> None:
         self.path = path

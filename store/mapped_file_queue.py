@@ -13,7 +13,8 @@ from typing import Callable, Iterator
 
 from .errors import CorruptFile
 from .fileio import FileIO
-from .mapped_file import MappedFile, file_name
+from .layout import is_offset_file_name, offset_file_name
+from .mapped_file import MappedFile
 
 
 class MappedFileQueue:
@@ -36,7 +37,7 @@ class MappedFileQueue:
         notes: list[str] = []
         if not os.path.isdir(self.directory):
             return notes
-        names = sorted(n for n in os.listdir(self.directory) if n.isdigit() and len(n) == 20)
+        names = sorted(n for n in os.listdir(self.directory) if is_offset_file_name(n))
         for i, name in enumerate(names):
             path = os.path.join(self.directory, name)
             size = os.path.getsize(path)
@@ -127,7 +128,7 @@ class MappedFileQueue:
 
     def _create(self, offset: int) -> MappedFile:
         self.io.makedirs(self.directory)
-        return MappedFile(os.path.join(self.directory, file_name(offset)), self.file_size,
+        return MappedFile(os.path.join(self.directory, offset_file_name(offset)), self.file_size,
                           self.io, write_through_mmap=self.write_through_mmap, create=True)
 
     def prepare_files(self, count: int, start_offset: int = 0) -> None:

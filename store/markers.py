@@ -19,9 +19,8 @@ from types import TracebackType
 
 from store.errors import DiskError, StoreLocked
 from store.fileio import DEFAULT_FILE_IO, FileIO
+from store.layout import ABORT_FILE, LOCK_FILE
 
-ABORT_FILE_NAME = "abort"
-LOCK_FILE_NAME = "lock"
 
 
 def _resolve(path: str, default_name: str) -> str:
@@ -32,11 +31,20 @@ def _dir_of(path: str) -> str:
     return os.path.dirname(os.path.abspath(path))
 
 
+def holder_pid(raw: bytes) -> int | None:
+    """The pid in the content of a `lock` file, None when there is none: the holder may be
+    between truncate and write, so an empty or odd file is possible."""
+    try:
+        return int(raw.decode("ascii").strip())
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
 class AbortMarker:
     """The `abort` file: present while a store runs, absent after a clean shutdown."""
 
     def __init__(self, path: str, io: FileIO = DEFAULT_FILE_IO) -> None:
-        self.path = _resolve(path, ABORT_FILE_NAME)
+        self.path = _resolve(path, ABORT_FILE)
         self.io = io
 
     def exists(self) -> bool:
@@ -79,7 +87,7 @@ class StoreLock:
     holds the old one."""
 
     def __init__(self, path: str, io: FileIO = DEFAULT_FILE_IO) -> None:
-        self.path = _resolve(path, LOCK_FILE_NAME)
+        self.path = _resolve(path, LOCK_FILE)
         self.store_dir = _dir_of(self.path)
         self.io = io
         self._fd: int | None = None
@@ -120,11 +128,9 @@ class StoreLock:
         self._fd = fd
 
     def _read_pid(self, fd: int) -> int | None:
-        # The holder may be between truncate and write, so an empty or odd file is possible.
         try:
-            raw = self.io.pread(fd, 64, 0, self.path)
-            return int(raw.decode("ascii").strip())
-        except (OSError, ValueError, UnicodeDecodeError):
+            return holder_pid(self.io.pread(fd, 64, 0, self.path))
+        except OSError:
             return None
 
     def release(self) -> None:

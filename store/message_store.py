@@ -10,7 +10,6 @@ replication wait (master/) composes on top of `append` + `durability`.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -23,10 +22,12 @@ from .commitlog import CommitLog
 from .completion import Completion
 from .config import StoreConfig
 from .consume_queue import ConsumeQueueStore
+from .dispatch import delay_level_lookup
 from .errors import CreateFileError, DiskError, MessageIllegal, PropertiesSizeExceeded
 from .fileio import DEFAULT_FILE_IO, FileIO
 from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
 from .index_service import IndexService
+from .layout import StoreLayout
 from .logics_flush import LogicsFlushService
 from .markers import AbortMarker, StoreLock
 from .put_result import PutResult, PutStatus
@@ -49,6 +50,18 @@ class StoreStats:
 
 
 class MessageStore:
+    """The store facade. Owns the store directory (its `lock` held from load() to shutdown(),
+    the `abort` marker while started, the checkpoint), the commitlog, the consume queues, the
+    index, and the services that work on them: flush (and commit in write-buffer mode),
+    reput, logics flush, plus `extra_services` (retention, schedule) attached by their modules.
+
+    Locking: `_lifecycle` serialises start() and shutdown(). Everything else is guarded where
+    it lives: CommitLog.put_lock for appends, truncation and queue offsets; reput's lock for
+    dispatch, which truncate() and prepare_for_writes() also take so that reput never walks
+    bytes being cut; the consume queues' and the index's own locks for their files. `flags`
+    (RunningFlags) is thread-safe; `stats` counters are updated without a lock (approximate
+    under concurrency)."""
+
     def __init__(self, config: StoreConfig, *, io: FileIO = DEFAULT_FILE_IO,
                  clock: Clock = SYSTEM_CLOCK, auto_services: bool = True) -> None:
         self.config = config
@@ -58,19 +71,21 @@ class MessageStore:
         self.root = config.store_path_root_dir
         self.flags = rf.RunningFlags()
         self.stats = StoreStats()
-        self.lock = StoreLock(os.path.join(self.root, "lock"), io)
-        self.abort = AbortMarker(os.path.join(self.root, "abort"), io)
-        self.checkpoint = StoreCheckpoint(os.path.join(self.root, "checkpoint"), io)
+        paths = StoreLayout(self.root)
+        self.lock = StoreLock(paths.lock, io)
+        self.abort = AbortMarker(paths.abort, io)
+        self.checkpoint = StoreCheckpoint(paths.checkpoint, io)
         buffered = config.transient_store_pool_enable or config.write_without_mmap
         self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log, io,
                                    clock, write_through_mmap=not buffered,
                                    store_host=config.store_host)
-        self.cq_store = ConsumeQueueStore(os.path.join(self.root, "consumequeue"),
+        self.cq_store = ConsumeQueueStore(paths.consume_queue_dir,
                                           config.mapped_file_size_consume_queue, io)
-        self.index_service = (IndexService(os.path.join(self.root, "index"),
+        self.index_service = (IndexService(paths.index_dir,
                                            config.max_hash_slot_num, config.max_index_num, io, clock)
                               if config.message_index_enable else None)
         self._delay_levels = config.delay_levels_ms()
+        self.delay_level_ms = delay_level_lookup(self._delay_levels)
         dispatchers = [self.cq_store] + ([self.index_service] if self.index_service else [])
         # Replication sets where dispatch must stop (the master: min of in-sync acks; a slave:
         # what its master confirmed). None: not bounded (a standalone store).
@@ -419,10 +434,6 @@ class MessageStore:
         self.config = config
 
     # -- internals ---------------------------------------------------------------------------
-    def delay_level_ms(self, level: int) -> int:
-        levels = self._delay_levels
-        return levels[min(level, len(levels)) - 1] if level > 0 else 0
-
     def _dispatch_bound(self) -> int:
         bound = self.commitlog.max_offset()
         if self.config.is_sync_flush:

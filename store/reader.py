@@ -3,11 +3,12 @@ by offset message id, by key / unique key through the index, and queue offsets b
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from . import codec
 from .codec import MessageRecord
 from .commitlog import CommitLog
+from .commitlog_walk import CommitLogWalk
 from .errors import OffsetOutOfRange
 from .get_result import GetMessageResult, GetStatus
 
@@ -140,29 +141,28 @@ class MessageReader:
 
     def iter_records(self, start: int = 0, end: int | None = None,
                      check_crc: bool = False) -> Iterable[tuple[int, codec.DecodeResult]]:
-        """Every record of the commitlog from `start` (a record boundary): (offset, result)."""
+        """Every record of the commitlog from `start` (a record boundary) up to `end` (default
+        the readable end): (offset, record); where the records stop before `end` because the
+        bytes there are not a record, last (offset, what lies there: Empty, NeedMore, Corrupt)."""
         end = self.commitlog.max_offset() if end is None else end
-        offset = max(start, self.commitlog.min_offset())
-        while offset < end:
-            f = self.commitlog.queue.find_by_offset(offset)
-            if f is None or not f.hold():
-                return
+        walk = CommitLogWalk(decode=_decoder(check_crc))
+        records = walk.mapped(self.commitlog.queue, max(start, self.commitlog.min_offset()), end)
+        try:
+            for offset, (_, record) in records:
+                yield offset, record
+        finally:
+            records.close()
+        if walk.stop is not None and walk.stop.in_data:
             try:
-                base = f.file_from_offset
-                limit = min(f.read_position, end - base)
-                pos = offset - base
-                while pos < limit:
-                    res = codec.decode(f.view, pos, limit, check_crc=check_crc)
-                    if isinstance(res, MessageRecord):
-                        yield base + pos, res
-                        pos += res.total_size
-                    elif isinstance(res, codec.Blank):
-                        pos = f.file_size
-                    else:
-                        yield base + pos, res
-                        return
-                if pos < f.file_size:
-                    return
-                offset = base + f.file_size
-            finally:
-                f.release()
+                yield walk.offset, self.commitlog.get_message(walk.offset, end - walk.offset,
+                                                              check_crc=check_crc)
+            except OffsetOutOfRange:  # the file went away meanwhile
+                return
+
+
+def _decoder(check_crc: bool) -> Callable[[Any, int, int], tuple[int, MessageRecord] | None]:
+    """codec.decode in the walk's form: (totalSize, record), None for anything else."""
+    def decode(view: Any, pos: int, limit: int) -> tuple[int, MessageRecord] | None:
+        res = codec.decode(view, pos, limit, check_crc=check_crc)
+        return (res.total_size, res) if isinstance(res, MessageRecord) else None
+    return decode

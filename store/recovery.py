@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from . import codec
 from .codec import RecordKind
 from .commitlog import CommitLog
+from .commitlog_walk import CommitLogWalk
 from .mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
@@ -53,29 +54,14 @@ def first_store_timestamp(f: MappedFile) -> int:
 def scan_valid_end(files: list[MappedFile], start: int, check_crc: bool,
                    verify_prop_crc: bool = False, progress=None) -> tuple[int, int]:
     """From files[start], the offset of the first byte that is not part of a valid record,
-    and how many records were seen."""
+    and how many records were seen. A hole between files ends it too: nothing after it can be
+    trusted."""
+    walk = CommitLogWalk(check_crc=check_crc, verify_prop_crc=verify_prop_crc)
     count = 0
-    end = files[start].file_from_offset
-    for f in files[start:]:
-        base = f.file_from_offset
-        if base != end:
-            break  # a hole between files: nothing after it can be trusted
-        view = f.view
-        size = f.file_size
-        pos = 0
-        while pos < size:
-            kind, n = codec.check_record(view, pos, size, check_crc, verify_prop_crc)
-            if kind is RecordKind.RECORD:
-                pos += n
-                count += 1
-            elif kind is RecordKind.BLANK:
-                pos = size
-            else:
-                return base + pos, count
-        end = base + size
-        if progress is not None:
-            progress(end)
-    return end, count
+    for _ in walk.files(((f.file_from_offset, f.view, f.file_size) for f in files[start:]),
+                        file_done=progress):
+        count += 1
+    return walk.offset, count
 
 
 def choose_start(files: list[MappedFile], abnormal: bool, dispatch_from: int, min_timestamp: int,
@@ -136,24 +122,10 @@ def valid_end_from(commitlog: CommitLog, offset: int, check_crc: bool = True) ->
     """The end of the valid records that follow `offset` (a record boundary) up to the
     written end: where a replica's torn tail (a chunk that ended mid-record) begins."""
     end = commitlog.max_offset()
-    while offset < end:
-        f = commitlog.queue.find_by_offset(offset)
-        if f is None:
-            return offset
-        base = f.file_from_offset
-        pos, limit = offset - base, min(f.read_position, end - base)
-        while pos < limit:
-            kind, n = codec.check_record(f.view, pos, limit, check_crc)
-            if kind is RecordKind.RECORD:
-                pos += n
-            elif kind is RecordKind.BLANK:
-                pos = f.file_size
-            else:
-                return base + pos
-        if pos < f.file_size:
-            return base + pos
-        offset = base + f.file_size
-    return min(offset, end)
+    walk = CommitLogWalk(check_crc=check_crc)
+    for _ in walk.mapped(commitlog.queue, offset, end):
+        pass
+    return min(walk.offset, end)
 
 
 def rebuild_queue_table(commitlog: CommitLog, cq_offsets: dict[tuple[str, int], int],
@@ -161,31 +133,12 @@ def rebuild_queue_table(commitlog: CommitLog, cq_offsets: dict[tuple[str, int], 
     """Next queue offset per topic-queue: the consume queues' ends, raised by records in
     [undispatched_from, end) that reput has not dispatched (beyond the confirm offset)."""
     table = dict(cq_offsets)
-    end = commitlog.max_offset()
-    offset = max(undispatched_from, commitlog.min_offset())
-    while offset < end:
-        f = commitlog.queue.find_by_offset(offset)
-        if f is None:
-            break
-        base = f.file_from_offset
-        pos = offset - base
-        limit = min(f.read_position, end - base)
-        while pos < limit:
-            kind, n = codec.check_record(f.view, pos, limit, False)
-            if kind is RecordKind.RECORD:
-                qid, qo, sys_flag, _, _, topic, _ = codec.decode_dispatch_fields(f.view, pos, n)
-                t = sys_flag & codec.SysFlag.TRANSACTION_MASK
-                if t not in (codec.SysFlag.TRANSACTION_PREPARED_TYPE, codec.SysFlag.TRANSACTION_ROLLBACK_TYPE):
-                    key = (topic, qid)
-                    if table.get(key, 0) < qo + 1:
-                        table[key] = qo + 1
-                pos += n
-            elif kind is RecordKind.BLANK:
-                pos = f.file_size
-                break
-            else:
-                return table
-        if pos < f.file_size:
-            break
-        offset = base + f.file_size
+    walk = CommitLogWalk(decode=codec.dispatch_fields)
+    for _, (_, qid, qo, sys_flag, _, _, topic, _) in walk.mapped(
+            commitlog.queue, max(undispatched_from, commitlog.min_offset()), commitlog.max_offset()):
+        t = sys_flag & codec.SysFlag.TRANSACTION_MASK
+        if t not in (codec.SysFlag.TRANSACTION_PREPARED_TYPE, codec.SysFlag.TRANSACTION_ROLLBACK_TYPE):
+            key = (topic, qid)
+            if table.get(key, 0) < qo + 1:
+                table[key] = qo + 1
     return table

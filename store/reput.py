@@ -3,8 +3,9 @@
 Each step decodes from the current offset up to a bound: the readable end of the commitlog,
 lowered to the flushed offset under SYNC_FLUSH (RocketMQ #8240: consumers never see what a
 crash could take away) and to the confirm offset when replication requires it. Records are
-checked (no CRC: recovery already did that) and turned into DispatchRequests; a BLANK moves to
-the next file. A corrupt record stops reput and is reported, never skipped silently.
+checked (no CRC: recovery already did that) and turned into DispatchRequests by one walk
+(store.commitlog_walk with codec.dispatch_fields, a one-pass check and decode); a BLANK moves
+to the next file. A corrupt record stops reput and is reported, never skipped silently.
 """
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import threading
 from typing import Callable, Sequence
 
 from . import codec
-from .codec import RecordKind
 from .commitlog import CommitLog
+from .commitlog_walk import CommitLogWalk, Stop
 from .dispatch import Dispatcher, DispatchRequest, request_from_fields
 from .service import Service
 
@@ -69,66 +70,41 @@ class ReputService(Service):
                 return total
 
     def _dispatch(self, max_bytes: int) -> int:
-        end = self._end()
         offset = self.reput_from_offset
         if offset < self.commitlog.min_offset():
             offset = self.commitlog.min_offset()  # retention removed what reput never reached
         count = 0
-        budget_end = offset + max_bytes
         dispatched: list[DispatchRequest] = []
         listening = bool(self.listeners)
         dispatchers = self.dispatchers
         delay_level_ms = self.delay_level_ms
-        dispatch_fields = codec.dispatch_fields
-        while offset < end and offset < budget_end:
-            f = self.commitlog.queue.find_by_offset(offset)
-            if f is None or not f.hold():
-                break
-            try:
-                base = f.file_from_offset
-                limit = min(f.read_position, end - base)
-                pos = offset - base
-                view = f.view
-                while pos < limit and base + pos < budget_end:
-                    # One pass checks and decodes a record (the same rules as check_record);
-                    # only when it is not one does check_record say what lies there.
-                    fields = dispatch_fields(view, pos, limit)
-                    if fields is not None:
-                        req = request_from_fields(fields, base + pos, delay_level_ms)
-                        if req.dispatchable:
-                            try:
-                                for d in dispatchers:
-                                    d.dispatch(req)
-                            except Exception as e:  # retried from this record next round
-                                self._dispatch_failed(base + pos, e)
-                                end = base + pos
-                                break
-                        if listening:
-                            dispatched.append(req)
-                        pos += fields[0]
-                        count += 1
-                        continue
-                    kind, _ = codec.check_record(view, pos, limit, False)
-                    if kind is RecordKind.BLANK:
-                        pos = f.file_size
+        # One pass checks and decodes each record (dispatch_fields: the same rules as
+        # check_record); only when it is not one does the walk ask what lies there.
+        walk = CommitLogWalk(decode=codec.dispatch_fields)
+        records = walk.mapped(self.commitlog.queue, offset, self._end(), offset + max_bytes)
+        try:
+            for phy, fields in records:
+                req = request_from_fields(fields, phy, delay_level_ms)
+                if req.dispatchable:
+                    try:
+                        for d in dispatchers:
+                            d.dispatch(req)
+                    except Exception as e:  # retried from this record next round
+                        self._dispatch_failed(phy, e)
                         break
-                    elif kind is RecordKind.CORRUPT or kind is RecordKind.RECORD:
-                        # RECORD here would mean dispatch_fields and check_record disagree:
-                        # stop loudly rather than wait forever for the record to appear.
-                        if self.corrupt_at != base + pos:
-                            log.error("reput stopped: corrupt record at offset %d", base + pos)
-                        self.corrupt_at = base + pos
-                        end = base + pos
-                        break
-                    else:  # EMPTY / NEED_MORE: the rest is not written yet
-                        end = base + pos
-                        break
-                if pos < f.file_size:
-                    offset = base + pos
-                    break
-                offset = base + f.file_size  # file done: continue in the next one
-            finally:
-                f.release()
+                if listening:
+                    dispatched.append(req)
+                count += 1
+        finally:
+            records.close()
+        offset = walk.offset
+        if walk.stop is Stop.CORRUPT:
+            # Also when dispatch_fields refused what check_record calls a record: stop loudly
+            # rather than wait forever for the record to appear. EMPTY / NEED_MORE: the rest
+            # is not written yet.
+            if self.corrupt_at != offset:
+                log.error("reput stopped: corrupt record at offset %d", offset)
+            self.corrupt_at = offset
         self.reput_from_offset = offset
         if count and self.dispatch_error is not None and offset > self._error_at:
             self.dispatch_error = None

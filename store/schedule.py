@@ -64,7 +64,6 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
@@ -74,6 +73,7 @@ from .codec import Message, MessageRecord, SysFlag
 from .dispatch import SCHEDULE_TOPIC
 from .errors import CorruptFile, DiskError, MessageIllegal
 from .json_config import JsonConfigFile
+from .layout import StoreLayout
 from .put_result import PutResult, PutStatus
 from .service import Service
 from .validation import check_topic
@@ -86,7 +86,6 @@ log = logging.getLogger(__name__)
 
 PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
-DELAY_OFFSET_FILE = os.path.join("config", "delayOffset.json")
 TIMER_STATE_PERSIST_MAX = 1024
 _BATCH = 64
 _MAX_PER_ROUND = 1024  # units handled per queue per step; more -> wakeup() for another round
@@ -220,7 +219,7 @@ class ScheduleService(Service):
         self.timer_qid = timer_queue_id(self.levels)
         self.max_timer_pending = max_timer_pending
         self.stats = ScheduleStats()
-        self.file = JsonConfigFile(os.path.join(store.root, DELAY_OFFSET_FILE), store.io)
+        self.file = JsonConfigFile(StoreLayout(store.root).delay_offset, store.io)
         self._lock = threading.RLock()
         self._offsets: dict[int, int] = {}  # queue id -> next offset (timer queue: watermark)
         self._foreign: dict[str, Any] = {}  # offsetTable keys that are not ours, kept as found
@@ -297,7 +296,7 @@ class ScheduleService(Service):
         return 0.1
 
     def step(self) -> None:
-        if self.store.config.broker_role == "SLAVE":
+        if self.store.config.is_slave:
             return
         with self._lock:
             now = self.clock.now_ms()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -58,3 +59,20 @@ class Service:
                 log.exception("%s step failed", self.name)
             self._wake.wait(self.wait_interval())
             self._wake.clear()
+
+
+class PeriodicTask(Service):
+    """A service whose round is one callable, every `interval_s` seconds (health checks,
+    housekeeping): no subclass needed for a single function."""
+
+    def __init__(self, name: str, round_fn: Callable[[], object], interval_s: float) -> None:
+        super().__init__()
+        self.name = name
+        self._round = round_fn
+        self._interval_s = interval_s
+
+    def step(self) -> None:
+        self._round()
+
+    def wait_interval(self) -> float:
+        return self._interval_s

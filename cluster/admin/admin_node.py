@@ -15,7 +15,7 @@ from cluster.admin.admin_error import not_master_error
 from cluster.node.node_role import NotMaster
 
 if TYPE_CHECKING:
-    from master.role import MasterRole
+    from master.master_role import MasterRole
     from proto import admin_pb2 as apb
     from store.broker_role import BrokerRole
     from store.codec import Message

@@ -37,7 +37,6 @@ when a slave truncates its log; then the copy holds what is there when the chunk
 from __future__ import annotations
 
 import os
-import struct
 import sys
 import time
 from array import array
@@ -45,17 +44,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
 from proto import admin_pb2 as pb
-from store.index_file import HASH_SLOT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
+from store import layout
+from store.index_file import (HASH_SLOT_SIZE, INDEX_ENTRY, INDEX_ENTRY_SIZE, INDEX_HEADER,
+                              INDEX_HEADER_SIZE)
 
 if TYPE_CHECKING:
     from store.mapped_file import MappedFile
     from store.message_store import MessageStore
 
-PARTS = ("commitlog", "consumequeue", "index", "config", "checkpoint", "epochFileCheckpoint")
+PARTS = (layout.COMMITLOG_DIR, layout.CONSUME_QUEUE_DIR, layout.INDEX_DIR, layout.CONFIG_DIR,
+         layout.CHECKPOINT_FILE, layout.EPOCH_FILE)
 DEFAULT_CHUNK_BYTES = 1 << 20
 MAX_CHUNK_BYTES = 4 << 20
-_HEADER = struct.Struct(">qqqqii")
-_ENTRY = struct.Struct(">iqii")
 _BAD_CHARS = ("/", "\\", "\0")
 
 
@@ -178,7 +178,7 @@ class _Mapped(_Source):
 class _Index(_Source):
     """An index file read with pread(); header, slots and entries as of entry count N."""
 
-    kind = "index"
+    kind = layout.INDEX_DIR
 
     def __init__(self, path: str, fs_path: str, hash_slot_num: int, index_num: int) -> None:
         self.fd = os.open(fs_path, os.O_RDONLY)
@@ -186,7 +186,7 @@ class _Index(_Source):
             self.slots_end = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
             file_length = self.slots_end + index_num * INDEX_ENTRY_SIZE
             self.header = self._stable_header()
-            count = _HEADER.unpack(self.header)[5]
+            count = INDEX_HEADER.unpack(self.header)[5]
             self.count = min(max(count, 1), index_num)
         except BaseException:
             os.close(self.fd)
@@ -214,7 +214,7 @@ class _Index(_Source):
             raw = self._pread(INDEX_ENTRY_SIZE, self.slots_end + n * INDEX_ENTRY_SIZE)
             if len(raw) != INDEX_ENTRY_SIZE:
                 return 0
-            prev = _ENTRY.unpack(raw)[3]
+            prev = INDEX_ENTRY.unpack(raw)[3]
             if prev <= 0 or prev >= n:  # end of chain, or a chain that is not older: empty
                 return 0
             n = prev
@@ -296,33 +296,33 @@ class StoreExport:
                 return
             sources.append(_Whole(kind, export_path(*parts), data))
 
-        for name in ("checkpoint", "epochFileCheckpoint"):
+        for name in (layout.CHECKPOINT_FILE, layout.EPOCH_FILE):
             if name in self.parts:
                 whole(name, os.path.join(root, name), name)
-        if "config" in self.parts:
-            config_dir = os.path.join(root, "config")
+        if layout.CONFIG_DIR in self.parts:
+            config_dir = layout.StoreLayout(root).config_dir
             try:
                 names = sorted(os.listdir(config_dir))
             except (FileNotFoundError, NotADirectoryError):
                 names = []
             for name in names:
                 fs_path = os.path.join(config_dir, name)
-                if name.endswith(".json") and os.path.isfile(fs_path) and not os.path.islink(fs_path):
-                    whole("config", fs_path, "config", name)
+                if name.endswith(layout.CONFIG_FILE_SUFFIX) and os.path.isfile(fs_path) and not os.path.islink(fs_path):
+                    whole(layout.CONFIG_DIR, fs_path, layout.CONFIG_DIR, name)
 
     def _index_files(self, sources: list[_Source]) -> None:
         service = self.store.index_service
-        if "index" not in self.parts or service is None:
+        if layout.INDEX_DIR not in self.parts or service is None:
             return
         for ix in service.files():
             try:
-                sources.append(_Index(export_path("index", os.path.basename(ix.path)), ix.path,
+                sources.append(_Index(export_path(layout.INDEX_DIR, os.path.basename(ix.path)), ix.path,
                                       ix.hash_slot_num, ix.index_num))
             except FileNotFoundError:  # deleted by retention just now
                 continue
 
     def _consume_queues(self, sources: list[_Source]) -> None:
-        if "consumequeue" not in self.parts:
+        if layout.CONSUME_QUEUE_DIR not in self.parts:
             return
         queues = sorted(self.store.cq_store.queues(), key=lambda q: (q.topic, q.queue_id))
         for cq in queues:
@@ -330,8 +330,8 @@ class StoreExport:
                 size = mf.read_position
                 if not mf.available:
                     continue  # being deleted by retention: an expired file
-                sources.append(_Mapped("consumequeue", export_path(
-                    "consumequeue", cq.topic, str(cq.queue_id), os.path.basename(mf.path)), mf,
+                sources.append(_Mapped(layout.CONSUME_QUEUE_DIR, export_path(
+                    layout.CONSUME_QUEUE_DIR, cq.topic, str(cq.queue_id), os.path.basename(mf.path)), mf,
                     min(size, mf.file_size)))
 
     def _commitlog(self, sources: list[_Source]) -> tuple[int, int]:
@@ -343,8 +343,8 @@ class StoreExport:
         if any(not f.available for f in files):
             raise ExportAborted("the commitlog is being truncated; retry the export")
         start = files[0].file_from_offset if files else end
-        if "commitlog" in self.parts:
-            sources.extend(_Mapped("commitlog", export_path("commitlog", os.path.basename(f.path)),
+        if layout.COMMITLOG_DIR in self.parts:
+            sources.extend(_Mapped(layout.COMMITLOG_DIR, export_path(layout.COMMITLOG_DIR, os.path.basename(f.path)),
                                    f, min(f.file_size, end - f.file_from_offset)) for f in files)
         return start, end
 
@@ -357,7 +357,7 @@ class StoreExport:
             self._consume_queues(sources)
             cl_min, cl_end = self._commitlog(sources)
             # send order: small files, commitlog, consume queues, index
-            order = {"commitlog": 1, "consumequeue": 2, "index": 3}
+            order = {layout.COMMITLOG_DIR: 1, layout.CONSUME_QUEUE_DIR: 2, layout.INDEX_DIR: 3}
             sources.sort(key=lambda s: order.get(s.kind, 0))
             stats = self.stats
             stats.total_bytes = sum(s.size for s in sources)

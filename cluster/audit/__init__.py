@@ -1,4 +1,4 @@
-"""Spark consistency audit of the replicas of one broker group (DESIGN.md section 10).
+"""Spark consistency audit of the replicas of one broker group.
 
     python -m cluster.audit MASTER_DIR SLAVE1_DIR SLAVE2_DIR [--names m,s1,s2]
         [--master-url local[*]] [--json report.json] [--chart lag.png] [--reference NAME]

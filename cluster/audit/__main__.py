@@ -1,6 +1,6 @@
 """`python -m cluster.audit REPLICA_DIR ...`: the audit in Spark local mode by default."""
 import sys
 
-from .cli import main
+from cluster.audit.audit_main import main
 
 sys.exit(main())

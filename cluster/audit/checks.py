@@ -22,10 +22,10 @@ import json
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from .model import ERROR, INFO, WARNING, ReplicaFacts
-from .plan import DetailPlan
-from .scan import CORRUPT, DIGEST, KEYS, OK, QEDGE, QGAP
-from .scan_cq import UDIGEST
+from cluster.audit.model import ERROR, INFO, WARNING, ReplicaFacts
+from cluster.audit.plan import DetailPlan
+from cluster.audit.scan import CORRUPT, DIGEST, KEYS, OK, QEDGE, QGAP
+from cluster.audit.scan_cq import UDIGEST
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 KEYS_ = ["replica", "phys"]

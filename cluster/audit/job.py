@@ -15,9 +15,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
-from . import checks, model, scan, scan_cq, summarize
-from .layout import ReplicaLayout, split_points
-from .plan import DetailPlan, plan_details
+from cluster.audit import checks, model, scan, scan_cq, summarize
+from cluster.audit.replica_files import ReplicaLayout, split_points
+from cluster.audit.plan import DetailPlan, plan_details
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUMMARY_SCHEMA = ", ".join(f"{n} {t}" for n, t in scan.SUMMARY_COLUMNS)

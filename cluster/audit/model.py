@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from ha.epoch import EpochCache, EpochEntry, find_consistent_point
 
-from .layout import ReplicaLayout
-from .scan import DATA_STOPS
+from cluster.audit.replica_files import ReplicaLayout
+from cluster.audit.scan import DATA_STOPS
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SEVERITIES = (ERROR, WARNING, INFO)

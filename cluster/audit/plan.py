@@ -17,9 +17,9 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from .layout import ReplicaLayout
-from .model import ReplicaFacts
-from .scan import CommitLogTask
+from cluster.audit.replica_files import ReplicaLayout
+from cluster.audit.model import ReplicaFacts
+from cluster.audit.scan import CommitLogTask
 
 
 @dataclass

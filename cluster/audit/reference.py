@@ -9,20 +9,20 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import NamedTuple
 
-from . import layout as layout_mod
-from . import model
-from .model import ERROR, INFO, AuditResult, dispatchable, finding, severity
-from .scan import CORRUPT, END, OK, RECORD_COLUMNS, RESPLIT, plan_commitlog_tasks, record_rows
-from .scan_cq import CQ_COLUMNS, STATS, plan_cq_tasks, summarize_cq, unit_rows
+from cluster.audit import replica_files
+from cluster.audit import model
+from cluster.audit.model import ERROR, INFO, AuditResult, dispatchable, finding, severity
+from cluster.audit.scan import CORRUPT, END, OK, RECORD_COLUMNS, RESPLIT, plan_commitlog_tasks, record_rows
+from cluster.audit.scan_cq import CQ_COLUMNS, STATS, plan_cq_tasks, summarize_cq, unit_rows
 
 Rec = NamedTuple("Rec", [(n, object) for n, _ in RECORD_COLUMNS])
 Unit = NamedTuple("Unit", [(n, object) for n, _ in CQ_COLUMNS])
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 
-def scan_replica(lay: layout_mod.ReplicaLayout, split_bytes: int) -> tuple[list[Rec], list[Rec], int]:
+def scan_replica(lay: replica_files.ReplicaLayout, split_bytes: int) -> tuple[list[Rec], list[Rec], int]:
     """(record rows, end rows, files scanned again whole) of one replica."""
-    tasks = plan_commitlog_tasks(lay.name, lay.commitlog, layout_mod.split_points(lay, split_bytes))
+    tasks = plan_commitlog_tasks(lay.name, lay.commitlog, replica_files.split_points(lay, split_bytes))
     rows = [Rec(*r) for t in tasks for r in record_rows(t)]
     bad = {r.file_base for r in rows if r.kind == RESPLIT}
     if bad:
@@ -32,7 +32,7 @@ def scan_replica(lay: layout_mod.ReplicaLayout, split_bytes: int) -> tuple[list[
     return rows, [r for r in rows if r.kind == END], len(bad)
 
 
-def audit(layouts: list[layout_mod.ReplicaLayout], *, split_bytes: int = 256 << 20,
+def audit(layouts: list[replica_files.ReplicaLayout], *, split_bytes: int = 256 << 20,
           reference: str | None = None, max_examples: int = 20) -> AuditResult:
     facts: dict[str, model.ReplicaFacts] = {}
     recs: dict[str, dict[int, Rec]] = {}

@@ -5,7 +5,9 @@ import json
 import os
 from datetime import datetime, timezone
 
-from .model import ERROR, INFO, KINDS, SEVERITIES, WARNING, AuditResult
+from store.text_output import format_table
+
+from cluster.audit.model import ERROR, INFO, KINDS, SEVERITIES, WARNING, AuditResult
 
 _RANK = {ERROR: 0, WARNING: 1, INFO: 2}
 
@@ -57,10 +59,8 @@ def write_json(report: dict, path: str) -> None:
 
 
 def _table(headers: list[str], rows: list[list]) -> list[str]:
-    cells = [[str(x) for x in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    fmt = "  ".join("{:<%d}" % w if i == 0 else "{:>%d}" % w for i, w in enumerate(widths))
-    return [fmt.format(*headers)] + [fmt.format(*r) for r in cells]
+    """The first column left-aligned, the others right-aligned; None shows as "None"."""
+    return format_table(headers, [[str(x) for x in r] for r in rows], right=range(1, len(headers)))
 
 
 def _describe(f: dict) -> str:

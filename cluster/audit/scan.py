@@ -1,10 +1,10 @@
 """Executor side: decode commitlog ranges with store.codec into small rows.
 
 Every record is checked and parsed by store.codec (check_record, decode_dispatch_fields,
-decode); nothing here decodes a record by itself. A task scans from its start (a record
-boundary, checked) while the position is below its range end; a record that starts in the range
-is read whole; the scan of a file stops at its first corrupt or empty record (skipping the
-end-of-file BLANK filler).
+decode) along store.commitlog_walk; nothing here decodes a record by itself. A task walks from
+its start (a record boundary, checked) while the position is below its range end; a record that
+starts in the range is read whole; the walk of a file stops at its first corrupt or empty record
+or at the end-of-file BLANK filler.
 
 Two modes. `summarize` (pass 1, every byte) emits SUMMARY_COLUMNS rows; record data stays in the
 task:
@@ -38,8 +38,9 @@ from typing import Iterator, NamedTuple
 
 from store import codec
 from store.codec import RecordKind
+from store.commitlog_walk import CommitLogWalk, Stop, stop_reason
 from store.config import StoreConfig
-from store.dispatch import SCHEDULE_TOPIC, schedule_tags_code
+from store.dispatch import SCHEDULE_TOPIC, delay_level_lookup, schedule_tags_code
 
 
 SUMMARY_COLUMNS = (
@@ -84,12 +85,6 @@ def plan_commitlog_tasks(replica: str, files, cuts: dict[int, list[int]],
         for a, b in zip(bounds, bounds[1:]):
             tasks.append(CommitLogTask(replica, f.path, f.base, a, b, f.size))
     return tasks
-
-
-def _delay_fn(levels):
-    def delay_level_ms(level: int) -> int:
-        return levels[min(level, len(levels)) - 1] if level > 0 else 0
-    return delay_level_ms
 
 
 def _tag_hash(topic: str, props: dict, store_ts: int, cache: dict, delay_ms) -> int:
@@ -152,24 +147,23 @@ def _bad_start(view, size: int, task: CommitLogTask) -> str | None:
     return f"task start {task.base + task.start} is not a record boundary ({what})"
 
 
-def _stop(view, size: int, pos: int, kind: RecordKind, delay_ms):
-    """(stop kind, reason, corrupt record fields or None) where a scan stops at `pos`."""
-    if kind is RecordKind.BLANK:
-        return "BLANK", "end-of-file blank", None
-    if kind is RecordKind.EMPTY:
-        return "EMPTY", "end of data (zero header)", None
-    res = codec.decode(view, pos, size, read_body=False)
-    if isinstance(res, codec.Corrupt):
-        reason = res.reason
-    elif isinstance(res, codec.NeedMore):
-        reason = f"torn record: needs {res.needed} bytes, {res.available} left in the file"
-    else:
-        reason = res.kind.name.lower()
+def _stop(walk: CommitLogWalk, view, size: int, delay_ms):
+    """(position, stop kind, reason, corrupt record fields or None) where a walk stopped in the
+    data or at a BLANK; None when it reached the end of its range or file."""
+    if walk.blank_at is not None:
+        return walk.blank_at - walk.base, "BLANK", "end-of-file blank", None
+    if walk.stop is None or not walk.stop.in_data:
+        return None
+    pos = walk.offset - walk.base
+    kind = walk.stop
+    reason = stop_reason(view, pos, size, kind, check_crc=True)
+    if kind is Stop.EMPTY:
+        return pos, "EMPTY", reason, None
     k, n = codec.check_record(view, pos, size, check_crc=False)
     if k is not RecordKind.RECORD:  # the structure itself is broken: nothing to trust
-        return kind.name, reason, None
+        return pos, kind.name, reason, None
     qid, qo, sf, ts, _, topic, props = codec.decode_dispatch_fields(view, pos, n)
-    return kind.name, f"body CRC mismatch in record of {n} bytes", (
+    return pos, kind.name, f"body CRC mismatch in record of {n} bytes", (
         n, zlib.crc32(view[pos:pos + n]), _BODY_CRC.unpack_from(view, pos + _BODY_CRC_POS)[0], topic,
         qid, qo, sf, ts, props.get(codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
         _tag_hash(topic, props, ts, {}, delay_ms))
@@ -198,26 +192,26 @@ def record_rows(task: CommitLogTask, delay_levels=DEFAULT_DELAY_LEVELS_MS,
         if why:
             yield _resplit(task, why, 1)
             return
-        check, fields, crc32 = codec.check_record, codec.decode_dispatch_fields, zlib.crc32
-        body_crc, record = _BODY_CRC.unpack_from, RecordKind.RECORD
+        fields, crc32 = codec.decode_dispatch_fields, zlib.crc32
+        body_crc = _BODY_CRC.unpack_from
         uniq = codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
-        delay_ms, tags = _delay_fn(delay_levels), {}
-        pos, end, count = task.start, min(task.end, size), 0
-        while pos < end:
-            kind, n = check(view, pos, size)
-            if kind is not record:
-                stop, reason, rec = _stop(view, size, pos, kind, delay_ms)
-                if stop not in ("BLANK", "EMPTY"):
-                    yield (replica, base, base + pos, *(rec or (None,) * 10), CORRUPT, reason, None, None)
-                yield _end(task, base + pos, stop, count, reason, 1)
-                return
+        delay_ms, tags = delay_level_lookup(delay_levels), {}
+        walk, count = CommitLogWalk(check_crc=True), 0
+        for phys, n in walk.file(view, base, task.start, size, size, min(task.end, size)):
+            pos = phys - base
             qid, qo, sf, ts, _, topic, props = fields(view, pos, n)
-            yield (replica, base, base + pos, n, crc32(view[pos:pos + n]),
+            yield (replica, base, phys, n, crc32(view[pos:pos + n]),
                    body_crc(view, pos + _BODY_CRC_POS)[0], topic, qid, qo, sf, ts, props.get(uniq),
                    _tag_hash(topic, props, ts, tags, delay_ms), OK, None, None, None)
             count += 1
-            pos += n
-        yield from _range_end(task, pos, size, count, 1, exact_end=not chained)
+        stop = _stop(walk, view, size, delay_ms)
+        if stop is not None:
+            pos, kind, reason, rec = stop
+            if kind not in ("BLANK", "EMPTY"):
+                yield (replica, base, base + pos, *(rec or (None,) * 10), CORRUPT, reason, None, None)
+            yield _end(task, base + pos, kind, count, reason, 1)
+            return
+        yield from _range_end(task, walk.offset - base, size, count, 1, exact_end=not chained)
 
     yield from _opened(task, body, 1)
 

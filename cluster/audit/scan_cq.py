@@ -12,19 +12,17 @@ units in the given buckets (all buckets when None).
 """
 from __future__ import annotations
 
-import struct
 from typing import Iterator, NamedTuple
 
-from store.consume_queue import CQ_STORE_UNIT_SIZE, FILLER_SIZE
+from store.consume_queue import CQ_STORE_UNIT_SIZE, CQ_UNIT, FILLER_SIZE
 
-from . import digest
+from cluster.audit import digest
 
 CQ_COLUMNS = (
     ("replica", "string"), ("topic", "string"), ("queue_id", "int"), ("kind", "string"),
     ("queue_offset", "bigint"), ("phys", "bigint"), ("size", "int"), ("tag_hash", "bigint"),
     ("a1", "bigint"), ("a2", "bigint"), ("a3", "bigint"), ("a4", "bigint"))
 UNIT, STATS, UDIGEST = "unit", "stats", "udigest"
-_UNIT = struct.Struct(">qiq")
 
 
 class CQTask(NamedTuple):
@@ -45,7 +43,7 @@ def _units(task: CQTask) -> Iterator[tuple[int, int, int, int]]:
     with open(task.path, "rb") as fh:
         data = fh.read()
     index = task.base // CQ_STORE_UNIT_SIZE
-    for phys, size, tag in _UNIT.iter_unpack(memoryview(data)[:len(data) - len(data) % CQ_STORE_UNIT_SIZE]):
+    for phys, size, tag in CQ_UNIT.iter_unpack(memoryview(data)[:len(data) - len(data) % CQ_STORE_UNIT_SIZE]):
         if phys < 0 or size <= 0:  # not valid (all zero: never written): the file ends here
             return
         yield index, phys, size, tag

@@ -18,7 +18,7 @@ if __package__ in (None, ""):  # run as a file: make the checkout (or the shippe
     if os.path.isdir(os.path.join(_root, "store")) and _root not in sys.path:
         sys.path.insert(0, _root)
 
-from cluster.audit.cli import main  # noqa: E402
+from cluster.audit.audit_main import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(default_master=None))

@@ -48,7 +48,7 @@ def run_audit(cluster_dir: str, offline: bool, extra: list[str]) -> int:
             print(f"pulled {node['name']}: {s.bytes / 1048576:.1f} MiB, commitlog "
                   f"[{s.commitlog_min_offset}, {s.commitlog_end_offset})", file=sys.stderr)
             dirs.append(dest)
-    from cluster.audit.cli import main as audit_main
+    from cluster.audit.audit_main import main as audit_main
     return audit_main([*dirs, "--names", ",".join(names), "--json",
                        os.path.join(out, "report.json"), "--chart", os.path.join(out, "lag.png"),
                        *extra])

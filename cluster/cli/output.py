@@ -11,6 +11,8 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
+from store.text_output import format_table
+
 
 def to_dict(msg: Message) -> dict[str, Any]:
     """Every field, defaults included, under its proto name (what scripts expect to find), with
@@ -56,18 +58,11 @@ def print_json(obj: Message | list | dict) -> None:
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "") -> None:
     """Left-aligned text, right-aligned numbers, two spaces between columns."""
     rows = [[_cell(v) for v in row] for row in rows]
-    widths = [len(h) for h in headers]
-    numeric = [True] * len(headers)
-    for row in rows:
-        for i, (text, is_num) in enumerate(row):
-            widths[i] = max(widths[i], len(text))
-            numeric[i] = numeric[i] and is_num
-    def line(cells: Sequence[str]) -> str:
-        out = [c.rjust(widths[i]) if numeric[i] else c.ljust(widths[i]) for i, c in enumerate(cells)]
-        return (indent + "  ".join(out)).rstrip()
-    print(line(list(headers)))
-    for row in rows:
-        print(line([text for text, _ in row]))
+    numeric = [all(row[i][1] for row in rows) for i in range(len(headers))]
+    lines = format_table(headers, [[text for text, _ in row] for row in rows],
+                         right={i for i, num in enumerate(numeric) if num})
+    for line in lines:
+        print((indent + line).rstrip())
 
 
 def _cell(value: Any) -> tuple[str, bool]:

@@ -6,7 +6,7 @@ import sys
 import time
 
 from cluster.client.admin_client import AdminClient, ExportError
-from cluster.cli.common import command
+from cluster.cli.commands import command
 
 
 def register(sub) -> None:

@@ -1,6 +1,6 @@
 """BatchingProducer: many threads call `send_async(msg)`; one sender thread coalesces their
 messages into SendMessage requests, so the node appends (and replicates, and waits for) many
-messages at once. Per-record unary calls cap at ~1-3k/s here (DESIGN.md section 13); batches do not.
+messages at once. Per-record unary calls cap at ~1-3k/s on a 2-core machine; batches do not.
 
 - A request holds messages of one topic (and, for FIFO messages, of one message_group: the
   server maps a group to its queue only when every message of the request has that group).

@@ -15,12 +15,12 @@ RocketMQ tooling and the audit; its snapshots keep replay short.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.codec import Message
+from store.layout import StoreLayout
 
 from cluster.consume.records import CONSUMER_STATE_RECORDS
 from cluster.consume.state import ConsumerState, GroupInfo
@@ -30,7 +30,7 @@ from cluster.node.node_role import NotMaster
 from cluster.replicated.replicated_table import AppendRefused, Pending, ReplicatedTable
 
 if TYPE_CHECKING:
-    from master.role import MasterRole
+    from master.master_role import MasterRole
     from store.clock import Clock
     from store.message_store import MessageStore
 
@@ -63,7 +63,7 @@ class ConsumerService:
         self.table: ReplicatedTable[ConsumerState] = ReplicatedTable(
             CONSUMER_STATE_RECORDS, ConsumerState, role, store, clock)
         self.offset_view = self.table.add_view(
-            os.path.join(store.config.store_path_root_dir, "config", "consumerOffset.json"),
+            StoreLayout(store.config.store_path_root_dir).consumer_offset,
             ConsumerState.offset_table)
         self.lock = self.table.lock
 

@@ -44,7 +44,7 @@ from cluster.messaging.v2_status import (V2Error, put_status, put_status_message
 from cluster.node.node_role import Forward
 
 if TYPE_CHECKING:
-    from master.role import MasterRole
+    from master.master_role import MasterRole
     from store.message_store import MessageStore
 
     from cluster.messaging.send import MasterForwarder

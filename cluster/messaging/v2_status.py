@@ -25,7 +25,7 @@ from store.put_result import PutResult, PutStatus
 from cluster.node.node_role import NotMaster
 
 if TYPE_CHECKING:
-    from master.role import MasterRole
+    from master.master_role import MasterRole
 
     from cluster.node.node_role import Forward, Role
 

@@ -14,6 +14,9 @@ import sys
 import threading
 import time
 
+from store.broker_role import BrokerRole
+from store.layout import ADMIN_TOKEN_FILE
+
 from cluster.admin.admin_token import ensure_token_file
 
 NODES = (("master", 0), ("slave1", 1), ("slave2", 2))
@@ -27,7 +30,7 @@ def write_configs(root: str, base_port: int, role: str, token_file: str) -> list
         address = f"127.0.0.1:{base_port + 10 * i}"
         lines = [
             "brokerClusterName=LocalCluster", "brokerName=broker-a", f"brokerId={broker_id}",
-            f"brokerRole={role if broker_id == 0 else 'SLAVE'}",
+            f"brokerRole={role if broker_id == 0 else BrokerRole.SLAVE}",
             f"storePathRootDir={os.path.abspath(os.path.join(root, name))}",
             "brokerIP1=127.0.0.1", f"listenPort={base_port + 10 * i}",
             f"adminTokenFile={os.path.abspath(token_file)}",
@@ -56,7 +59,7 @@ def start_node(config_path: str, log_path: str) -> tuple[subprocess.Popen, dict]
 
 def run_local(root: str, base_port: int, role: str) -> int:
     os.makedirs(root, exist_ok=True)
-    token_file = os.path.join(root, "admin.token")
+    token_file = os.path.join(root, ADMIN_TOKEN_FILE)
     ensure_token_file(token_file)
     nodes = write_configs(root, base_port, role, token_file)
     procs: list[subprocess.Popen] = []

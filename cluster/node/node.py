@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import threading
 from concurrent import futures
 from typing import Callable
@@ -18,9 +17,9 @@ from typing import Callable
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from ha.epoch import EpochCache, EpochFile
+from ha.epoch import EpochCache
 from master.replication_servicer import ReplicationServicer
-from master.role import MasterRole
+from master.master_role import MasterRole
 from proto import admin_pb2 as apb
 from proto import admin_pb2_grpc
 from proto import replication_pb2_grpc
@@ -30,10 +29,12 @@ from store import running_flags
 from store.broker_role import BrokerRole
 from store.clock import SYSTEM_CLOCK, Clock
 from store.codec import Message
+from store.epoch_file import EpochFile
 from store.errors import StoreError
+from store.layout import StoreLayout
 from store.message_store import MessageStore
 from store.put_result import PutResult
-from store.service import Service
+from store.service import PeriodicTask
 
 from cluster.admin.admin_node import AdminNode
 from cluster.admin.admin_servicer import AdminServicer
@@ -46,20 +47,6 @@ from cluster.node.node_status import node_status
 
 log = logging.getLogger(__name__)
 SERVICES = ("rmqstore.admin.v1.Admin", "rmqstore.replication.v1.Replication", MESSAGING_SERVICE)
-
-
-class _HealthWatch(Service):
-    name = "health-watch"
-
-    def __init__(self, node: "Node") -> None:
-        super().__init__()
-        self.node = node
-
-    def step(self) -> None:
-        self.node.update_health()
-
-    def wait_interval(self) -> float:
-        return 1.0
 
 
 class Node:
@@ -76,7 +63,7 @@ class Node:
         self.live = LiveConfig(config)
         self.clock = clock
         self.store = MessageStore(config.store, clock=clock)
-        self.epoch_file = EpochFile(os.path.join(config.store.store_path_root_dir, "epochFileCheckpoint"))
+        self.epoch_file = EpochFile(StoreLayout(config.store.store_path_root_dir).epoch_file)
         self.epochs = EpochCache()
         self.role = Role(config.node_id)
         self._master: MasterRole | None = None
@@ -86,7 +73,7 @@ class Node:
         self.health = health.HealthServicer(experimental_non_blocking=True)
         self._server: grpc.Server | None = None
         self._role_lock = threading.RLock()
-        self._health_watch = _HealthWatch(self)
+        self._health_watch = PeriodicTask("health-watch", self.update_health, 1.0)
         self.messaging: MessagingService | None = None
         self.live.subscribe(self._on_config_change)
 
@@ -107,7 +94,7 @@ class Node:
             store.confirm_source = lambda: store.checkpoint.confirm_phy_offset
         self.store.load()
         self.store.start()
-        self.epochs = self.epoch_file.load()
+        self.epochs = EpochCache.from_entries(self.epoch_file.load())
         self.messaging = MessagingService(self.role, self.store, self.live, self.clock,
                                           self.advertised_address)
         self.messaging.start()  # loads config/topics.json
@@ -131,7 +118,7 @@ class Node:
             if c.store.is_slave:
                 self._become_slave(c.store.ha_master_address)
             else:
-                self._become_master(BrokerRole(c.store.broker_role), 0)
+                self._become_master(c.store.broker_role, 0)
         server.start()
         self._health_watch.start()
         self.update_health()

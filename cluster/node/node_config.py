@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-import os
 from dataclasses import dataclass, field
 
 from store.config import StoreConfig, parse_properties
 from store.errors import ConfigError
+from store.layout import StoreLayout
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class NodeConfig:
 
     @property
     def default_token_path(self) -> str:
-        return os.path.join(self.store.store_path_root_dir, "config", "admin.token")
+        return StoreLayout(self.store.store_path_root_dir).admin_token
 
 
 def node_config_from_properties(props: dict[str, str]) -> NodeConfig:

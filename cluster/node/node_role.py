@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from store.broker_role import BrokerRole
 
 if TYPE_CHECKING:
-    from master.role import MasterRole
+    from master.master_role import MasterRole
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from cluster.node.node_role import NotMaster
 from cluster.replicated.table_records import TableRecordError, TableRecords
 
 if TYPE_CHECKING:
-    from master.role import MasterRole
+    from master.master_role import MasterRole
     from store.clock import Clock
     from store.message_store import MessageStore
 

@@ -15,11 +15,12 @@ from cluster.admin.admin_token import (BearerTokenInterceptor, ensure_token_file
 from proto import admin_pb2 as pb
 from proto import admin_pb2_grpc as pb_grpc
 from store.errors import ConfigError
+from store.layout import ADMIN_TOKEN_FILE, CONFIG_DIR
 from tests.support.nodes import TOKEN
 
 
 def test_generated_token_is_private_and_reused(tmp_path):
-    path = str(tmp_path / "config" / "admin.token")
+    path = str(tmp_path / CONFIG_DIR / ADMIN_TOKEN_FILE)
     token, generated = ensure_token_file(path)
     assert generated and len(token) >= 40
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600

@@ -9,6 +9,7 @@ import os
 import grpc
 import pytest
 
+from store.layout import COMMITLOG_DIR
 from tests.faults import EIO, FaultyFileIO
 from tests.support.admin import messages
 from tests.support.nodes import settle
@@ -70,7 +71,7 @@ def test_a_failed_flush_answers_internal_with_the_disk_error(nodes):
     c = nodes.admin(node)
     try:
         assert c.send(messages("FlushFails", 10)).status == "PUT_OK"
-        io.fail("msync", EIO, path_contains="commitlog")
+        io.fail("msync", EIO, path_contains=COMMITLOG_DIR)
         with pytest.raises(grpc.RpcError) as e:
             c.flush()
         assert e.value.code() == grpc.StatusCode.INTERNAL

@@ -18,6 +18,8 @@ from cluster.admin.store_export import (MAX_CHUNK_BYTES, ExportPathError, check_
                                   export_path, parse_chunk_bytes, parse_include)
 from proto import admin_pb2 as pb
 from proto import admin_pb2_grpc as pb_grpc
+from store.layout import (ABORT_FILE, ADMIN_TOKEN_FILE, CHECKPOINT_FILE, COMMITLOG_DIR, CONFIG_DIR,
+                          LOCK_FILE, TOPICS_FILE)
 from tests.integration.harness import (ROOT, TOKEN, Group, Writer, commitlog_bytes, opened_store,
                                        read_queue)
 from tests.support.admin import messages
@@ -48,11 +50,11 @@ def node(workdir):
         top = m.status().max_offset
         wait_until(lambda: m.status().dispatched_offset == top, 20, "dispatched")
         # config/*.json travel, the token never does (this node's token is inline in its config)
-        config = os.path.join(m.store_dir, "config")
+        config = os.path.join(m.store_dir, CONFIG_DIR)
         os.makedirs(config, exist_ok=True)
-        with open(os.path.join(config, "topics.json"), "w") as f:
+        with open(os.path.join(config, TOPICS_FILE), "w") as f:
             json.dump({"topicConfigTable": {TOPIC: {"topicName": TOPIC}}}, f)
-        with open(os.path.join(config, "admin.token"), "w") as f:
+        with open(os.path.join(config, ADMIN_TOKEN_FILE), "w") as f:
             f.write("secret\n")
         yield m
     finally:
@@ -111,9 +113,9 @@ def test_idle_export_is_a_store_with_the_same_messages(node, workdir):
         assert os.path.getsize(os.path.join(dest, f.path)) == f.file_length
         assert not f.path.startswith("/") and ".." not in f.path.split("/")
     names = _files_under(dest)
-    assert "config/topics.json" in names
-    assert not [n for n in names if n.endswith(".part") or n in ("lock", "abort")
-                or n.endswith("admin.token")]
+    assert f"{CONFIG_DIR}/{TOPICS_FILE}" in names
+    assert not [n for n in names if n.endswith(".part") or n in (LOCK_FILE, ABORT_FILE)
+                or n.endswith(ADMIN_TOKEN_FILE)]
     # the commitlog bytes are the node's up to the exported end
     assert commitlog_bytes(dest, end) == commitlog_bytes(node.store_dir, end)
     report = _verify(dest)
@@ -229,7 +231,7 @@ def test_destination_must_be_empty(node, workdir):
 def test_pull_cli_with_a_cluster_dir(node, workdir):
     cdir = os.path.join(workdir, "cluster-dir")
     os.makedirs(cdir)
-    token_file = os.path.join(cdir, "admin.token")
+    token_file = os.path.join(cdir, ADMIN_TOKEN_FILE)
     with open(token_file, "w") as f:
         f.write(TOKEN + "\n")
     with open(os.path.join(cdir, "cluster.json"), "w") as f:
@@ -244,7 +246,7 @@ def test_pull_cli_with_a_cluster_dir(node, workdir):
     assert "100.0%" in r.stderr and "MB/s" in r.stderr
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("pulled ") and "commitlog [0, " in lines[0]
-    assert os.path.isdir(os.path.join(out, "commitlog"))
+    assert os.path.isdir(os.path.join(out, COMMITLOG_DIR))
     again = subprocess.run([sys.executable, "-m", "cluster", "pull", "--address", node.address,
                             "--token-file", token_file, "--out", out], cwd=ROOT,
                            capture_output=True, text=True, timeout=60, env=env)
@@ -341,7 +343,7 @@ def test_broken_stream_leaves_no_half_file(broken_server, tmp_path):
             client.export_store(dest)
     assert e.value.code() is grpc.StatusCode.UNAVAILABLE
     assert _files_under(dest) == ["checkpoint"]  # complete; the commitlog file is gone
-    assert open(os.path.join(dest, "checkpoint"), "rb").read() == b"abcd"
+    assert open(os.path.join(dest, CHECKPOINT_FILE), "rb").read() == b"abcd"
 
 
 def test_interceptor_guards_the_stream_method(broken_server, tmp_path):
@@ -358,7 +360,8 @@ def test_interceptor_guards_the_stream_method(broken_server, tmp_path):
 @pytest.mark.parametrize("chunk", [7, 64, 1 << 20])
 def test_index_file_is_exported_as_of_its_entry_count(tmp_path, chunk):
     from cluster.admin.store_export import _Index
-    from store.index_file import IndexFile, index_file_name
+    from store.index_file import IndexFile
+    from store.layout import index_file_name
 
     ts = 1_700_000_000_000
     name = index_file_name(ts)

@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 from proto import admin_pb2 as pb
+from store.layout import CONFIG_DIR, TOPICS_FILE
 from tests.support.admin import code_of, messages
 from tests.support.nodes import settle
 
@@ -20,7 +21,7 @@ def cluster(pair):
 
 
 def saved_topics(node) -> dict:
-    path = os.path.join(node.config.store.store_path_root_dir, "config", "topics.json")
+    path = os.path.join(node.config.store.store_path_root_dir, CONFIG_DIR, TOPICS_FILE)
     with open(path, encoding="utf-8") as f:
         return json.load(f)["topicConfigTable"]
 

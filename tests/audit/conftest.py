@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from cluster.audit import job, layout
+from cluster.audit import job, replica_files
 
 from . import stores
 
@@ -30,8 +30,8 @@ def replica_stores(tmp_path_factory):
     return stores.produce(str(tmp_path_factory.mktemp("replicated-run")))
 
 
-def layouts_of(dirs: dict[str, str]) -> list[layout.ReplicaLayout]:
-    return [layout.discover(path, name) for name, path in dirs.items()]
+def layouts_of(dirs: dict[str, str]) -> list[replica_files.ReplicaLayout]:
+    return [replica_files.discover(path, name) for name, path in dirs.items()]
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +74,7 @@ def damaged(replica_stores, tmp_path_factory):
     master: epoch 3 with a few records of its own (the new master), one consume queue unit
             zeroed, and a consumer offset past the end of a queue."""
     dirs = stores.copy_stores(replica_stores, str(tmp_path_factory.mktemp("damaged")))
-    info = {"end": layout.discover(dirs["master"], "m").confirm_offset}
+    info = {"end": replica_files.discover(dirs["master"], "m").confirm_offset}
     info["flipped"] = stores.flip_body_byte(dirs["slave1"], "AuditOrders", 0, 50)
     info["slave2_tail"] = stores.write_after_failover(dirs["slave2"], 2, 30)
     info["master_tail"] = stores.write_after_failover(dirs["master"], 3, 10, topic="AuditLogs")

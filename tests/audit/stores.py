@@ -9,13 +9,16 @@ import shutil
 import struct
 import uuid
 
-from ha.epoch import EpochFile
+from ha.epoch import EpochCache
 from proto import admin_pb2 as pb
 from store import codec
 from store.codec import Message
 from store.config import StoreConfig
+from store.epoch_file import EpochFile
+from store.layout import (COMMITLOG_DIR, CONFIG_DIR, CONSUME_QUEUE_DIR, CONSUMER_OFFSET_FILE,
+                          EPOCH_FILE, LOCK_FILE)
 from store.message_store import MessageStore
-from store.tool import StoreReader
+from store.readonly import StoreReader
 from tests.integration.harness import FAST_HA, Group, free_port, in_sync, wait_until
 
 TOPICS = {"AuditOrders": 4, "AuditPayments": 3, "AuditLogs": 2}
@@ -70,22 +73,22 @@ def copy_stores(stores: dict[str, str], dest: str) -> dict[str, str]:
     out = {}
     for name, path in stores.items():
         out[name] = os.path.join(dest, name)
-        shutil.copytree(path, out[name], ignore=shutil.ignore_patterns("lock"))
+        shutil.copytree(path, out[name], ignore=shutil.ignore_patterns(LOCK_FILE))
     return out
 
 
 def write_consumer_offsets(store_dir: str, table: dict[str, dict[int, int]]) -> None:
     """config/consumerOffset.json in RocketMQ's format: {"offsetTable": {"topic@group": {"0": 12}}}."""
-    os.makedirs(os.path.join(store_dir, "config"), exist_ok=True)
+    os.makedirs(os.path.join(store_dir, CONFIG_DIR), exist_ok=True)
     data = {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in table.items()}}
-    with open(os.path.join(store_dir, "config", "consumerOffset.json"), "w", encoding="utf-8") as f:
+    with open(os.path.join(store_dir, CONFIG_DIR, CONSUMER_OFFSET_FILE), "w", encoding="utf-8") as f:
         json.dump(data, f)
 
 
 # -- damage ---------------------------------------------------------------------------------------
 def cq_unit_path(store_dir: str, topic: str, queue_id: int, index: int) -> tuple[str, int]:
     """(file, byte position) of a consume queue unit."""
-    directory = os.path.join(store_dir, "consumequeue", topic, str(queue_id))
+    directory = os.path.join(store_dir, CONSUME_QUEUE_DIR, topic, str(queue_id))
     files = sorted(os.listdir(directory))
     size = os.path.getsize(os.path.join(directory, files[0]))
     pos = index * 20
@@ -110,7 +113,7 @@ def write_cq_unit(store_dir: str, topic: str, queue_id: int, index: int, unit: t
 
 
 def _commitlog_file(store_dir: str, offset: int) -> tuple[str, int]:
-    directory = os.path.join(store_dir, "commitlog")
+    directory = os.path.join(store_dir, COMMITLOG_DIR)
     for name in sorted(os.listdir(directory), reverse=True):
         if int(name) <= offset:
             return os.path.join(directory, name), offset - int(name)
@@ -155,8 +158,8 @@ def write_after_failover(store_dir: str, epoch: int, n: int, topic: str = "Audit
         wait_until(lambda: store.reput.behind() == 0, 10, "the new records dispatched")
     finally:
         store.shutdown()
-    epochs = EpochFile(os.path.join(store_dir, "epochFileCheckpoint"))
-    cache = epochs.load()
+    epochs = EpochFile(os.path.join(store_dir, EPOCH_FILE))
+    cache = EpochCache.from_entries(epochs.load())
     cache.append(epoch, start)
     epochs.save(cache)
     return start, end

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+from store.layout import COMMITLOG_DIR
 from tests.integration.harness import ROOT, wait_until
 from tests.integration.test_cluster_cli import LocalCluster
 
@@ -32,6 +33,6 @@ def test_audit_command_pulls_and_audits_a_running_cluster(tmp_path):
         assert sorted(r["name"] for r in report["replicas"]) == ["master", "slave1", "slave2"]
         assert os.path.getsize(os.path.join(run, "lag.png")) > 0
         for name in ("master", "slave1", "slave2"):
-            assert os.path.isdir(os.path.join(run, name, "commitlog"))
+            assert os.path.isdir(os.path.join(run, name, COMMITLOG_DIR))
     finally:
         lc.kill_all()

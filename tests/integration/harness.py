@@ -18,6 +18,7 @@ from typing import Callable, Iterator
 
 from cluster.client.admin_client import AdminClient
 from proto import admin_pb2 as pb
+from store.layout import COMMITLOG_DIR, CONSUME_QUEUE_DIR, LOCK_FILE
 # messages (support/admin.py), FAST_HA, free_port and wait_until (support/waiting.py) are
 # named here too: the integration and audit suites import them with the rest of the harness.
 from tests.support.admin import messages  # noqa: F401
@@ -202,7 +203,7 @@ def in_sync(master: NodeProcess, count: int) -> Callable[[], bool]:
 
 def commitlog_bytes(store_dir: str, end: int) -> bytes:
     """The commitlog's bytes in [0, end) read straight from the files."""
-    directory = os.path.join(store_dir, "commitlog")
+    directory = os.path.join(store_dir, COMMITLOG_DIR)
     out = bytearray()
     for name in sorted(os.listdir(directory)):
         if len(out) >= end:
@@ -220,7 +221,7 @@ def sent_ok(client: AdminClient, batch: list[pb.Message]) -> pb.SendMessagesResp
 
 def cq_units(store_dir: str, topic: str, queue_id: int) -> bytes:
     """The written 20-byte units of a consume queue (up to the first all-zero unit)."""
-    directory = os.path.join(store_dir, "consumequeue", topic, str(queue_id))
+    directory = os.path.join(store_dir, CONSUME_QUEUE_DIR, topic, str(queue_id))
     if not os.path.isdir(directory):
         return b""
     out = bytearray()
@@ -236,7 +237,7 @@ def cq_units(store_dir: str, topic: str, queue_id: int) -> bytes:
 
 
 def commitlog_files(store_dir: str) -> list[str]:
-    return sorted(os.listdir(os.path.join(store_dir, "commitlog")))
+    return sorted(os.listdir(os.path.join(store_dir, COMMITLOG_DIR)))
 
 
 def epoch_entries(status: pb.NodeStatus) -> list[tuple[int, int]]:
@@ -254,7 +255,7 @@ def opened_store(store_dir: str, copy: bool = True) -> Iterator["MessageStore"]:
     if copy:
         tmp = tempfile.mkdtemp(prefix="store-copy-")
         path = os.path.join(tmp, "store")
-        shutil.copytree(store_dir, path, ignore=shutil.ignore_patterns("lock"))
+        shutil.copytree(store_dir, path, ignore=shutil.ignore_patterns(LOCK_FILE))
     store = MessageStore(StoreConfig(store_path_root_dir=path, mapped_file_size_commit_log=1024 * 1024,
                                      listen_port=free_port()), auto_services=False)
     try:

@@ -18,6 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cluster.client.admin_client import AdminClient
 from proto import admin_pb2 as pb
 from proto import admin_pb2_grpc as pb_grpc
+from store.layout import ABORT_FILE, ADMIN_TOKEN_FILE, COMMITLOG_DIR
 
 # LocalCluster lives in the harness; tests/audit imports it from here too.
 from .harness import ROOT, LocalCluster, messages, pid_gone, wait_until  # noqa: F401
@@ -39,7 +40,7 @@ def test_local_cluster_status_auth_health_and_clean_stop(local_cluster):
     info = lc.info()
     names = [n["name"] for n in info["nodes"]]
     assert names == ["master", "slave1", "slave2"]
-    token_file = os.path.join(lc.root, "admin.token")
+    token_file = os.path.join(lc.root, ADMIN_TOKEN_FILE)
     assert os.path.abspath(info["token_file"]) == os.path.abspath(token_file)
     assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
     token = open(token_file, encoding="utf-8").read().strip()
@@ -121,8 +122,8 @@ def test_local_cluster_status_auth_health_and_clean_stop(local_cluster):
     wait_until(lambda: all(pid_gone(pid) for pid in pids), 10, "node processes gone")
     for name in names:
         store = os.path.join(lc.root, name)
-        assert os.path.isdir(os.path.join(store, "commitlog"))
-        assert not os.path.exists(os.path.join(store, "abort")), f"{name} left an abort file"
+        assert os.path.isdir(os.path.join(store, COMMITLOG_DIR))
+        assert not os.path.exists(os.path.join(store, ABORT_FILE)), f"{name} left an abort file"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,7 +133,7 @@ def _cluster_dir(root, nodes) -> str:
     from .harness import TOKEN
     cdir = os.path.join(root, "cli-cluster")
     os.makedirs(cdir)
-    token_file = os.path.join(cdir, "admin.token")
+    token_file = os.path.join(cdir, ADMIN_TOKEN_FILE)
     with open(token_file, "w", encoding="utf-8") as f:
         f.write(TOKEN + "\n")
     os.chmod(token_file, 0o600)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from store.layout import ABORT_FILE, LOCK_FILE
 from store.markers import StoreLock
 
 from .harness import FAST_HA, commitlog_bytes, in_sync, messages, wait_until
@@ -12,8 +13,8 @@ TOPIC = "LifeTopic"
 
 
 def _assert_clean(node) -> None:
-    assert not os.path.exists(os.path.join(node.store_dir, "abort")), f"{node.name} left abort"
-    lock = StoreLock(os.path.join(node.store_dir, "lock"))
+    assert not os.path.exists(os.path.join(node.store_dir, ABORT_FILE)), f"{node.name} left abort"
+    lock = StoreLock(os.path.join(node.store_dir, LOCK_FILE))
     lock.acquire()  # raises StoreLocked if the process still held it
     lock.release()
 
@@ -26,7 +27,7 @@ def test_sigterm_is_a_clean_shutdown_and_restart_is_immediate(group):
         assert m.admin().send(messages(TOPIC, 20, start=b * 20)).status == "PUT_OK"
     top = m.status().max_offset
     wait_until(lambda: s.status().max_offset == top, 10, "slave caught up")
-    assert os.path.exists(os.path.join(m.store_dir, "abort"))  # present while running
+    assert os.path.exists(os.path.join(m.store_dir, ABORT_FILE))  # present while running
 
     for node in (s, m):
         assert node.stop() == 0, node.log_tail()

@@ -8,6 +8,8 @@ import os
 import re
 import threading
 
+from store.layout import ABORT_FILE
+
 from .harness import (FAST_HA, Writer, commitlog_bytes, commitlog_files, cq_units, in_sync,
                       messages, opened_store, read_queue, wait_until)
 
@@ -73,7 +75,7 @@ def test_sync_master_acked_writes_survive_master_kill(group):
 
     for s in slaves:
         assert s.stop() == 0
-        assert not os.path.exists(os.path.join(s.store_dir, "abort"))
+        assert not os.path.exists(os.path.join(s.store_dir, ABORT_FILE))
         assert commitlog_bytes(s.store_dir, last_end) == master_log, f"{s.name} commitlog differs"
         # Restart the slave's store (standalone: it dispatches everything it holds) and look
         # up every acknowledged message through its rebuilt consume queues and index.

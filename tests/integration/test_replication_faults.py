@@ -8,9 +8,10 @@ import re
 
 import grpc
 
-from ha.epoch import EpochFile
 from proto import replication_pb2 as rpb
 from proto import replication_pb2_grpc as rpb_grpc
+from store.epoch_file import EpochFile
+from store.layout import ABORT_FILE, EPOCH_FILE
 from tests.support.streams import Outbox
 
 from .harness import (FAST_HA, NodeProcess, commitlog_bytes, epoch_entries, in_sync, messages,
@@ -154,8 +155,8 @@ def test_crash_right_after_truncation_does_not_bring_back_the_old_tail(group):
     m.start(wait_ready=False)  # it may die before or after its ready line
     assert m.wait_exit(30) == -9, m.log_tail()
     assert "failpoint slave.after_truncate: killing this process" in m.log_text()
-    assert os.path.exists(os.path.join(m.store_dir, "abort"))  # it did not shut down
-    assert EpochFile(os.path.join(m.store_dir, "epochFileCheckpoint")).load().entries[-1].epoch == 1
+    assert os.path.exists(os.path.join(m.store_dir, ABORT_FILE))  # it did not shut down
+    assert EpochFile(os.path.join(m.store_dir, EPOCH_FILE)).load()[-1][0] == 1
 
     # Read the crashed store (a copy, recovered as after a crash): the old tail is gone.
     with opened_store(m.store_dir) as store:
@@ -165,8 +166,7 @@ def test_crash_right_after_truncation_does_not_bring_back_the_old_tail(group):
         for q in range(4):
             assert len(store.get_messages(TOPIC, q, 0, 64).messages) == 25  # the shared 100
     assert commitlog_bytes(m.store_dir, shared) == commitlog_bytes(s.store_dir, shared)
-    epochs = EpochFile(os.path.join(m.store_dir, "epochFileCheckpoint")).load()
-    assert [(e.epoch, e.start_offset) for e in epochs.entries] == [(1, 0)]
+    assert EpochFile(os.path.join(m.store_dir, EPOCH_FILE)).load() == [(1, 0)]
 
     # Restarted without the failpoint it never serves the old messages and matches S.
     m.env = {}

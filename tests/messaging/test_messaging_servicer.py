@@ -15,6 +15,7 @@ from cluster.messaging import request_signature as auth
 from cluster.messaging.send import FORWARDED_HEADER
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
+from store.layout import CONFIG_DIR, TOPICS_FILE
 from tests.support.streams import Outbox
 from tests.support.v2 import msg, pull, query_offset, route
 from tests.support.waiting import in_background, wait_until, waiting_on
@@ -34,7 +35,7 @@ def test_route_health_and_auto_created_topic(nodes):
     assert list(q.accept_message_types) == [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION]
     assert q.broker.endpoints.scheme == d.IPv4
     assert [f"{a.host}:{a.port}" for a in q.broker.endpoints.addresses] == [node.address]
-    path = os.path.join(node.config.store.store_path_root_dir, "config", "topics.json")
+    path = os.path.join(node.config.store.store_path_root_dir, CONFIG_DIR, TOPICS_FILE)
     with open(path) as f:
         assert json.load(f)["topicConfigTable"]["Orders"]["readQueueNums"] == 4
     assert route(stub, "bad topic").status.code == d.ILLEGAL_TOPIC

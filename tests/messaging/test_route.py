@@ -10,6 +10,7 @@ from cluster.messaging.route import (ACCEPTED_MESSAGE_TYPES, config_from_route, 
                                      message_queues)
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.json_config import PERM_READ, TopicConfig
+from store.layout import CONFIG_DIR, TOPICS_FILE
 
 from tests.support.v2 import topic_registry
 
@@ -18,7 +19,7 @@ def test_auto_create_persists_the_topic(tmp_path):
     r = topic_registry(tmp_path, queues=4)
     config = r.get_or_create("Orders")
     assert (config.read_queue_nums, config.write_queue_nums, config.perm) == (4, 4, 6)
-    saved = json.loads((tmp_path / "config" / "topics.json").read_text())
+    saved = json.loads((tmp_path / CONFIG_DIR / TOPICS_FILE).read_text())
     assert saved["topicConfigTable"]["Orders"]["writeQueueNums"] == 4
     assert topic_registry(tmp_path).get("Orders") == config  # a restart still knows it
 
@@ -29,7 +30,7 @@ def test_unknown_topic_without_auto_create(tmp_path):
     with pytest.raises(V2Error) as e:
         r.get_or_create("Orders")
     assert e.value.code == d.TOPIC_NOT_FOUND
-    assert not (tmp_path / "config" / "topics.json").exists()
+    assert not (tmp_path / CONFIG_DIR / TOPICS_FILE).exists()
 
 
 def test_message_queues_of_a_route():

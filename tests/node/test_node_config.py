@@ -1,10 +1,13 @@
 """Node settings from broker.conf keys: identity, role rules, token options, the
 MessagingService keys and the transaction keys: defaults, parsing and refusals."""
+import os
+
 import pytest
 
 from cluster.node.node_config import NodeConfig, load_node_config, node_config_from_properties
 from store.config import StoreConfig
 from store.errors import ConfigError
+from store.layout import ADMIN_TOKEN_FILE, CONFIG_DIR
 
 
 def test_broker_conf_keys(tmp_path):
@@ -16,7 +19,7 @@ def test_broker_conf_keys(tmp_path):
     assert (c.cluster_name, c.broker_name, c.broker_id, c.node_id) == ("C1", "b1", 2, "b1:2")
     assert c.store.is_slave and c.store.ha_master_address == "127.0.0.1:10911"
     assert c.store.slave_timeout == 1500 and c.listen_address == "127.0.0.1:10921"
-    assert c.default_token_path == f"{tmp_path}/s/config/admin.token"
+    assert c.default_token_path == os.path.join(f"{tmp_path}/s", CONFIG_DIR, ADMIN_TOKEN_FILE)
 
 
 @pytest.mark.parametrize("props, message", [

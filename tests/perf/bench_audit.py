@@ -21,11 +21,13 @@ import tempfile
 import time
 import uuid
 
-from cluster.audit import job, layout, report
-from ha.epoch import EpochCache, EpochEntry, EpochFile
+from cluster.audit import job, replica_files, report
+from ha.epoch import EpochCache, EpochEntry
 from store.checkpoint import StoreCheckpoint
 from store.codec import Message
 from store.config import StoreConfig
+from store.epoch_file import EpochFile
+from store.layout import CHECKPOINT_FILE, COMMITLOG_DIR, EPOCH_FILE
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 
@@ -58,16 +60,16 @@ def fill(store_dir: str, size: int) -> tuple[int, int, float]:
         end = store.max_phy_offset()
     finally:
         store.shutdown()
-    cp = StoreCheckpoint.load(os.path.join(store_dir, "checkpoint"))
+    cp = StoreCheckpoint.load(os.path.join(store_dir, CHECKPOINT_FILE))
     cp.confirm_phy_offset = end  # as a replicated store whose slaves acknowledged everything
     cp.flush()
-    EpochFile(os.path.join(store_dir, layout.EPOCH_FILE)).save(EpochCache([EpochEntry(1, 0)]))
+    EpochFile(os.path.join(store_dir, EPOCH_FILE)).save(EpochCache([EpochEntry(1, 0)]))
     return n, end, time.perf_counter() - t0
 
 
 def build(root: str, size: int) -> None:
     first = os.path.join(root, NAMES[0])
-    if all(os.path.isdir(os.path.join(root, n, "commitlog")) for n in NAMES):
+    if all(os.path.isdir(os.path.join(root, n, COMMITLOG_DIR)) for n in NAMES):
         print(f"reusing the stores in {root}", flush=True)
         return
     for n in NAMES:
@@ -84,7 +86,7 @@ def run(root: str, master: str, split_mib: float) -> dict:
     t0 = time.perf_counter()
     spark = job.make_spark(master, app_name="bench-audit", conf={"spark.sql.shuffle.partitions": "4"})
     t_spark = time.perf_counter() - t0
-    layouts = [layout.discover(os.path.join(root, n), n) for n in NAMES]
+    layouts = [replica_files.discover(os.path.join(root, n), n) for n in NAMES]
     result = job.run(spark, layouts, split_bytes=int(split_mib * MiB))
     t1 = time.perf_counter()
     rep = report.build(result, layouts, {"spark_start_s": round(t_spark, 3), **result.timings})

@@ -40,6 +40,7 @@ from store import running_flags as rf
 from store.codec import Message
 from store.config import StoreConfig
 from store.fileio import DEFAULT_FILE_IO, FileIO
+from store.layout import ABORT_FILE
 from store.mapped_file_queue import MappedFileQueue
 from store.message_store import MessageStore
 from store.put_result import PutStatus
@@ -753,7 +754,7 @@ def bench_recovery(ctx: Context) -> None:
         ctx.add("scan_crc_cold", "  diag: scan_valid_end with CRC (cold cache)", mbps, "MB/s")
 
         def restart(label: str, abnormal: bool) -> tuple[float, recovery.RecoveryReport]:
-            abort = os.path.join(d, "abort")
+            abort = os.path.join(d, ABORT_FILE)
             if abnormal:
                 with open(abort, "w"):
                     pass

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ha.epoch import EpochCache
-from master.role import MasterRole
+from master.master_role import MasterRole
 from store.broker_role import BrokerRole
 from store.clock import ManualClock
 from store.config import StoreConfig

@@ -10,6 +10,7 @@ import pytest
 from store.checkpoint import CHECKPOINT_FILE_SIZE, CheckpointFields, StoreCheckpoint
 from store.errors import DiskError
 from store.fileio import FileIO
+from store.layout import CHECKPOINT_FILE
 
 VALUES = (1_700_000_000_123, 1_700_000_000_456, 1_700_000_000_789, 0x1_2345_6789, 987_654_321)
 # Hand-assembled from the RocketMQ layout: five big-endian i64 at 0, 8, 16, 24, 32, zeros to 4096.
@@ -42,13 +43,13 @@ def test_golden_image_both_ways(tmp_path):
     assert StoreCheckpoint.encode(*VALUES) == GOLDEN
     assert StoreCheckpoint.decode(GOLDEN) == CheckpointFields(*VALUES)
     assert StoreCheckpoint.decode(GOLDEN).master_flushed_offset == 0x1_2345_6789
-    cp = _filled(str(tmp_path / "checkpoint"))
+    cp = _filled(str(tmp_path / CHECKPOINT_FILE))
     assert cp.encode() == GOLDEN  # on an instance: its attributes, not zeros
     assert cp.fields() == CheckpointFields(*VALUES)
 
 
 def test_flush_writes_golden_file_and_load_reads_it(tmp_path):
-    path = str(tmp_path / "checkpoint")
+    path = str(tmp_path / CHECKPOINT_FILE)
     _filled(path).flush()
     with open(path, "rb") as f:
         assert f.read() == GOLDEN
@@ -60,7 +61,7 @@ def test_flush_writes_golden_file_and_load_reads_it(tmp_path):
 
 
 def test_load_golden_file_written_by_hand(tmp_path):
-    path = tmp_path / "checkpoint"
+    path = tmp_path / CHECKPOINT_FILE
     path.write_bytes(GOLDEN)
     cp = StoreCheckpoint.load(str(path), FileIO())
     assert (cp.physic_msg_timestamp, cp.logics_msg_timestamp, cp.index_msg_timestamp,
@@ -87,7 +88,7 @@ def test_decode_rejects_wrong_size():
 
 
 def test_load_missing_file(tmp_path):
-    cp = StoreCheckpoint.load(str(tmp_path / "checkpoint"), FileIO())
+    cp = StoreCheckpoint.load(str(tmp_path / CHECKPOINT_FILE), FileIO())
     assert not cp.existed and not cp.damaged
     assert cp.fields() == CheckpointFields()
     assert cp.min_timestamp() == 0 and cp.min_timestamp_index() == 0
@@ -95,7 +96,7 @@ def test_load_missing_file(tmp_path):
 
 @pytest.mark.parametrize("size", [0, 100, 4095, 4097, 12345])
 def test_load_wrong_size_is_damaged_not_fatal(tmp_path, size):
-    path = tmp_path / "checkpoint"
+    path = tmp_path / CHECKPOINT_FILE
     path.write_bytes(os.urandom(size))
     cp = StoreCheckpoint.load(str(path), FileIO())
     assert cp.damaged and not cp.existed
@@ -109,7 +110,7 @@ def test_load_wrong_size_is_damaged_not_fatal(tmp_path, size):
 
 
 def test_load_unreadable_is_damaged_not_fatal(tmp_path):
-    path = str(tmp_path / "checkpoint")
+    path = str(tmp_path / CHECKPOINT_FILE)
     _filled(path).flush()
     cp = StoreCheckpoint.load(path, FaultyIO({"pread": errno.EIO}))
     assert cp.damaged and not cp.existed
@@ -118,7 +119,7 @@ def test_load_unreadable_is_damaged_not_fatal(tmp_path):
 
 
 def test_crash_during_write_leaves_old_values(tmp_path):
-    path = str(tmp_path / "checkpoint")
+    path = str(tmp_path / CHECKPOINT_FILE)
     _filled(path).flush()
     # An earlier crash left a partial tmp file behind ...
     with open(path + ".tmp", "wb") as f:
@@ -145,7 +146,7 @@ def test_crash_during_write_leaves_old_values(tmp_path):
 
 
 def test_eio_on_fsync_raises_disk_error_and_keeps_old_file(tmp_path):
-    path = str(tmp_path / "checkpoint")
+    path = str(tmp_path / CHECKPOINT_FILE)
     _filled(path).flush()
     cp = StoreCheckpoint.load(path, FaultyIO({"fsync": errno.EIO}))
     cp.logics_msg_timestamp = 7
@@ -158,7 +159,7 @@ def test_eio_on_fsync_raises_disk_error_and_keeps_old_file(tmp_path):
 
 
 def test_enospc_on_write_raises_disk_error(tmp_path):
-    path = str(tmp_path / "checkpoint")
+    path = str(tmp_path / CHECKPOINT_FILE)
     cp = StoreCheckpoint(path, FaultyIO({"pwrite": errno.ENOSPC}))
     with pytest.raises(DiskError) as info:
         cp.flush()

@@ -10,6 +10,7 @@ from store.codec import Message, SysFlag
 from store.commitlog import CommitLog
 from store.errors import CreateFileError, OffsetOutOfRange
 from store.fileio import FileIO
+from store.layout import COMMITLOG_DIR
 from store.mapped_file_queue import MappedFileQueue
 from tests.faults import ENOSPC, FaultyFileIO
 
@@ -17,7 +18,7 @@ FILE = 4096
 
 
 def new_log(tmp_path, io=None, mmap=True) -> CommitLog:
-    return CommitLog(str(tmp_path / "commitlog"), FILE, io or FileIO(), ManualClock(),
+    return CommitLog(str(tmp_path / COMMITLOG_DIR), FILE, io or FileIO(), ManualClock(),
                      write_through_mmap=mmap, store_host="10.0.0.5:10911")
 
 
@@ -56,7 +57,7 @@ def test_put_assigns_offsets_and_rolls_with_blank(tmp_path, mmap):
     assert blanks and all((off + size) % FILE == 0 for _, off, size in blanks)
     assert [s[1] for s in seen if s[0] != "BLANK"] == [r.wrote_offset for r in results]
     assert results[3].msg_id == codec.offset_msg_id("10.0.0.5", 10911, results[3].wrote_offset)
-    assert sorted(os.listdir(tmp_path / "commitlog"))[0] == "00000000000000000000"
+    assert sorted(os.listdir(tmp_path / COMMITLOG_DIR))[0] == "00000000000000000000"
 
 
 def test_prepared_and_rollback_get_queue_offset_zero_and_do_not_advance(tmp_path):
@@ -138,7 +139,7 @@ def test_truncate_is_crash_safe(tmp_path):
     assert log.max_offset() == cut
     log.close()
     # what is on disk past the cut is zeros or gone: a fresh scan cannot see the old tail
-    q = MappedFileQueue(str(tmp_path / "commitlog"), FILE, FileIO())
+    q = MappedFileQueue(str(tmp_path / COMMITLOG_DIR), FILE, FileIO())
     q.load()
     f = q.find_by_offset(cut)
     assert f is not None and not any(f.view[cut - f.file_from_offset:])
@@ -152,6 +153,6 @@ def test_truncate_on_a_file_boundary_drops_whole_files(tmp_path):
     cut = next(r.wrote_offset for r in results[5:] if r.wrote_offset % FILE == 0)
     log.truncate(cut)
     assert log.max_offset() == cut
-    assert all(int(n) < cut for n in os.listdir(tmp_path / "commitlog"))
+    assert all(int(n) < cut for n in os.listdir(tmp_path / COMMITLOG_DIR))
     r = log.put(*rec())
     assert r.wrote_offset == cut

@@ -4,14 +4,12 @@ from __future__ import annotations
 import errno
 import os
 import struct
-import time
 
 import pytest
 
 from store.errors import CorruptFile, DiskError
 from store.fileio import FileIO
-from store.index_file import (IndexFile, index_file_name, index_file_size, index_key_hash,
-                              parse_index_file_name)
+from store.index_file import IndexFile, index_file_size, index_key_hash
 
 SLOTS, ENTRIES = 4, 4
 SIZE = 40 + SLOTS * 4 + ENTRIES * 20
@@ -162,13 +160,6 @@ def test_wrong_size_is_corrupt(tmp_path):
     (tmp_path / NAME).write_bytes(b"\0" * 10)
     with pytest.raises(CorruptFile):
         IndexFile(str(tmp_path / NAME), SLOTS, ENTRIES, FileIO())
-
-
-def test_file_name_is_local_time_millis():
-    ms = T0 + 42
-    expected = time.strftime("%Y%m%d%H%M%S", time.localtime(ms // 1000)) + "042"
-    assert index_file_name(ms) == expected and len(expected) == 17
-    assert parse_index_file_name(expected) == ms
 
 
 class FailMsync(FileIO):

@@ -13,6 +13,7 @@ from store.dispatch import DispatchRequest
 from store.fileio import FileIO
 from store.index_file import index_key_hash
 from store.index_service import IndexService
+from store.layout import INDEX_DIR
 
 T0 = 1_700_000_000_000
 ALL = (0, 2**62)
@@ -30,7 +31,7 @@ def req(phy: int, keys: str = "", uniq: str | None = None, ts: int = T0, topic: 
 
 def service(root, slots: int = 4, entries: int = 5, clock: ManualClock | None = None,
             io: FileIO | None = None) -> IndexService:
-    svc = IndexService(str(root / "index"), slots, entries, io or FileIO(),
+    svc = IndexService(str(root / INDEX_DIR), slots, entries, io or FileIO(),
                        clock or ManualClock(T0))
     svc.load(True, 0)
     return svc
@@ -80,7 +81,7 @@ def test_rolling_when_full(tmp_path):
     assert svc.query("T", "k1", 3, *ALL) == [900, 700, 500]
     assert svc.query("T", "k1", 10, T0 + 3000, T0 + 7000) == [700, 500, 300]
     assert svc.query("T", "k1", 10, *ALL, max_phy_offset=700) == [500, 300, 100]
-    assert sorted(os.listdir(tmp_path / "index")) == names
+    assert sorted(os.listdir(tmp_path / INDEX_DIR)) == names
 
 
 def test_delete_expired_never_the_last(tmp_path):
@@ -91,7 +92,7 @@ def test_delete_expired_never_the_last(tmp_path):
     assert svc.query("T", "k", 20, *ALL) == [900, 800, 700, 600, 500, 400, 300]
     assert svc.delete_expired(10**9) == 2
     assert len(svc.files()) == 1 and svc.query("T", "k", 20, *ALL) == [900]
-    assert len(os.listdir(tmp_path / "index")) == 1
+    assert len(os.listdir(tmp_path / INDEX_DIR)) == 1
 
 
 def test_flush_returns_end_timestamp_and_abnormal_exit_deletes_newer_files(tmp_path):
@@ -111,10 +112,10 @@ def test_flush_returns_end_timestamp_and_abnormal_exit_deletes_newer_files(tmp_p
     assert len(clean.files()) == 4
     clean.close()
 
-    crashed = IndexService(str(tmp_path / "index"), 4, 4, FileIO(), ManualClock(T0))
+    crashed = IndexService(str(tmp_path / INDEX_DIR), 4, 4, FileIO(), ManualClock(T0))
     notes = crashed.load(False, checkpoint)
     assert len(notes) == 2 and len(crashed.files()) == 2
-    assert len(os.listdir(tmp_path / "index")) == 2
+    assert len(os.listdir(tmp_path / INDEX_DIR)) == 2
     assert crashed.query("T", "k", 20, *ALL) == [500, 400, 300, 200, 100, 0]
     for i in range(6, 12):  # re-dispatch rebuilds
         crashed.dispatch(req(i * 100, keys="k", ts=T0 + i * 1000))
@@ -125,8 +126,8 @@ def test_interrupted_creation_is_removed(tmp_path):
     svc = service(tmp_path)
     svc.dispatch(req(0, keys="k"))
     svc.close()
-    (tmp_path / "index" / "29991231235959999").write_bytes(b"")
-    again = IndexService(str(tmp_path / "index"), 4, 5, FileIO(), ManualClock(T0))
+    (tmp_path / INDEX_DIR / "29991231235959999").write_bytes(b"")
+    again = IndexService(str(tmp_path / INDEX_DIR), 4, 5, FileIO(), ManualClock(T0))
     assert len(again.load(True, 0)) == 1 and len(again.files()) == 1
 
 
@@ -160,7 +161,7 @@ def test_truncate_everything(tmp_path):
     for i in range(7):
         svc.dispatch(req(i * 100, keys="k", ts=T0 + i * 1000))
     svc.truncate_dirty(0)
-    assert svc.files() == [] and os.listdir(tmp_path / "index") == []
+    assert svc.files() == [] and os.listdir(tmp_path / INDEX_DIR) == []
     svc.dispatch(req(0, keys="k"))
     assert svc.query("T", "k", 5, *ALL) == [0]
 

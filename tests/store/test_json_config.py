@@ -14,6 +14,7 @@ from store.errors import ConfigError, CorruptFile, DiskError
 from store.fileio import FileIO
 from store.json_config import (PERM_INHERIT, PERM_READ, PERM_WRITE, JsonConfigFile, TopicConfig,
                                TopicConfigTable)
+from store.layout import CONFIG_DIR, TOPICS_FILE
 
 
 class FaultyIO(FileIO):
@@ -111,7 +112,7 @@ def test_failed_persist_raises_disk_error_and_keeps_old(tmp_path):
 
 
 def test_persist_creates_missing_directory(tmp_path):
-    path = tmp_path / "config" / "c.json"
+    path = tmp_path / CONFIG_DIR / "c.json"
     JsonConfigFile(str(path), FileIO()).persist({"x": 1})
     assert json.loads(path.read_text()) == {"x": 1}
 
@@ -153,9 +154,9 @@ def test_topic_config_limits_accepted():
 def test_topics_json_is_rocketmq_format(tmp_path):
     clock = ManualClock(start_ms=1_700_000_000_000)
     table = TopicConfigTable.for_store(str(tmp_path), FileIO(), clock)
-    assert table.path == str(tmp_path / "config" / "topics.json")
+    assert table.path == str(tmp_path / CONFIG_DIR / TOPICS_FILE)
     table.put(TopicConfig("TopicA", read_queue_nums=4, write_queue_nums=2, order=True))
-    on_disk = json.loads((tmp_path / "config" / "topics.json").read_text())
+    on_disk = json.loads((tmp_path / CONFIG_DIR / TOPICS_FILE).read_text())
     assert on_disk == {
         "topicConfigTable": {
             "TopicA": {
@@ -175,7 +176,7 @@ def test_topics_json_is_rocketmq_format(tmp_path):
 
 def test_put_get_delete_and_data_version(tmp_path):
     clock = ManualClock(start_ms=1000)
-    path = str(tmp_path / "topics.json")
+    path = str(tmp_path / TOPICS_FILE)
     table = TopicConfigTable(path, FileIO(), clock)
     assert table.get("A") is None and table.all() == [] and table.data_version == (0, 0)
     table.put(TopicConfig("B"))
@@ -196,12 +197,12 @@ def test_put_get_delete_and_data_version(tmp_path):
 
 
 def test_load_missing_is_empty(tmp_path):
-    table = TopicConfigTable(str(tmp_path / "topics.json"), FileIO(), ManualClock())
+    table = TopicConfigTable(str(tmp_path / TOPICS_FILE), FileIO(), ManualClock())
     assert table.load() is False and table.all() == []
 
 
 def test_table_load_uses_bak_when_main_corrupt(tmp_path):
-    path = tmp_path / "topics.json"
+    path = tmp_path / TOPICS_FILE
     clock = ManualClock()
     table = TopicConfigTable(str(path), FileIO(), clock)
     table.put(TopicConfig("A"))
@@ -214,7 +215,7 @@ def test_table_load_uses_bak_when_main_corrupt(tmp_path):
 
 
 def test_table_load_rejects_invalid_entries(tmp_path):
-    path = tmp_path / "topics.json"
+    path = tmp_path / TOPICS_FILE
     path.write_text(json.dumps({"topicConfigTable": {"A": {"topicName": "A", "perm": 9}}}))
     with pytest.raises(CorruptFile):
         TopicConfigTable(str(path), FileIO(), ManualClock()).load()
@@ -224,7 +225,7 @@ def test_table_load_rejects_invalid_entries(tmp_path):
 
 
 def test_table_reads_rocketmq_file_with_extra_fields(tmp_path):
-    path = tmp_path / "topics.json"
+    path = tmp_path / TOPICS_FILE
     path.write_text(json.dumps({
         "dataVersion": {"counter": 7, "stateVersion": 0, "timestamp": 123},
         "topicConfigTable": {"T": {"attributes": {}, "order": False, "perm": 7, "readQueueNums": 16,
@@ -238,16 +239,16 @@ def test_table_reads_rocketmq_file_with_extra_fields(tmp_path):
 
 
 def test_put_rejects_non_topic_config(tmp_path):
-    table = TopicConfigTable(str(tmp_path / "topics.json"), FileIO(), ManualClock())
+    table = TopicConfigTable(str(tmp_path / TOPICS_FILE), FileIO(), ManualClock())
     with pytest.raises(ConfigError):
         table.put({"topicName": "A"})
 
 
 def test_failed_put_leaves_memory_and_disk_unchanged(tmp_path):
-    path = str(tmp_path / "topics.json")
+    path = str(tmp_path / TOPICS_FILE)
     clock = ManualClock()
     TopicConfigTable(path, FileIO(), clock).put(TopicConfig("A"))
-    table = TopicConfigTable(path, FaultyIO({"rename": errno.ENOSPC}, suffix="topics.json"), clock)
+    table = TopicConfigTable(path, FaultyIO({"rename": errno.ENOSPC}, suffix=TOPICS_FILE), clock)
     table.load()
     with pytest.raises(DiskError):
         table.put(TopicConfig("B"))
@@ -258,7 +259,7 @@ def test_failed_put_leaves_memory_and_disk_unchanged(tmp_path):
 
 
 def test_concurrent_puts_are_all_persisted(tmp_path):
-    path = str(tmp_path / "topics.json")
+    path = str(tmp_path / TOPICS_FILE)
     table = TopicConfigTable(path, FileIO(), ManualClock())
     barrier = threading.Barrier(4)
 

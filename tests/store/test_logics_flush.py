@@ -5,13 +5,14 @@ from store.clock import ManualClock
 from store.consume_queue import ConsumeQueueStore
 from store.dispatch import DispatchRequest
 from store.fileio import FileIO
+from store.layout import CHECKPOINT_FILE
 from store.logics_flush import LogicsFlushService
 
 
 def test_logics_timestamp_advances_only_on_a_thorough_flush(tmp_path):
     io = FileIO()
     cqs = ConsumeQueueStore(str(tmp_path / "cq"), 20 * 1024, io)
-    cp = StoreCheckpoint(str(tmp_path / "checkpoint"), io)
+    cp = StoreCheckpoint(str(tmp_path / CHECKPOINT_FILE), io)
     clock = ManualClock()
     svc = LogicsFlushService(cqs, None, cp, clock, dispatched_stamp=lambda: 5000,
                              physic_stamp=lambda: 4000, on_failure=lambda e: None,

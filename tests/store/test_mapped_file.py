@@ -6,12 +6,13 @@ import pytest
 
 from store.errors import CreateFileError, DiskError
 from store.fileio import FileIO
-from store.mapped_file import MappedFile, file_name
+from store.layout import offset_file_name
+from store.mapped_file import MappedFile
 from tests.faults import EIO, ENOSPC, FaultyFileIO
 
 
 def make(tmp_path, io=None, mmap=True, offset=0, size=8192) -> MappedFile:
-    return MappedFile(str(tmp_path / file_name(offset)), size, io or FileIO(),
+    return MappedFile(str(tmp_path / offset_file_name(offset)), size, io or FileIO(),
                       write_through_mmap=mmap, create=True)
 
 

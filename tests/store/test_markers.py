@@ -11,6 +11,7 @@ import pytest
 
 from store.errors import DiskError, StoreLocked
 from store.fileio import FileIO
+from store.layout import ABORT_FILE, LOCK_FILE
 from store.markers import AbortMarker, StoreLock
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -68,10 +69,10 @@ def _try_lock_in_child(path: str) -> tuple[int, str]:
 # -- abort marker ------------------------------------------------------------------------------
 def test_abort_marker_lifecycle(tmp_path):
     io = RecordingIO()
-    marker = AbortMarker(str(tmp_path / "abort"), io)
+    marker = AbortMarker(str(tmp_path / ABORT_FILE), io)
     assert not marker.exists()
     marker.create()
-    assert marker.exists() and (tmp_path / "abort").is_file()
+    assert marker.exists() and (tmp_path / ABORT_FILE).is_file()
     assert ("fsync_dir", str(tmp_path)) in io.calls  # the new directory entry is made durable
     marker.create()  # idempotent
     assert marker.exists()
@@ -84,24 +85,24 @@ def test_abort_marker_lifecycle(tmp_path):
 
 
 def test_abort_marker_seen_by_a_new_instance(tmp_path):
-    AbortMarker(str(tmp_path / "abort")).create()
-    assert AbortMarker(str(tmp_path / "abort")).exists()
-    assert AbortMarker(str(tmp_path)).path == str(tmp_path / "abort")  # a directory works too
+    AbortMarker(str(tmp_path / ABORT_FILE)).create()
+    assert AbortMarker(str(tmp_path / ABORT_FILE)).exists()
+    assert AbortMarker(str(tmp_path)).path == str(tmp_path / ABORT_FILE)  # a directory works too
 
 
 def test_abort_marker_errors_are_disk_errors(tmp_path):
     with pytest.raises(DiskError) as info:
-        AbortMarker(str(tmp_path / "abort"), FaultyIO({"fsync_dir": errno.EIO})).create()
+        AbortMarker(str(tmp_path / ABORT_FILE), FaultyIO({"fsync_dir": errno.EIO})).create()
     assert info.value.cause.errno == errno.EIO
-    (tmp_path / "abort").touch()
+    (tmp_path / ABORT_FILE).touch()
     with pytest.raises(DiskError):
-        AbortMarker(str(tmp_path / "abort"), FaultyIO({"unlink": errno.EROFS})).remove()
-    assert (tmp_path / "abort").exists()
+        AbortMarker(str(tmp_path / ABORT_FILE), FaultyIO({"unlink": errno.EROFS})).remove()
+    assert (tmp_path / ABORT_FILE).exists()
 
 
 # -- store lock ---------------------------------------------------------------------------------
 def test_lock_writes_pid_and_context_manager(tmp_path):
-    path = tmp_path / "lock"
+    path = tmp_path / LOCK_FILE
     with StoreLock(str(path)) as lock:
         assert lock.held
         assert path.read_text().strip() == str(os.getpid())
@@ -111,9 +112,9 @@ def test_lock_writes_pid_and_context_manager(tmp_path):
 
 
 def test_second_lock_in_same_process_fails(tmp_path):
-    with StoreLock(str(tmp_path / "lock")):
+    with StoreLock(str(tmp_path / LOCK_FILE)):
         with pytest.raises(StoreLocked) as info:
-            StoreLock(str(tmp_path / "lock")).acquire()
+            StoreLock(str(tmp_path / LOCK_FILE)).acquire()
         assert str(os.getpid()) in str(info.value)
         assert str(tmp_path) in str(info.value)
     with StoreLock(str(tmp_path)):  # directory form resolves to <dir>/lock
@@ -121,13 +122,13 @@ def test_second_lock_in_same_process_fails(tmp_path):
 
 
 def test_acquire_twice_on_same_object_is_an_error(tmp_path):
-    with StoreLock(str(tmp_path / "lock")) as lock:
+    with StoreLock(str(tmp_path / LOCK_FILE)) as lock:
         with pytest.raises(RuntimeError):
             lock.acquire()
 
 
 def test_other_process_refused_while_held_then_allowed(tmp_path):
-    path = str(tmp_path / "lock")
+    path = str(tmp_path / LOCK_FILE)
     lock = StoreLock(path)
     lock.acquire()
     try:
@@ -142,7 +143,7 @@ def test_other_process_refused_while_held_then_allowed(tmp_path):
 
 
 def test_held_by_child_process_names_child_pid(tmp_path):
-    path = str(tmp_path / "lock")
+    path = str(tmp_path / LOCK_FILE)
     child = _spawn_holder("""
         import sys
         from store.markers import StoreLock
@@ -173,7 +174,7 @@ def test_held_by_child_process_names_child_pid(tmp_path):
 
 
 def test_lock_dies_with_killed_holder(tmp_path):
-    path = str(tmp_path / "lock")
+    path = str(tmp_path / LOCK_FILE)
     child = _spawn_holder("""
         import sys
         from store.markers import StoreLock
@@ -196,12 +197,12 @@ def test_lock_dies_with_killed_holder(tmp_path):
 
 def test_lock_open_failure_is_disk_error(tmp_path):
     with pytest.raises(DiskError) as info:
-        StoreLock(str(tmp_path / "lock"), FaultyIO({"open": errno.EACCES})).acquire()
+        StoreLock(str(tmp_path / LOCK_FILE), FaultyIO({"open": errno.EACCES})).acquire()
     assert info.value.cause.errno == errno.EACCES
 
 
 def test_lock_write_failure_releases_lock(tmp_path):
     with pytest.raises(DiskError):
-        StoreLock(str(tmp_path / "lock"), FaultyIO({"pwrite": errno.ENOSPC})).acquire()
-    with StoreLock(str(tmp_path / "lock")):  # the failed attempt did not keep the flock
+        StoreLock(str(tmp_path / LOCK_FILE), FaultyIO({"pwrite": errno.ENOSPC})).acquire()
+    with StoreLock(str(tmp_path / LOCK_FILE)):  # the failed attempt did not keep the flock
         pass

@@ -11,6 +11,7 @@ from store.codec import Message
 from store.config import StoreConfig
 from store.errors import StoreLocked
 from store.get_result import GetStatus
+from store.layout import ABORT_FILE
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 from tests.faults import EIO, ENOSPC, EROFS, FaultyFileIO
@@ -61,7 +62,7 @@ def test_put_get_query_and_restart(tmp_path, clock):
     unique = s.query_messages("Orders", "UNIQ" + "0" * 25 + "123")
     assert [m.uniq_key for m in unique] == ["UNIQ" + "0" * 25 + "123"]
     s.shutdown()
-    assert not os.path.exists(tmp_path / "abort")
+    assert not os.path.exists(tmp_path / ABORT_FILE)
 
     s = opened(tmp_path, clock)
     assert s.recovery_report is not None and not s.recovery_report.abnormal
@@ -127,7 +128,7 @@ def test_eio_on_sync_flush_is_never_ok_and_sticky_until_restart(tmp_path, clock)
     assert res.status is PutStatus.SERVICE_NOT_AVAILABLE and "msync" in res.reason
     assert not s.writable
     s.shutdown()
-    assert os.path.exists(tmp_path / "abort")  # unclean: the next start recovers abnormally
+    assert os.path.exists(tmp_path / ABORT_FILE)  # unclean: the next start recovers abnormally
     s = MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH"), io=io, clock=clock)
     s.start()
     assert s.recovery_report.abnormal and s.writable

@@ -17,6 +17,7 @@ from store.clock import ManualClock
 from store.codec import Message
 from store.config import StoreConfig
 from store.fileio import FileIO
+from store.layout import ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR
 from store.message_store import MessageStore
 from tests.faults import EIO, FaultyFileIO
 
@@ -74,7 +75,7 @@ def template(tmp_path_factory):
 
 
 def last_file(root) -> str:
-    d = os.path.join(root, "commitlog")
+    d = os.path.join(root, COMMITLOG_DIR)
     return os.path.join(d, sorted(os.listdir(d))[-1])
 
 
@@ -84,7 +85,7 @@ def test_damaged_tail_is_cut_at_the_last_valid_record(template, tmp_path_factory
     src, results = template
     root = tmp_path_factory.mktemp("case")
     shutil.copytree(src, root, dirs_exist_ok=True)
-    open(os.path.join(root, "abort"), "w").close()  # as after a crash
+    open(os.path.join(root, ABORT_FILE), "w").close()  # as after a crash
     end = results[-1].append.end_offset
     target = end - cut_back
     path = last_file(root)
@@ -138,11 +139,11 @@ def test_crash_during_truncation_never_brings_back_the_tail(tmp_path):
     with pytest.raises(Exception):
         s.truncate(cut)
     s.shutdown()
-    open(os.path.join(root, "abort"), "w").close()
+    open(os.path.join(root, ABORT_FILE), "w").close()
     s = reopen(root)
     try:
         assert s.max_phy_offset() == cut
-        assert sorted(int(n) for n in os.listdir(root / "commitlog"))[-1] <= cut
+        assert sorted(int(n) for n in os.listdir(root / COMMITLOG_DIR))[-1] <= cut
         kept = [r for r in results if r.append.end_offset <= cut]
         assert len(queue_bodies(s, 0)) + len(queue_bodies(s, 1)) == len(kept)
     finally:
@@ -170,7 +171,7 @@ def test_crash_during_checkpoint_write(tmp_path):
     results = fill(root, 40)
     with open(root / "checkpoint.tmp", "wb") as f:
         f.write(b"\x01" * 77)  # a torn temporary file from the interrupted write
-    with open(root / "checkpoint", "r+b") as f:
+    with open(root / CHECKPOINT_FILE, "r+b") as f:
         f.truncate(1000)  # and, worse, a damaged checkpoint
     s = reopen(root)
     try:
@@ -191,7 +192,7 @@ def test_consume_queues_and_index_lose_entries_past_the_end(tmp_path):
     with open(path, "r+b") as f:
         f.seek(cut - base)
         f.write(b"\xff" * 16)  # corrupt the header of record 40
-    open(root / "abort", "w").close()
+    open(root / ABORT_FILE, "w").close()
     s = reopen(root)
     try:
         assert s.max_phy_offset() == cut

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -15,8 +14,9 @@ from store.dispatch import SCHEDULE_TOPIC
 from store.errors import MessageIllegal
 from store.message_store import MessageStore
 from store.put_result import PutStatus
-from store.schedule import (DELAY_OFFSET_FILE, ScheduleService, attach, put_scheduled,
-                            rebuild_real_message, to_schedule)
+from store.layout import StoreLayout
+from store.schedule import (ScheduleService, attach, put_scheduled, rebuild_real_message,
+                            to_schedule)
 
 LEVELS = StoreConfig(store_path_root_dir="/tmp/x").delay_levels_ms()
 NOW = 1_700_000_000_000
@@ -241,7 +241,7 @@ def test_offsets_survive_restart_without_redelivery(tmp_path, clock):
     assert bodies(s) == [b"body-a"]
     tick(s, svc, 3)
     assert bodies(s) == [b"body-a", b"body-b", b"body-soon"]
-    with open(os.path.join(str(tmp_path), DELAY_OFFSET_FILE)) as f:
+    with open(StoreLayout(str(tmp_path)).delay_offset) as f:
         data = json.load(f)
     assert data["offsetTable"] == {"1": 2, "19": 0}  # "late" holds the timestamp watermark
     s.shutdown()

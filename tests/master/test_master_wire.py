@@ -7,7 +7,7 @@ from hypothesis import given
 
 from ha.epoch import EpochEntry
 from ha.messages import Hello, MalformedMessage, Welcome
-from master import wire
+from master import master_wire as wire
 from proto import replication_pb2 as pb
 from tests.replication_messages import MASTER_MESSAGES, SLAVE_MESSAGES, reference_pb, through_bytes
 

@@ -7,7 +7,7 @@ from hypothesis import given
 
 from ha.messages import Ack, Chunk, MalformedMessage, Welcome
 from proto import replication_pb2 as pb
-from slave import wire
+from slave import slave_wire as wire
 from tests.replication_messages import MASTER_MESSAGES, SLAVE_MESSAGES, reference_pb, through_bytes
 
 

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
-from cluster.cli import (audit_cmd, config_cmd, consume, groups, messages, pull_cmd, smoke, status,
-                         store_ops, topics)
+from store.broker_role import BrokerRole
 
-# Each module adds its commands with register(sub). The `receive` smoke test (consume with a
-# group through the RocketMQ 5 client API) will be one more module here, from cluster/client/.
-COMMAND_MODULES = (status, topics, groups, messages, store_ops, config_cmd, smoke, consume,
-                   pull_cmd, audit_cmd)
+from cluster.cli import (audit_cmd, config_cmd, consume_cmd, group_cmd, message_cmd, pull_cmd,
+                         smoke_cmd, status_cmd, store_ops_cmd, topic_cmd)
+
+# Each module adds its commands with register(sub).
+COMMAND_MODULES = (status_cmd, topic_cmd, group_cmd, message_cmd, store_ops_cmd, config_cmd,
+                   smoke_cmd, consume_cmd, pull_cmd, audit_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     local = sub.add_parser("local", help="run a master and two slaves on 127.0.0.1")
     local.add_argument("--dir", default="data/cluster")
     local.add_argument("--base-port", type=int, default=10911)
-    local.add_argument("--role", default="SYNC_MASTER", choices=("SYNC_MASTER", "ASYNC_MASTER"))
+    local.add_argument("--role", default=BrokerRole.SYNC_MASTER.value,
+                       choices=[r.value for r in BrokerRole if r.is_master])
     local.set_defaults(run=_run_local)
     for module in COMMAND_MODULES:
         module.register(sub)
@@ -57,4 +60,8 @@ def _run_local(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except BrokenPipeError:  # `... | head`: the reader left; nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

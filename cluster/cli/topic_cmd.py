@@ -6,9 +6,8 @@ import argparse
 
 from proto import admin_pb2 as pb
 
-from cluster.client.admin_client import AdminClient
-from cluster.cli.common import command, group
-from cluster.cli.output import print_json, table
+from cluster.cli.commands import answer, command, group, parse_bool
+from cluster.cli.output import table
 
 PERMS = {"W": 2, "R": 4, "RW": 6, "2": 2, "4": 4, "6": 6}
 
@@ -21,29 +20,31 @@ def _perm(text: str) -> int:
     return value
 
 
-def _bool(text: str) -> bool:
-    if text.lower() not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"{text!r}: want true or false")
-    return text.lower() == "true"
-
-
 def register(sub) -> None:
     topic = group(sub, "topic", "list, create, update and delete topics")
-    ls = command(topic, "list", "topics with queue counts and permissions", _list, prefix="topic")
+    ls = command(topic, "list", "topics with queue counts and permissions",
+                 answer(lambda client, args: client.list_topics(
+                     include_system=args.system, with_offsets=args.offsets, topic=args.topic),
+                     _show_list), prefix="topic")
     ls.add_argument("--topic", default="", help="only this topic")
     ls.add_argument("--offsets", action="store_true", help="min/max offset of every queue")
     ls.add_argument("--system", action="store_true", help="also the broker's system topics")
-    for name, run, help in (("create", _create, "create a topic (on the master)"),
-                            ("update", _update, "change a topic's queue counts, perm or order")):
-        p = command(topic, name, help, run, prefix="topic")
+    for name, call, help in (
+            ("create", lambda client, args: client.create_topic(args.name, **_fields(args)),
+             "create a topic (on the master)"),
+            ("update", lambda client, args: client.update_topic(args.name, **_fields(args)),
+             "change a topic's queue counts, perm or order")):
+        p = command(topic, name, help, answer(call, _show_changed(name)), prefix="topic")
         p.add_argument("name")
         p.add_argument("--queues", type=int, help="read and write queue count (1..1024)")
         p.add_argument("--read-queues", type=int, help="read queue count (1..1024)")
         p.add_argument("--write-queues", type=int, help="write queue count (1..1024)")
         p.add_argument("--perm", type=_perm, help="RW (default), R or W")
-        p.add_argument("--order", type=_bool, help="true or false")
+        p.add_argument("--order", type=parse_bool, help="true or false")
     rm = command(topic, "delete", "remove a topic from the table (data stays until retention)",
-                 _delete, prefix="topic")
+                 answer(lambda client, args: client.delete_topic(args.name),
+                        lambda r, args: print(f"deleted topic {r.deleted.name}: {r.note}")),
+                 prefix="topic")
     rm.add_argument("name")
 
 
@@ -52,19 +53,15 @@ def _fields(args) -> dict:
             "write_queue_nums": args.write_queues, "perm": args.perm, "order": args.order}
 
 
-def _print_topic(t: pb.TopicInfo, as_json: bool) -> None:
-    if as_json:
-        print_json(t)
-        return
-    table(("topic", "read", "write", "perm", "order", "kind"),
-          [(t.name, t.read_queue_nums, t.write_queue_nums, t.perm_name, t.order, t.kind)])
+def _show_changed(verb: str):
+    def show(t: pb.TopicInfo, args) -> None:
+        print(f"{verb}d topic {t.name}")
+        table(("topic", "read", "write", "perm", "order", "kind"),
+              [(t.name, t.read_queue_nums, t.write_queue_nums, t.perm_name, t.order, t.kind)])
+    return show
 
 
-def _list(client: AdminClient, args) -> int:
-    r = client.list_topics(include_system=args.system, with_offsets=args.offsets, topic=args.topic)
-    if args.json:
-        print_json(r)
-        return 0
+def _show_list(r, args) -> None:
     headers = ["topic", "read", "write", "perm", "order", "kind", "configured"]
     if args.offsets:
         headers.append("messages")
@@ -83,29 +80,3 @@ def _list(client: AdminClient, args) -> int:
                       [(q.queue_id, q.min_offset, q.max_offset, q.max_offset - q.min_offset)
                        for q in t.queues], indent="  ")
     print(f"\n{len(r.topics)} topic(s); topic table version {r.data_version_counter}")
-    return 0
-
-
-def _create(client: AdminClient, args) -> int:
-    t = client.create_topic(args.name, **_fields(args))
-    if not args.json:
-        print(f"created topic {t.name}")
-    _print_topic(t, args.json)
-    return 0
-
-
-def _update(client: AdminClient, args) -> int:
-    t = client.update_topic(args.name, **_fields(args))
-    if not args.json:
-        print(f"updated topic {t.name}")
-    _print_topic(t, args.json)
-    return 0
-
-
-def _delete(client: AdminClient, args) -> int:
-    r = client.delete_topic(args.name)
-    if args.json:
-        print_json(r)
-    else:
-        print(f"deleted topic {r.deleted.name}: {r.note}")
-    return 0

@@ -9,7 +9,7 @@ import sys
 from proto import admin_pb2 as pb
 
 from cluster.client.admin_client import AdminClient
-from cluster.cli.common import command
+from cluster.cli.commands import command
 from cluster.cli.output import print_json
 
 

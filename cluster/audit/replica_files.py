@@ -4,7 +4,7 @@ Nothing here reads record data. Per replica: the commitlog file list (offsets an
 checkpoint (confirm offset), the epoch file, the consume-queue file list, the index file
 headers and the consumer offsets (`config/consumerOffset.json`, RocketMQ's format
 `{"offsetTable": {"topic@group": {"0": 12, ...}}}`) when present. The file lists come from
-store.tool.StoreReader, the read-only view the `verify` command uses.
+store.readonly.StoreReader, the read-only view the `verify` command uses.
 
 `split_points` picks record boundaries inside large commitlog files from the consume queues
 (binary search per queue for the first unit at or after each target offset), so that a file can
@@ -16,15 +16,13 @@ import bisect
 import os
 from dataclasses import dataclass, field
 
-from ha.epoch import EpochFile
 from store.checkpoint import StoreCheckpoint
 from store.consume_queue import CQ_STORE_UNIT_SIZE, is_filler, is_valid
+from store.epoch_file import EpochFile
 from store.errors import StoreError
 from store.json_config import JsonConfigFile
-from store.tool import QueueFiles, StoreReader, UsageError
-
-EPOCH_FILE = "epochFileCheckpoint"
-CONSUMER_OFFSET_FILE = os.path.join("config", "consumerOffset.json")
+from store.layout import StoreLayout
+from store.readonly import NotAStoreDirectory, QueueFiles, StoreReader
 
 
 class BadInput(Exception):
@@ -95,7 +93,7 @@ def discover(root: str, name: str) -> ReplicaLayout:
         raise BadInput(f"{root}: no such directory")
     try:
         reader = StoreReader(root)
-    except UsageError as e:
+    except NotAStoreDirectory as e:
         raise BadInput(str(e)) from None
     notes: list[str] = []
     try:
@@ -121,8 +119,7 @@ def discover(root: str, name: str) -> ReplicaLayout:
     if unclean:
         notes.append("abort file present: the node is running or crashed (read as is)")
     try:
-        epochs = [(e.epoch, e.start_offset)
-                  for e in EpochFile(os.path.join(root, EPOCH_FILE)).load().entries]
+        epochs = EpochFile(StoreLayout(root).epoch_file).load()
     except StoreError as e:
         epochs = []
         notes.append(f"epoch file unusable, epochs taken as empty: {e}")
@@ -138,7 +135,7 @@ def _checkpoint_dict(cp: StoreCheckpoint) -> dict:
 
 
 def _consumer_offsets(root: str, notes: list[str]) -> dict[tuple[str, str], dict[int, int]]:
-    path = os.path.join(root, CONSUMER_OFFSET_FILE)
+    path = StoreLayout(root).consumer_offset
     try:
         data = JsonConfigFile(path).load()
     except StoreError as e:

@@ -3,32 +3,36 @@ consumerProgress / updateSubGroup / deleteSubGroup / resetOffsetByTime). The con
 lives on the master, so every command goes there (--node master by default)."""
 from __future__ import annotations
 
-import argparse
-
-from cluster.client.admin_client import AdminClient
-from cluster.cli.common import command, group
-from cluster.cli.output import fmt_ms, print_json, table
+from cluster.cli.commands import answer, command, group, parse_bool
+from cluster.cli.output import fmt_ms, table
 from cluster.cli.timeparse import parse_time_ms
-from cluster.cli.topics import _bool
 
 
 def register(sub) -> None:
     g = group(sub, "group", "consumer groups: list, create, delete, progress, offset reset")
-    command(g, "list", "consumer groups and their settings", _list, prefix="group")
-    for name, run, help in (("create", _upsert, "create a consumer group (or change it)"),
-                            ("update", _upsert, "change a consumer group's settings")):
-        p = command(g, name, help, run, prefix="group")
+    command(g, "list", "consumer groups and their settings",
+            answer(lambda client, args: client.list_groups(), _show_list), prefix="group")
+    for name, help in (("create", "create a consumer group (or change it)"),
+                       ("update", "change a consumer group's settings")):
+        p = command(g, name, help, answer(_upsert, _show_group), prefix="group")
         p.add_argument("name")
-        p.add_argument("--fifo", type=_bool, help="true: one message group in flight at a time")
+        p.add_argument("--fifo", type=parse_bool,
+                       help="true: one message group in flight at a time")
         p.add_argument("--retry-max-times", type=int, help="redeliveries before the DLQ (0..1000)")
-        p.add_argument("--consume-enable", type=_bool, help="false: the group receives nothing")
-    rm = command(g, "delete", "delete a consumer group with its offsets", _delete, prefix="group")
+        p.add_argument("--consume-enable", type=parse_bool,
+                       help="false: the group receives nothing")
+    rm = command(g, "delete", "delete a consumer group with its offsets",
+                 answer(lambda client, args: client.delete_group(args.name),
+                        lambda r, args: print(f"deleted group {args.name}")), prefix="group")
     rm.add_argument("name")
     prog = command(g, "progress", "committed offset, max offset, lag and in-flight per queue",
-                   _progress, prefix="group")
+                   answer(lambda client, args: client.consumer_progress(args.name),
+                          _show_progress), prefix="group")
     prog.add_argument("name")
     reset = command(g, "reset-offset", "move a group's committed offset (one queue or all)",
-                    _reset, prefix="group")
+                    answer(lambda client, args: client.reset_offset(
+                        args.name, args.topic, queue_id=args.queue, offset=args.offset,
+                        timestamp_ms=args.time), _show_reset), prefix="group")
     reset.add_argument("name")
     reset.add_argument("--topic", required=True)
     reset.add_argument("--queue", type=int, help="only this queue (default: every queue)")
@@ -39,56 +43,30 @@ def register(sub) -> None:
                              "now, or ago: 1h)")
 
 
-def _list(client: AdminClient, args) -> int:
-    r = client.list_groups()
-    if args.json:
-        print_json(r)
-        return 0
+def _show_list(r, args) -> None:
     table(("group", "fifo", "retry max", "consume"),
           [(g.name, g.fifo, g.retry_max_times, g.consume_enable) for g in r.groups])
     print(f"\n{len(r.groups)} group(s)")
-    return 0
 
 
-def _upsert(client: AdminClient, args: argparse.Namespace) -> int:
-    info = client.upsert_group(args.name, fifo=args.fifo, retry_max_times=args.retry_max_times,
+def _upsert(client, args):
+    return client.upsert_group(args.name, fifo=args.fifo, retry_max_times=args.retry_max_times,
                                consume_enable=args.consume_enable)
-    if args.json:
-        print_json(info)
-        return 0
+
+
+def _show_group(info, args) -> None:
     print(f"group {info.name}: fifo {str(info.fifo).lower()}, retry max times "
           f"{info.retry_max_times}, consume {'enabled' if info.consume_enable else 'disabled'}")
-    return 0
 
 
-def _delete(client: AdminClient, args) -> int:
-    r = client.delete_group(args.name)
-    if args.json:
-        print_json(r)
-    else:
-        print(f"deleted group {args.name}")
-    return 0
-
-
-def _progress(client: AdminClient, args) -> int:
-    r = client.consumer_progress(args.name)
-    if args.json:
-        print_json(r)
-        return 0
+def _show_progress(r, args) -> None:
     table(("topic", "queue", "committed", "max", "lag", "inflight"),
           [(q.topic, q.queue_id, q.committed_offset, q.max_offset, q.lag, q.inflight)
            for q in r.queues])
     print(f"\ngroup {r.group}: total lag {r.total_lag}, in flight {r.total_inflight}")
-    return 0
 
 
-def _reset(client: AdminClient, args) -> int:
-    r = client.reset_offset(args.name, args.topic, queue_id=args.queue, offset=args.offset,
-                            timestamp_ms=args.time)
-    if args.json:
-        print_json(r)
-        return 0
+def _show_reset(r, args) -> None:
     how = f"offset {args.offset}" if args.offset is not None else f"time {fmt_ms(args.time)}"
     print(f"group {args.name} on {args.topic} reset to {how}:")
     table(("queue", "offset"), [(q.queue_id, q.offset) for q in r.offsets], indent="  ")
-    return 0

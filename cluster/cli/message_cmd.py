@@ -8,7 +8,7 @@ import base64
 from proto import admin_pb2 as pb
 
 from cluster.client.admin_client import AdminClient
-from cluster.cli.common import command, group
+from cluster.cli.commands import answer, command, group
 from cluster.cli.output import fmt_ms, print_json, table
 from cluster.cli.timeparse import parse_time_ms
 
@@ -18,7 +18,7 @@ BODY_FORMATS = ("text", "hex", "base64", "none")
 def register(sub) -> None:
     m = group(sub, "message", "find messages (id, key, time) and dump queues")
     q = command(m, "query", "messages by --id, by --key, or by --begin/--end store time",
-                _query, prefix="message")
+                answer(_query, _show_query), prefix="message")
     q.add_argument("--topic", default="", help="needed for --key and time ranges")
     what = q.add_mutually_exclusive_group()
     what.add_argument("--id", default="", help="offset message id or client message id (UNIQ_KEY)")
@@ -39,17 +39,17 @@ def register(sub) -> None:
     d.add_argument("--body", choices=BODY_FORMATS, default="text")
 
 
-def _query(client: AdminClient, args) -> int:
+def _query(client: AdminClient, args) -> pb.GetMessagesResponse:
     if not (args.id or args.key or args.begin or args.end):
         args.parser.error("give --id, --key or --begin/--end")
     if (args.key or args.begin or args.end) and not args.topic and not args.id:
         args.parser.error("--key and time ranges need --topic")
-    r = client.query(args.topic, args.key, args.max, msg_id=args.id, begin_ms=args.begin,
-                     end_ms=args.end, queue_id=args.queue,
-                     omit_body=not args.full and not args.json)
-    if args.json:
-        print_json(r)
-        return 0
+    return client.query(args.topic, args.key, args.max, msg_id=args.id, begin_ms=args.begin,
+                        end_ms=args.end, queue_id=args.queue,
+                        omit_body=not args.full and not args.json)
+
+
+def _show_query(r: pb.GetMessagesResponse, args) -> None:
     if args.full:
         for msg in r.messages:
             print_record(msg, args.body)
@@ -60,7 +60,6 @@ def _query(client: AdminClient, args) -> int:
                 x.unique_key, x.tags, x.keys, x.body_size) for x in r.messages])
     more = " (more matched: raise --max or narrow the range)" if r.truncated else ""
     print(f"\n{len(r.messages)} message(s){more}")
-    return 0
 
 
 def _dump(client: AdminClient, args) -> int:

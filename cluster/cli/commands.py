@@ -1,17 +1,31 @@
-"""Building blocks of the command modules: a subcommand with the target options, and running
-one Admin call with refusals turned into exit status 1."""
+"""Building blocks of the command modules: a subcommand with the target options, running one
+Admin call with refusals turned into exit status 1, and answers printed as JSON (--json) or for
+people."""
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from typing import Any, Callable
 
 import grpc
 
 from cluster.client.admin_client import AdminClient
-from cluster.cli.output import refused
+from cluster.cli.output import print_json, refused
 from cluster.cli.targets import add_target_args, connect
 
 Run = Callable[[AdminClient, argparse.Namespace], int]
+Call = Callable[[AdminClient, argparse.Namespace], Any]  # the answer: a message, dict or list
+Show = Callable[[Any, argparse.Namespace], "int | None"]  # prints it for people; exit status
+
+
+def answer(call: Call, show: Show) -> Run:
+    """A Run that makes the call, then prints its answer as JSON with --json or with `show`."""
+    def run(client: AdminClient, args: argparse.Namespace) -> int:
+        r = call(client, args)
+        if args.json:
+            print_json(r)
+            return 0
+        return show(r, args) or 0
+    return run
 
 
 def command(sub, name: str, help: str, run: Run, *, node: str | None = "master",
@@ -41,3 +55,10 @@ def group(sub, name: str, help: str):
     p = sub.add_parser(name, help=help, description=help)
     inner = p.add_subparsers(dest=f"{name}_command", required=True, metavar="ACTION")
     return inner
+
+
+def parse_bool(text: str) -> bool:
+    """An argparse type: true or false."""
+    if text.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"{text!r}: want true or false")
+    return text.lower() == "true"

@@ -2,16 +2,17 @@
 trigger (mqadmin brokerStatus / deleteExpiredCommitLog)."""
 from __future__ import annotations
 
-from cluster.client.admin_client import AdminClient
-from cluster.cli.common import command
-from cluster.cli.output import fmt_ms, print_json, table
+from cluster.cli.commands import answer, command
+from cluster.cli.output import fmt_ms, table
 
 
 def register(sub) -> None:
-    command(sub, "stats", "store statistics: offsets, put counters, disk usage, topics", _stats)
-    command(sub, "flush", "flush the commitlog, consume queues, index and checkpoint now", _flush)
+    command(sub, "stats", "store statistics: offsets, put counters, disk usage, topics",
+            answer(lambda client, args: client.store_stats(), _show_stats))
+    command(sub, "flush", "flush the commitlog, consume queues, index and checkpoint now",
+            answer(lambda client, args: client.flush(), _show_flush))
     c = command(sub, "cleanup", "delete expired commitlog files now (retention's manual trigger)",
-                _cleanup)
+                answer(lambda client, args: client.trigger_cleanup(args.wait_ms), _show_cleanup))
     c.add_argument("--wait-ms", type=int, default=10_000,
                    help="how long to wait for the first round (default 10000, at most 60000)")
 
@@ -20,11 +21,7 @@ def _ratio(r: float) -> str:
     return "unknown" if r < 0 else f"{r * 100:.1f}%"
 
 
-def _stats(client: AdminClient, args) -> int:
-    s = client.store_stats()
-    if args.json:
-        print_json(s)
-        return 0
+def _show_stats(s, args) -> None:
     problems = "; ".join(f"{k}: {v}" for k, v in sorted(s.not_writable.items()))
     rows = [
         ("node", f"{s.node_id} ({s.role})"), ("store", s.store_path),
@@ -46,27 +43,17 @@ def _stats(client: AdminClient, args) -> int:
         print(f"{key:<{width}}  {value}")
     print()
     table(("topic", "queues", "messages"), [(t.topic, t.queues, t.messages) for t in s.topics])
-    return 0
 
 
-def _flush(client: AdminClient, args) -> int:
-    r = client.flush()
-    if args.json:
-        print_json(r)
-        return 0
+def _show_flush(r, args) -> None:
     print(f"flushed: commitlog on disk up to {r.flushed_offset} (max {r.max_offset}), "
           f"dispatched {r.dispatched_offset}, in {r.took_ms} ms")
-    return 0
 
 
-def _cleanup(client: AdminClient, args) -> int:
-    r = client.trigger_cleanup(args.wait_ms)
-    if args.json:
-        print_json(r)
-        return 0
+def _show_cleanup(r, args) -> None:
     if not r.round_done:
         print(f"cleanup triggered: {r.note}")
-        return 0
+        return
     print(f"cleanup round: deleted {len(r.deleted_files)} commitlog file(s), "
           f"{r.consume_queue_files_deleted} consume queue file(s), {r.index_files_deleted} index "
           f"file(s); commitlog min offset {r.min_offset_before} -> {r.min_offset_after}; disk "
@@ -78,4 +65,3 @@ def _cleanup(client: AdminClient, args) -> int:
     if r.note:
         print(r.note)
     print(f"{r.manual_rounds_left} more round(s) will ignore deleteWhen")
-    return 0

@@ -24,27 +24,12 @@ from store.codec import Message
 from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.put_result import PutResult, PutStatus
-from store.service import Service
+from store.service import PeriodicTask
 
 if TYPE_CHECKING:
-    from .replication_servicer import MasterConnection
+    from master.replication_servicer import MasterConnection
 
 log = logging.getLogger(__name__)
-
-
-class _Housekeeping(Service):
-    """Shrinks the in-sync set, times out sync waiters and closes silent streams."""
-    name = "master-housekeeping"
-
-    def __init__(self, role: "MasterRole") -> None:
-        super().__init__()
-        self.role = role
-
-    def step(self) -> None:
-        self.role.housekeeping()
-
-    def wait_interval(self) -> float:
-        return 0.05
 
 
 class MasterRole:
@@ -81,7 +66,8 @@ class MasterRole:
         # Copy-on-write: every put reads it (to wake the senders) without taking a lock,
         # since a lock taken by every put convoys under the GIL.
         self._connections: tuple[MasterConnection, ...] = ()
-        self._housekeeping = _Housekeeping(self)
+        # Shrinks the in-sync set, times out sync waiters and closes silent streams.
+        self._housekeeping = PeriodicTask("master-housekeeping", self.housekeeping, 0.05)
         self.closed = False
 
     @property

@@ -16,8 +16,8 @@ import os
 import sys
 import time
 
-from . import report
-from .layout import BadInput, discover
+from cluster.audit import report
+from cluster.audit.replica_files import BadInput, discover
 
 EXIT_OK, EXIT_ERRORS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None, default_master: str | None = "local[*]")
     except BadInput as e:
         print(f"audit: error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from . import job
+    from cluster.audit import job
     t0 = time.perf_counter()
     spark = job.make_spark(args.master_url, conf=conf)
     t_spark = time.perf_counter() - t0

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import grpc
 
+from store.broker_role import BrokerRole
+
 from cluster.client.admin_client import AdminClient
 from cluster.cli.output import print_json, table
 from cluster.cli.targets import DEFAULT_CLUSTER_DIR, cluster_targets, operator
@@ -48,7 +50,7 @@ def print_status(addresses: list[str], token: str, as_json: bool = False) -> int
         if s is None:
             continue
         note = s.not_writable_reason
-        if s.role == "SLAVE":
+        if s.role == BrokerRole.SLAVE:
             note = (f"following {s.master_address}" if s.master_connected
                     else f"NOT connected to {s.master_address}: {s.replication_error}")
         rows.append((s.node_id, s.role, s.address, s.epoch, s.max_offset, s.flushed_offset,
@@ -56,7 +58,7 @@ def print_status(addresses: list[str], token: str, as_json: bool = False) -> int
     table(("node", "role", "address", "epoch", "max", "flushed", "confirm", "writable", "note"),
           rows)
     for s in statuses:
-        if s is None or s.role == "SLAVE":
+        if s is None or s.role == BrokerRole.SLAVE:
             continue
         print(f"\nreplication of {s.node_id} (in-sync: {', '.join(s.in_sync_set) or 'none'})")
         if not s.slaves:

@@ -1,0 +1,1 @@
+"""`python -m store`: the store tool (see store.cli.store_cli)."""

@@ -1,0 +1,1 @@
+"""Tests of store/cli/: one module per command group."""
