@@ -33,8 +33,8 @@ def make_node(root: str, name: str = "master", *, role: str = "ASYNC_MASTER", br
 
 def make_slave(root: str, master: Node, name: str = "slave1") -> Node:
     slave = make_node(root, name, role="SLAVE", broker_id=1, master_address=master.address)
-    wait_until(lambda: master.master_role.master is not None and
-               len(master.master_role.master.tracker.in_sync_ids()) >= 1, 20, "the slave in sync")
+    wait_until(lambda: master.role.master is not None and
+               len(master.role.master.tracker.in_sync_ids()) >= 1, 20, "the slave in sync")
     return slave
 
 

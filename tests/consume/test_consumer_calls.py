@@ -250,7 +250,7 @@ def test_slave_forwards_and_a_promoted_slave_resumes_from_the_acks(nodes):  # no
     master = nodes("master", role="SYNC_MASTER", min_invisible_time_ms=500)
     slave = nodes("slave", role="SLAVE", broker_id=1, master_address=master.address,
                   min_invisible_time_ms=500)
-    wait_until(lambda: len(master.master_role.master.tracker.in_sync_ids()) == 1, 15, "slave in sync")
+    wait_until(lambda: len(master.role.master.tracker.in_sync_ids()) == 1, 15, "slave in sync")
     via_slave = nodes.stub(slave)
     send(via_slave, "T", [b"%d" % i for i in range(5)])
     settle(master)

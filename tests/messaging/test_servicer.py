@@ -327,7 +327,7 @@ def test_a_slave_forwards_writes_and_serves_reads(nodes):
     master = nodes("master", role="SYNC_MASTER", access_key="AK", secret_key="SK")
     slave = nodes("slave", role="SLAVE", broker_id=1, master_address=master.address,
                   access_key="AK", secret_key="SK")
-    wait_until(lambda: master.master_role.master.tracker.in_sync_ids(), timeout=15, what="the slave in sync")
+    wait_until(lambda: master.role.master.tracker.in_sync_ids(), timeout=15, what="the slave in sync")
     stub = nodes.stub(slave)
     md = auth.sign("AK", "SK")
     r = route(stub, "Fwd", metadata=md)  # created on the master, copied by the slave
