@@ -8,24 +8,22 @@ in place instead (the cluster must be stopped). Exit status: the audit's (0 agre
 2 bad input)."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 
 import grpc
 
-from cluster.client.admin_client import AdminClient, ExportError
 from cluster.admin.admin_token import read_token_file
+from cluster.client.admin_client import AdminClient, ExportError
+from cluster.node.local_cluster import ClusterFolderError, read_cluster_info
 
 
 def run_audit(cluster_dir: str, offline: bool, extra: list[str]) -> int:
-    path = os.path.join(cluster_dir, "cluster.json")
     try:
-        with open(path, encoding="utf-8") as f:
-            info = json.load(f)
-    except (OSError, ValueError) as e:
-        print(f"cannot read {path}: {e} (start the cluster with ./scripts/run first)", file=sys.stderr)
+        info = read_cluster_info(cluster_dir)
+    except ClusterFolderError as e:
+        print(f"{e} (start the cluster with ./scripts/run first)", file=sys.stderr)
         return 2
     names = [n["name"] for n in info["nodes"]]
     out = os.path.join(cluster_dir, "audits", time.strftime("%Y%m%d-%H%M%S"))

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
 
 from store.errors import ConfigError
 
-from cluster.client.admin_client import AdminClient
 from cluster.admin.admin_token import read_token_file
+from cluster.client.admin_client import AdminClient
+from cluster.node.local_cluster import CLUSTER_INFO_FILE, ClusterFolderError, read_cluster_info
 
 DEFAULT_CLUSTER_DIR = "data/cluster"
 
@@ -25,37 +25,36 @@ def add_target_args(p: argparse.ArgumentParser, default_node: str | None) -> Non
                    help=f"node name in <cluster-dir>/cluster.json (default {default_node})")
 
 
-def node_address(parser: argparse.ArgumentParser, cluster_dir: str, node: str) -> str:
-    """The address of a node of a `python -m cluster local` folder (parser error if unknown)."""
-    path = os.path.join(cluster_dir, "cluster.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            info = json.load(f)
-    except (OSError, ValueError) as e:
-        parser.error(f"give --address, or a cluster folder: cannot read {path}: {e}")
+def _node_address(parser: argparse.ArgumentParser, info: dict, cluster_dir: str,
+                  node: str) -> str:
     nodes = {n["name"]: n["address"] for n in info.get("nodes", [])}
     if node not in nodes:
-        parser.error(f"no node {node!r} in {path} (nodes: {', '.join(nodes)})")
+        parser.error(f"no node {node!r} in {os.path.join(cluster_dir, CLUSTER_INFO_FILE)} "
+                     f"(nodes: {', '.join(nodes)})")
     return nodes[node]
+
+
+def node_address(parser: argparse.ArgumentParser, cluster_dir: str, node: str) -> str:
+    """The address of a node of a `python -m cluster local` folder (parser error if unknown)."""
+    try:
+        info = read_cluster_info(cluster_dir)
+    except ClusterFolderError as e:
+        parser.error(f"give --address, or a cluster folder: {e}")
+    return _node_address(parser, info, cluster_dir, node)
 
 
 def resolve_target(parser: argparse.ArgumentParser, args) -> tuple[str, str]:
     """(address, token) or a parser error naming what is missing."""
     address, token_file = args.address, args.token_file
     if not address or not token_file:
-        path = os.path.join(args.cluster_dir, "cluster.json")
         try:
-            with open(path, encoding="utf-8") as f:
-                info = json.load(f)
-        except (OSError, ValueError) as e:
-            parser.error(f"give --address and --token-file, or a cluster folder: cannot read {path}: {e}")
-        nodes = {n["name"]: n["address"] for n in info.get("nodes", [])}
+            info = read_cluster_info(args.cluster_dir)
+        except ClusterFolderError as e:
+            parser.error(f"give --address and --token-file, or a cluster folder: {e}")
         if not address:
             if not args.node:
                 parser.error("--cluster-dir needs --node NAME")
-            if args.node not in nodes:
-                parser.error(f"no node {args.node!r} in {path} (nodes: {', '.join(nodes)})")
-            address = nodes[args.node]
+            address = _node_address(parser, info, args.cluster_dir, args.node)
         token_file = token_file or info.get("token_file")
     if not token_file:
         parser.error("give --token-file (the node logs where its token is)")
@@ -84,13 +83,11 @@ def cluster_targets(cluster_dir: str | None, addresses: list[str],
                     token_file: str | None) -> tuple[list[str], str]:
     """Every node of a cluster folder (or the --address list) and the token (`status`)."""
     if cluster_dir and not addresses:
-        path = os.path.join(cluster_dir, "cluster.json")
         try:
-            with open(path, encoding="utf-8") as f:
-                info = json.load(f)
-        except (OSError, ValueError) as e:
-            raise SystemExit(f"cannot read {path}: {e} (start a cluster with ./scripts/run, or "
-                             f"give --address and --token-file)")
+            info = read_cluster_info(cluster_dir)
+        except ClusterFolderError as e:
+            raise SystemExit(f"{e} (start a cluster with ./scripts/run, or give --address and "
+                             f"--token-file)")
         addresses = [n["address"] for n in info["nodes"]]
         token_file = token_file or info["token_file"]
     if not addresses:

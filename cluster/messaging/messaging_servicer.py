@@ -53,6 +53,21 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
             return response_cls(status=d.Status(code=d.INTERNAL_ERROR,
                                                 message=f"{type(e).__name__}: {e}"))
 
+    def _streaming(self, context, response_cls, fn):
+        """A server-streaming call: the responses of fn(), or one status when refused."""
+        reason = self.service.authorize(context.invocation_metadata())
+        if reason is not None:
+            yield response_cls(status=d.Status(code=d.UNAUTHORIZED, message=reason))
+            return
+        try:
+            responses = fn()
+        except Exception as e:  # answer with a status; the client must not hang or crash
+            log.exception("%s failed", response_cls.__name__)
+            yield response_cls(status=d.Status(code=d.INTERNAL_ERROR,
+                                               message=f"{type(e).__name__}: {e}"))
+            return
+        yield from responses
+
     @staticmethod
     def _call_info(context) -> dict:
         md = _metadata(context)
@@ -86,18 +101,8 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
                            lambda: self.service.reader.query_offset(request))
 
     def PullMessage(self, request, context):  # noqa: N802
-        reason = self.service.authorize(context.invocation_metadata())
-        if reason is not None:
-            yield s.PullMessageResponse(status=d.Status(code=d.UNAUTHORIZED, message=reason))
-            return
-        try:
-            responses = self.service.reader.pull(request, context.time_remaining)
-        except Exception as e:
-            log.exception("PullMessage failed")
-            yield s.PullMessageResponse(status=d.Status(code=d.INTERNAL_ERROR,
-                                                        message=f"{type(e).__name__}: {e}"))
-            return
-        yield from responses
+        return self._streaming(context, s.PullMessageResponse,
+                               lambda: self.service.reader.pull(request, context.time_remaining))
 
     def Telemetry(self, request_iterator, context):  # noqa: N802
         reason = self.service.authorize(context.invocation_metadata())
@@ -115,20 +120,10 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
                            lambda: response_cls(status=not_implemented(what)))
 
     def ReceiveMessage(self, request, context):  # noqa: N802
-        reason = self.service.authorize(context.invocation_metadata())
-        if reason is not None:
-            yield s.ReceiveMessageResponse(status=d.Status(code=d.UNAUTHORIZED, message=reason))
-            return
-        try:
-            responses = self.service.consumer_router.call(
-                "ReceiveMessage", request, time_remaining=context.time_remaining,
-                **self._call_info(context))
-        except Exception as e:
-            log.exception("ReceiveMessage failed")
-            yield s.ReceiveMessageResponse(status=d.Status(code=d.INTERNAL_ERROR,
-                                                           message=f"{type(e).__name__}: {e}"))
-            return
-        yield from responses
+        return self._streaming(context, s.ReceiveMessageResponse,
+                               lambda: self.service.consumer_router.call(
+                                   "ReceiveMessage", request, time_remaining=context.time_remaining,
+                                   **self._call_info(context)))
 
     def _consumer(self, context, method: str, response_cls, request):
         return self._unary(context, response_cls, lambda: self.service.consumer_router.call(

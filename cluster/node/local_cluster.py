@@ -19,6 +19,24 @@ from store.layout import ADMIN_TOKEN_FILE
 
 from cluster.admin.admin_token import ensure_token_file
 
+CLUSTER_INFO_FILE = "cluster.json"  # {"token_file": path, "nodes": [{"name", "address", ...}]}
+
+
+class ClusterFolderError(Exception):
+    """A cluster folder whose cluster.json cannot be read."""
+
+
+def read_cluster_info(cluster_dir: str) -> dict:
+    """The cluster.json a running local cluster wrote into its folder (its nodes' names,
+    addresses, pids and logs; the token file); ClusterFolderError says why it cannot be read."""
+    path = os.path.join(cluster_dir, CLUSTER_INFO_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise ClusterFolderError(f"cannot read {path}: {e}") from None
+
+
 NODES = (("master", 0), ("slave1", 1), ("slave2", 2))
 
 
@@ -74,7 +92,7 @@ def run_local(root: str, base_port: int, role: str) -> int:
             info.append({"name": name, "address": ready["address"], "pid": ready["pid"],
                          "role": ready["role"], "config": os.path.abspath(conf),
                          "log": os.path.abspath(os.path.join(root, f"{name}.log"))})
-        with open(os.path.join(root, "cluster.json"), "w", encoding="utf-8") as f:
+        with open(os.path.join(root, CLUSTER_INFO_FILE), "w", encoding="utf-8") as f:
             json.dump({"token_file": os.path.abspath(token_file), "nodes": info}, f, indent=2)
         print(f"local cluster up (data under {os.path.abspath(root)}):")
         for n in info:
