@@ -23,7 +23,6 @@ side by side in one run, and runs with --compare (see tests/perf/README.md).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -40,8 +39,8 @@ from cluster.client import BatchingConfig
 from tests.integration.harness import Group, free_port, in_sync, wait_until
 
 from . import messaging_load as load
-from .bench_store import (REPO_ROOT, Context, fmt_value, load_json, percentile, print_compare,
-                          to_json)
+from .bench_store import (REPO_ROOT, Context, fmt_value, load_json, percentile,
+                          save_and_compare, to_json)
 
 SCENARIOS = {"async": ("ASYNC_MASTER", 0, "ASYNC_MASTER alone"),
              "sync": ("SYNC_MASTER", 2, "SYNC_MASTER + 2 slaves")}
@@ -312,13 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     print_side_by_side(ctx)
     print(f"\n({elapsed:.0f}s)")
     args.profile, args.switch_interval = False, None
-    data = to_json(ctx, args, elapsed)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-        print(f"wrote {args.json}")
-    if old is not None:
-        print_compare(old, data, args.compare, "this run")
+    save_and_compare(to_json(ctx, args, elapsed), args.json, old, args.compare)
     return 0
 
 

@@ -43,8 +43,8 @@ from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 
-from .bench_store import (FULL, QUICK, REPO_ROOT, Context, load_json, make_message, print_compare,
-                          print_table, to_json)
+from .bench_store import (FULL, QUICK, REPO_ROOT, Context, load_json, make_message, print_table,
+                          save_and_compare, to_json)
 
 MiB = 1 << 20
 TOKEN = "bench-token"
@@ -273,12 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(ctx.results)
     args.profile = False
     args.switch_interval = None
-    data = to_json(ctx, args, time.perf_counter() - t0)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-    if old is not None:
-        print_compare(old, data, args.compare, "this run")
+    save_and_compare(to_json(ctx, args, time.perf_counter() - t0), args.json, old, args.compare)
     return 0
 
 

@@ -871,6 +871,16 @@ def print_compare(old: dict, new: dict, old_name: str, new_name: str) -> None:
           "(x) more than absolute rates, and repeat a run before believing a change under ~15%)")
 
 
+def save_and_compare(data: dict, json_path: str | None, old: dict | None, old_name: str) -> None:
+    """Write a run's figures to `json_path` (when given) and print them next to `old`'s."""
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2)
+        print(f"wrote {json_path}")
+    if old is not None:
+        print_compare(old, data, old_name, "this run")
+
+
 def load_json(path: str) -> dict:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
@@ -944,13 +954,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n({elapsed:.0f}s{'; profiled: figures inflated by cProfile' if args.profile else ''})")
     if args.profile:
         print_profiles(ctx)
-    data = to_json(ctx, args, elapsed)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-        print(f"wrote {args.json}")
-    if old is not None:
-        print_compare(old, data, args.compare, "this run")
+    save_and_compare(to_json(ctx, args, elapsed), args.json, old, args.compare)
     return 0
 
 

@@ -58,6 +58,21 @@ def _measure(counts: list[int], warmup: float, seconds: float, probe=None) -> fl
     return done / dt
 
 
+def _rate_of_workers(run, threads: int, stop: threading.Event, counts: list[int],
+                     warmup: float, seconds: float, probe=None) -> float:
+    """Start `threads` threads of run(t), measure their rate (_measure), then stop and join
+    them."""
+    workers = [threading.Thread(target=run, args=(t,), daemon=True) for t in range(threads)]
+    for w in workers:
+        w.start()
+    try:
+        return _measure(counts, warmup, seconds, probe)
+    finally:
+        stop.set()
+        for w in workers:
+            w.join(60)
+
+
 def _messages(topic: str, t: int, start: int, n: int) -> list[Message]:
     return [Message(topic, BODY, tag="bench", keys=f"k{t}-{start + i}") for i in range(n)]
 
@@ -80,15 +95,7 @@ def batched_send_rate(endpoint: str, topic: str, threads: int, batch: int, secon
                     errors.append(e)
                 i += batch
 
-        workers = [threading.Thread(target=run, args=(t,), daemon=True) for t in range(threads)]
-        for w in workers:
-            w.start()
-        try:
-            rate = _measure(counts, warmup, seconds, probe)
-        finally:
-            stop.set()
-            for w in workers:
-                w.join(60)
+        rate = _rate_of_workers(run, threads, stop, counts, warmup, seconds, probe)
     return Rate(rate, len(errors), str(errors[0]) if errors else "")
 
 
@@ -116,15 +123,9 @@ def batching_producer_rate(endpoint: str, topic: str, threads: int, seconds: flo
                     except ClientError as e:
                         errors.append(e)
 
-        workers = [threading.Thread(target=run, args=(t,), daemon=True) for t in range(threads)]
-        for w in workers:
-            w.start()
         try:
-            rate = _measure(counts, warmup, seconds, probe)
+            rate = _rate_of_workers(run, threads, stop, counts, warmup, seconds, probe)
         finally:
-            stop.set()
-            for w in workers:
-                w.join(60)
             requests, messages = producer.requests, sum(counts)
             producer.close()
     note = f"{messages / max(requests, 1):.0f} messages per request on average"
