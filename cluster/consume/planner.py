@@ -36,6 +36,7 @@ class Delivery:
 class QueuePlan:
     queue_id: int
     base: int  # the cursor of a queue the group never read (its min offset)
+    cursor: int  # where the group's cursor was when planning began
     deliveries: list[Delivery] = field(default_factory=list)
     dead: list[tuple[int, Inflight, MessageRecord]] = field(default_factory=list)
     vanished: list[tuple[int, Inflight]] = field(default_factory=list)
@@ -43,15 +44,15 @@ class QueuePlan:
 
     @property
     def changes_state(self) -> bool:
-        return bool(self.deliveries or self.dead or self.vanished) or self.skip_to > self.base
+        return bool(self.deliveries or self.dead or self.vanished) or self.skip_to > self.cursor
 
 
 def plan_queue(queue_id: int, q: QueueState | None, base: int, now_ms: int, want: int, *,
                fifo: bool, max_attempts: int, new_handle: Callable[[], int],
                read_at: Callable[[int], MessageRecord | None],
                read_from: Callable[[int, int], GetMessageResult]) -> QueuePlan:
-    plan = QueuePlan(queue_id, base)
     cursor = q.cursor if q is not None else base
+    plan = QueuePlan(queue_id, base, cursor)
     inflight = q.inflight if q is not None else {}
     plan.skip_to = cursor
     blocked: set[str] = set()

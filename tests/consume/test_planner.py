@@ -61,3 +61,19 @@ def test_fifo_plan_hands_out_one_message_per_group_and_never_skips_a_blocked_one
     again = plan_queue(0, state.queue("G", "T", 0), 0, 10, 10, fifo=True, max_attempts=17,
                        new_handle=handles(), read_at=read_at, read_from=read_from)
     assert [x.offset for x in again.deliveries] == [2, 3]  # B (4) still blocked by offset 1
+
+
+def test_nothing_to_hand_out_changes_nothing():
+    """A queue the group already read to its end: the plan delivers nothing and writes no
+    state (an empty pop record would wake a long poll by its own dispatch, again and again)."""
+    read_at, read_from = reader(["", ""])
+    state = ConsumerState()
+    state.apply({"kind": "pop", "group": "G", "topic": "T", "queue": 0, "base": 0, "until": 50,
+                 "skip_to": 2, "items": []})
+    q = state.queue("G", "T", 0)
+    plan = plan_queue(0, q, 0, 100, 32, fifo=False, max_attempts=17, new_handle=handles(),
+                      read_at=read_at, read_from=read_from)
+    assert not plan.deliveries and plan.skip_to == 2 and not plan.changes_state
+    fresh = plan_queue(0, None, 2, 100, 32, fifo=False, max_attempts=17, new_handle=handles(),
+                       read_at=read_at, read_from=read_from)
+    assert not fresh.changes_state  # a new group starting at the end, with nothing to read
