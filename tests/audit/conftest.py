@@ -10,11 +10,9 @@ import pytest
 
 from cluster.audit import job, replica_files
 
-from . import stores
+from tests.support import audit_stores as stores
+from tests.support.audit_stores import BUCKET, REPO_ROOT, SPLIT, layouts_of
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SPLIT = 256 * 1024  # small ranges, so that the 1 MiB commitlog files are split into 4 tasks
-BUCKET = 64 * 1024  # small digest buckets, so that only parts of the damaged stores are decoded again
 
 
 @pytest.fixture(scope="session")
@@ -28,10 +26,6 @@ def spark():
 @pytest.fixture(scope="session")
 def replica_stores(tmp_path_factory):
     return stores.produce(str(tmp_path_factory.mktemp("replicated-run")))
-
-
-def layouts_of(dirs: dict[str, str]) -> list[replica_files.ReplicaLayout]:
-    return [replica_files.discover(path, name) for name, path in dirs.items()]
 
 
 @pytest.fixture(scope="session")
@@ -90,7 +84,3 @@ def damaged(replica_stores, tmp_path_factory):
 def damaged_result(spark, damaged):
     dirs, _ = damaged
     return job.run(spark, layouts_of(dirs), split_bytes=SPLIT, bucket_bytes=BUCKET)
-
-
-def by_kind(result, kind: str, replica: str | None = None) -> list[dict]:
-    return [f for f in result.examples if f["kind"] == kind and (replica is None or f["replica"] == replica)]

@@ -11,8 +11,8 @@ import zipfile
 
 from cluster.audit import package, reference, report
 
-from .conftest import REPO_ROOT, SPLIT, by_kind, layouts_of
-from .stores import DUP_KEY, NAMES, PER_TOPIC, TOPICS
+from tests.support.audit_stores import (DUP_KEY, NAMES, PER_TOPIC, REPO_ROOT, SPLIT, TOPICS,
+                                        by_kind, layouts_of)
 
 
 def errors(result, replica=None):

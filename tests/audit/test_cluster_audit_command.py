@@ -8,8 +8,7 @@ import subprocess
 import sys
 
 from store.layout import COMMITLOG_DIR
-from tests.integration.harness import ROOT, wait_until
-from tests.integration.test_cluster_cli import LocalCluster
+from tests.integration.harness import ROOT, LocalCluster
 
 
 def test_audit_command_pulls_and_audits_a_running_cluster(tmp_path):

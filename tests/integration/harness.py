@@ -14,7 +14,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from cluster.client.admin_client import AdminClient
 from proto import admin_pb2 as pb
@@ -23,6 +23,9 @@ from store.layout import COMMITLOG_DIR, CONSUME_QUEUE_DIR, LOCK_FILE
 # named here too: the integration and audit suites import them with the rest of the harness.
 from tests.support.admin import messages  # noqa: F401
 from tests.support.waiting import FAST_HA, free_port, wait_until  # noqa: F401
+
+if TYPE_CHECKING:
+    from store.message_store import MessageStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKEN = "integration-test-token"

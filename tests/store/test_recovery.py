@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from store.clock import ManualClock
 from store.codec import Message
 from store.config import StoreConfig
-from store.fileio import FileIO
 from store.layout import ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR
 from store.message_store import MessageStore
 from tests.faults import EIO, FaultyFileIO

@@ -9,6 +9,7 @@ import shutil
 import struct
 import uuid
 
+from cluster.audit import replica_files
 from ha.epoch import EpochCache
 from proto import admin_pb2 as pb
 from store import codec
@@ -185,3 +186,17 @@ def bait_split_boundary(store_dir: str, topic: str, queue_id: int, target: int) 
     phys, size, tag = read_cq_unit(store_dir, topic, queue_id, index)
     write_cq_unit(store_dir, topic, queue_id, index, (bait, size, tag))
     return bait
+
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SPLIT = 256 * 1024  # small ranges, so that the 1 MiB commitlog files are split into 4 tasks
+BUCKET = 64 * 1024  # small digest buckets, so that only parts of the damaged stores are decoded again
+
+
+def layouts_of(dirs: dict[str, str]) -> list[replica_files.ReplicaLayout]:
+    return [replica_files.discover(path, name) for name, path in dirs.items()]
+
+
+def by_kind(result, kind: str, replica: str | None = None) -> list[dict]:
+    return [f for f in result.examples
+            if f["kind"] == kind and (replica is None or f["replica"] == replica)]
