@@ -25,10 +25,16 @@ def write(q, n):
     return f.file_from_offset + f.wrote_position
 
 
-def test_group_commit_releases_waiters_at_their_offset(tmp_path):
+def group_commit(tmp_path, stamp: int = 0):
+    """A GroupCommitService (5 s timeout) over a fresh queue; `flushed` records each offset."""
     io, q, clock, failure, errors, flushed = setup(tmp_path)
-    svc = GroupCommitService(q, clock, failure, lambda o, s: flushed.append(o), lambda: 7,
+    svc = GroupCommitService(q, clock, failure, lambda o, s: flushed.append(o), lambda: stamp,
                              timeout_ms=5000)
+    return svc, io, q, clock, errors, flushed
+
+
+def test_group_commit_releases_waiters_at_their_offset(tmp_path):
+    svc, io, q, clock, errors, flushed = group_commit(tmp_path, stamp=7)
     end1 = write(q, 100)
     w1 = svc.submit(end1)
     end2 = write(q, 100)
@@ -42,8 +48,7 @@ def test_group_commit_releases_waiters_at_their_offset(tmp_path):
 
 
 def test_group_commit_times_out_with_flush_disk_timeout(tmp_path):
-    io, q, clock, failure, errors, flushed = setup(tmp_path)
-    svc = GroupCommitService(q, clock, failure, lambda o, s: None, lambda: 0, timeout_ms=5000)
+    svc, io, q, clock, errors, flushed = group_commit(tmp_path)
     end = write(q, 100)
     w = svc.submit(end + 50)  # beyond what exists: cannot be satisfied yet
     svc.step()
@@ -54,9 +59,7 @@ def test_group_commit_times_out_with_flush_disk_timeout(tmp_path):
 
 
 def test_failed_flush_fails_waiters_and_is_never_retried(tmp_path):
-    io, q, clock, failure, errors, flushed = setup(tmp_path)
-    svc = GroupCommitService(q, clock, failure, lambda o, s: flushed.append(o), lambda: 0,
-                             timeout_ms=5000)
+    svc, io, q, clock, errors, flushed = group_commit(tmp_path)
     end = write(q, 100)
     w = svc.submit(end)
     io.fail("msync", EIO, times=1)

@@ -116,8 +116,7 @@ def test_bad_input_is_refused_and_writes_nothing(tmp_path, clock, bad, status, f
 
 def test_eio_on_sync_flush_is_never_ok_and_sticky_until_restart(tmp_path, clock):
     io = FaultyFileIO()
-    s = MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH"), io=io, clock=clock)
-    s.start()
+    s = opened(tmp_path, clock, io=io, flush_disk_type="SYNC_FLUSH")
     assert s.put_message(msg(0)).ok
     io.fail("msync", EIO)
     res = s.put_message(msg(1))
@@ -170,8 +169,7 @@ def test_enospc_refuses_new_file_then_resumes_without_restart(tmp_path, clock):
 
 def test_read_only_directory_refuses_cleanly_and_restart_recovers(tmp_path, clock):
     io = FaultyFileIO()
-    s = MessageStore(config(tmp_path, flush_disk_type="SYNC_FLUSH"), io=io, clock=clock)
-    s.start()
+    s = opened(tmp_path, clock, io=io, flush_disk_type="SYNC_FLUSH")
     assert s.put_message(msg(0)).ok
     s.reput.catch_up()  # the index file exists before "open" fails (else reput fails first)
     io.fail("msync", EROFS)
