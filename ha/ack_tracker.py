@@ -20,19 +20,26 @@ Rules (after RocketMQ's auto-switch SyncStateSet upkeep and GroupTransferService
 The master itself counts towards `min_in_sync_replicas` (as in RocketMQ), but a put always
 waits for at least one slave (RocketMQ 5 does not wait at all when inSyncReplicas <= 1).
 
+Under a controller (`set_approved`): the controller approves the sync state set, the nodes it
+may elect. Every approved slave stays a **member** until the controller drops it, also when it
+left the local in-sync set or disconnected, and slaves that joined locally are members at once.
+Puts wait for the ack of every member (all-ack, whatever `all_ack` says) and the confirm offset
+is the minimum over the members, so an electable node holds every acknowledged write and every
+message a consumer read. A member that left locally therefore blocks puts (they time out) until
+the controller confirms its removal, one heartbeat later.
+
 One lock guards all state. Completions are resolved after it is released: their callbacks may
 call back into the tracker, and the lock is not reentrant.
 """
 from __future__ import annotations
 
-
-from store.yielding_lock import YieldingLock
 from dataclasses import dataclass
 
 from store.clock import Clock
 from store.completion import Completion
 from store.errors import ConfigError
 from store.put_result import PutStatus
+from store.yielding_lock import YieldingLock
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,7 @@ class AckTracker:
         self._lock = YieldingLock()  # taken by every sync put and every ack: must not convoy
         self._slaves: dict[str, _Slave] = {}
         self._in_sync: set[str] = set()
+        self._approved: frozenset[str] | None = None  # the controller's set; None: no controller
         self._confirmed = 0  # highest confirm offset handed out
         self._waiters: list[_Waiter] = []
 
@@ -155,6 +163,13 @@ class AckTracker:
         _resolve(released, PutStatus.PUT_OK)
         _resolve(expired, PutStatus.FLUSH_SLAVE_TIMEOUT)
 
+    def set_approved(self, slave_ids: frozenset[str] | None) -> None:
+        """The slaves of the sync state set the controller approved (None: no controller)."""
+        with self._lock:
+            self._approved = slave_ids
+            released = self._take_released()
+        _resolve(released, PutStatus.PUT_OK)
+
     # -- queries ------------------------------------------------------------------------------
     def confirm_offset(self, master_max: int) -> int:
         """min(ack of every in-sync slave, master_max), master_max with none in sync. Never
@@ -166,6 +181,12 @@ class AckTracker:
     def in_sync_ids(self) -> frozenset[str]:
         with self._lock:
             return frozenset(self._in_sync)
+
+    def member_ids(self) -> frozenset[str]:
+        """The slaves a put waits for under a controller (see the module doc); the in-sync set
+        without one."""
+        with self._lock:
+            return frozenset(self._members())
 
     def in_sync_count(self) -> int:
         """In-sync slaves (the master not included)."""
@@ -235,21 +256,28 @@ class AckTracker:
     def _recently_caught_up(self, slave: _Slave, now: float) -> bool:
         return slave.caught_up_at is not None and now - slave.caught_up_at <= self._max_catchup_s
 
+    def _members(self) -> set[str]:
+        return self._in_sync if self._approved is None else self._in_sync | self._approved
+
+    def _member_ack(self, slave_id: str) -> int:
+        slave = self._slaves.get(slave_id)
+        return slave.ack_offset if slave is not None else 0  # an approved slave not connected
+
     def _confirm_locked(self, master_max: int) -> int:
-        value = min([self._slaves[s].ack_offset for s in self._in_sync] + [master_max])
+        value = min([self._member_ack(s) for s in self._members()] + [master_max])
         self._confirmed = max(self._confirmed, value)
         return self._confirmed
 
     def _required_locked(self) -> int:
-        if self._all_ack:
-            return max(1, len(self._in_sync))
+        if self._all_ack or self._approved is not None:
+            return max(1, len(self._members()))
         return max(1, self._in_sync_replicas - 1)
 
     def _released_up_to(self) -> int | None:
         """Highest end offset a waiter may have and be satisfied now; None if none can be.
         Satisfaction is monotonic in the end offset, so one threshold decides every waiter:
-        the required-th highest ack among in-sync slaves."""
-        acks = sorted((self._slaves[s].ack_offset for s in self._in_sync), reverse=True)
+        the required-th highest ack among the members."""
+        acks = sorted((self._member_ack(s) for s in self._members()), reverse=True)
         needed = self._required_locked()
         if len(acks) < needed:  # with all_ack this only happens when the set is empty
             return None

@@ -26,6 +26,8 @@ from store.message_store import MessageStore
 from store.put_result import PutResult, PutStatus
 from store.service import PeriodicTask
 
+from .write_lease import WriteLease
+
 if TYPE_CHECKING:
     from master.replication_servicer import MasterConnection
 
@@ -50,9 +52,10 @@ class MasterRole:
     """
 
     def __init__(self, store: MessageStore, epochs: EpochCache, broker_name: str,
-                 clock: Clock, *, sync_master: bool) -> None:
+                 clock: Clock, *, sync_master: bool, lease: WriteLease | None = None) -> None:
         c = store.config
         self.sync_master = sync_master
+        self.lease = lease  # under a controller: writes stop when it runs out (write_lease.py)
         self.store = store
         self.epochs = epochs
         self.broker_name = broker_name
@@ -106,11 +109,28 @@ class MasterRole:
         call wait_durable outside it."""
         if self.closed:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="this node is no longer master")
+        refusal = self.lease_refusal()
+        if refusal:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=refusal)
         if self.sync_master and _wants_wait(msgs) and not self.tracker.enough_in_sync():
             return PutResult(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, reason=(
                 f"{1 + self.tracker.in_sync_count()} replicas in sync (master included), "
                 f"minInSyncReplicas={self.config.min_in_sync_replicas}"))
         return self.store.append(msgs, allow_system_topic=allow_system_topic)
+
+    def lease_refusal(self) -> str:
+        """Why this master may not acknowledge writes on its own word now, or "". Under a
+        controller, once the lease ran out, only a SYNC_MASTER with members to wait for may go
+        on (each write then needs the acks of the controller's approved set, which cannot shrink
+        without the controller)."""
+        lease = self.lease
+        if lease is None or lease.valid():
+            return ""
+        if self.sync_master and self.tracker.member_ids():
+            return ""
+        return (f"no answer from the controller for {lease.lease_ms + lease.expired_for_ms()} ms "
+                f"and no in-sync slave to confirm writes: a new master may have been elected, so "
+                f"this one stops acknowledging")
 
     def wait_durable(self, msgs: Sequence[Message], result: PutResult) -> PutResult:
         """The second half: the store's flush policy, then (SYNC_MASTER) the slaves' acks."""

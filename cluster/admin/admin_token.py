@@ -67,13 +67,16 @@ def _deny(message: str):
 
 
 class BearerTokenInterceptor(grpc.ServerInterceptor):
-    """Refuses Admin calls without `authorization: Bearer <token>`; other services pass."""
+    """Refuses calls of the protected methods (every method starting with one of `protected`:
+    by default the whole Admin service) without `authorization: Bearer <token>`; other calls
+    pass."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, protected: tuple[str, ...] = (PROTECTED_PREFIX,)) -> None:
         self._expected = f"Bearer {token}".encode()
+        self._protected = protected
 
     def intercept_service(self, continuation, handler_call_details):
-        if not handler_call_details.method.startswith(PROTECTED_PREFIX):
+        if not handler_call_details.method.startswith(self._protected):
             return continuation(handler_call_details)
         presented = None
         for key, value in handler_call_details.invocation_metadata or ():

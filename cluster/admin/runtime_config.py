@@ -86,6 +86,9 @@ def node_entries(node: "AdminNode") -> dict[str, str]:
         "transactionTimeOut": str(c.transaction_timeout_ms),
         "transactionCheckMax": str(c.transaction_check_max),
         "transactionCheckInterval": str(c.transaction_check_interval_ms),
+        "controllerAddr": c.controller_address,
+        "controllerHeartbeatInterval": str(c.controller_heartbeat_interval_ms),
+        "brokerElectionPriority": str(c.election_priority),
     }
 
 

@@ -10,7 +10,7 @@ import grpc
 
 from cluster.client.admin_client import AdminClient
 from cluster.cli.output import print_json, refused
-from cluster.cli.targets import add_target_args, connect
+from cluster.cli.targets import CURRENT_MASTER, add_target_args, connect
 
 Run = Callable[[AdminClient, argparse.Namespace], int]
 Call = Callable[[AdminClient, argparse.Namespace], Any]  # the answer: a message, dict or list
@@ -28,7 +28,7 @@ def answer(call: Call, show: Show) -> Run:
     return run
 
 
-def command(sub, name: str, help: str, run: Run, *, node: str | None = "master",
+def command(sub, name: str, help: str, run: Run, *, node: str | None = CURRENT_MASTER,
             json_flag: bool = True, prefix: str = "") -> argparse.ArgumentParser:
     """A subcommand talking to one node (`--node`, default `node`) through `run(client, args)`;
     `prefix` is the parent command's name (`topic` for `topic create`), for error messages."""

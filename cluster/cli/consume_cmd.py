@@ -15,7 +15,7 @@ import time
 
 from cluster.client import ClientConfig, ClientError, Connection, Message, Producer, SimpleConsumer
 from cluster.client.client_errors import TransportError
-from cluster.cli.targets import DEFAULT_CLUSTER_DIR, node_address
+from cluster.cli.targets import CURRENT_MASTER, DEFAULT_CLUSTER_DIR, node_address
 
 
 def register(sub) -> None:
@@ -45,7 +45,9 @@ def _parser(sub, name: str, help: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help, description=help)
     p.add_argument("--address", help="host:port of any node (default: --node of --cluster-dir)")
     p.add_argument("--cluster-dir", default=DEFAULT_CLUSTER_DIR)
-    p.add_argument("--node", default="master")
+    p.add_argument("--node", default=CURRENT_MASTER,
+                   help=f"node name in the cluster folder (default {CURRENT_MASTER}: the current "
+                        f"master; any node serves, a slave forwards to its master)")
     p.add_argument("--access-key", default="")
     p.add_argument("--secret-key", default="")
     p.set_defaults(parser=p)

@@ -31,7 +31,7 @@ def register(sub) -> None:
     q.add_argument("--full", action="store_true", help="print every field of each message")
     q.add_argument("--body", choices=BODY_FORMATS, default="text", help="how --full prints bodies")
     d = command(m, "dump", "print the records of a queue (or of every queue of a topic)",
-                _dump, node="master", prefix="message")
+                _dump, prefix="message")
     d.add_argument("--topic", required=True)
     d.add_argument("--queue", type=int, help="default: every queue of the topic")
     d.add_argument("--offset", type=int, default=0, help="first queue offset (default 0)")

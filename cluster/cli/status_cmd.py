@@ -1,13 +1,16 @@
-"""`python -m cluster status`: the nodes and the replication table of a cluster."""
+"""`python -m cluster status`: the nodes and the replication table of a cluster, and the
+controller's view of each broker group when the cluster has one."""
 from __future__ import annotations
 
 import grpc
 
 from store.broker_role import BrokerRole
 
-from cluster.client.admin_client import AdminClient
-from cluster.cli.output import print_json, table
+from cluster.cli.output import fmt_ms, print_json, table
 from cluster.cli.targets import DEFAULT_CLUSTER_DIR, cluster_targets, operator
+from cluster.client.admin_client import AdminClient
+from cluster.client.controller_client import ControllerClient
+from cluster.node.local_cluster import ClusterFolderError, read_cluster_info
 
 
 def register(sub) -> None:
@@ -18,13 +21,41 @@ def register(sub) -> None:
     p.add_argument("--cluster-dir", default=DEFAULT_CLUSTER_DIR)
     p.add_argument("--address", action="append", default=[])
     p.add_argument("--token-file")
+    p.add_argument("--controller", help="host:port of a controller to ask as well")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     p.set_defaults(run=run, parser=p)
 
 
 def run(args) -> int:
     addresses, token = cluster_targets(args.cluster_dir, args.address, args.token_file)
-    return print_status(addresses, token, args.json)
+    controller = args.controller
+    if not controller and not args.address:
+        try:
+            controller = read_cluster_info(args.cluster_dir).get("controller", {}).get("address")
+        except ClusterFolderError:
+            controller = None
+    status = print_status(addresses, token, args.json)
+    if controller and not args.json:
+        print_controller(controller, token)
+    return status
+
+
+def print_controller(address: str, token: str) -> None:
+    with ControllerClient(address, token, timeout=5) as client:
+        try:
+            view = client.groups()
+        except grpc.RpcError as e:
+            print(f"\ncontroller {address}: unreachable ({e.code().name}: {e.details()})")
+            return
+    for g in view.groups:
+        master = f"{g.master_id} ({g.master_role}, epoch {g.epoch})" if g.master_id else "none"
+        print(f"\ncontroller {address}, group {g.broker_name}: master {master}; sync state set "
+              f"{', '.join(g.sync_state_set) or 'none'}")
+        if g.note:
+            print(f"  note: {g.note}")
+        for e in list(g.elections)[:3]:
+            print(f"  {fmt_ms(e.at_ms)}  epoch {e.epoch}: {e.master_id} "
+                  f"(was {e.previous_master_id or 'none'}) {e.reason}")
 
 
 def _mib(n: int) -> str:
@@ -50,6 +81,9 @@ def print_status(addresses: list[str], token: str, as_json: bool = False) -> int
         if s is None:
             continue
         note = s.not_writable_reason
+        if s.controller_note:
+            note = f"{note}; controller: {s.controller_note}" if note else \
+                f"controller: {s.controller_note}"
         if s.role == BrokerRole.SLAVE:
             note = (f"following {s.master_address}" if s.master_connected
                     else f"NOT connected to {s.master_address}: {s.replication_error}")

@@ -1,11 +1,15 @@
 """Which node a command talks to, and with which token: `--address` + `--token-file`, or a
 `python -m cluster local` folder (`--cluster-dir`, whose cluster.json lists the nodes and the
-token file) with `--node NAME`."""
+token file) with `--node NAME`. `--node @master` (the default of commands that change
+something) is whichever node of the folder is the master now: after a failover that is not the
+node named "master"."""
 from __future__ import annotations
 
 import argparse
 import getpass
 import os
+
+import grpc
 
 from store.errors import ConfigError
 
@@ -14,6 +18,7 @@ from cluster.client.admin_client import AdminClient
 from cluster.node.local_cluster import CLUSTER_INFO_FILE, ClusterFolderError, read_cluster_info
 
 DEFAULT_CLUSTER_DIR = "data/cluster"
+CURRENT_MASTER = "@master"
 
 
 def add_target_args(p: argparse.ArgumentParser, default_node: str | None) -> None:
@@ -22,16 +27,37 @@ def add_target_args(p: argparse.ArgumentParser, default_node: str | None) -> Non
     p.add_argument("--cluster-dir", default=DEFAULT_CLUSTER_DIR,
                    help=f"a `python -m cluster local` folder (default {DEFAULT_CLUSTER_DIR})")
     p.add_argument("--node", default=default_node,
-                   help=f"node name in <cluster-dir>/cluster.json (default {default_node})")
+                   help=f"node name in <cluster-dir>/cluster.json, or {CURRENT_MASTER} for the "
+                        f"current master (default {default_node})")
 
 
 def _node_address(parser: argparse.ArgumentParser, info: dict, cluster_dir: str,
                   node: str) -> str:
     nodes = {n["name"]: n["address"] for n in info.get("nodes", [])}
+    if node == CURRENT_MASTER:
+        return _current_master(parser, info, nodes)
     if node not in nodes:
         parser.error(f"no node {node!r} in {os.path.join(cluster_dir, CLUSTER_INFO_FILE)} "
                      f"(nodes: {', '.join(nodes)})")
     return nodes[node]
+
+
+def _current_master(parser: argparse.ArgumentParser, info: dict, nodes: dict[str, str]) -> str:
+    """The address of the node that reports a master role in the highest epoch."""
+    token = read_token_file(info["token_file"])
+    best: tuple[int, str] | None = None
+    for address in nodes.values():
+        with AdminClient(address, token, timeout=3) as client:
+            try:
+                s = client.status()
+            except grpc.RpcError:
+                continue  # down: not the master anyone can use
+        if s.role in ("ASYNC_MASTER", "SYNC_MASTER") and (best is None or s.epoch > best[0]):
+            best = (s.epoch, address)
+    if best is None:
+        parser.error(f"no node of the cluster folder is the master now (nodes: "
+                     f"{', '.join(nodes)}); see `python -m cluster status`")
+    return best[1]
 
 
 def node_address(parser: argparse.ArgumentParser, cluster_dir: str, node: str) -> str:
@@ -98,3 +124,39 @@ def cluster_targets(cluster_dir: str | None, addresses: list[str],
         return addresses, read_token_file(token_file)
     except ConfigError as e:
         raise SystemExit(str(e))
+
+
+def controller_target(parser: argparse.ArgumentParser, cluster_dir: str, address: str | None,
+                      token_file: str | None) -> tuple[str, str]:
+    """(controller address, token): the arguments, or the cluster folder's controller."""
+    if not address or not token_file:
+        try:
+            info = read_cluster_info(cluster_dir)
+        except ClusterFolderError as e:
+            parser.error(f"give --controller and --token-file, or a cluster folder: {e}")
+        if not address:
+            if "controller" not in info:
+                parser.error(f"the cluster in {cluster_dir} runs without a controller (use "
+                             f"`python -m cluster role` there)")
+            address = info["controller"]["address"]
+        token_file = token_file or info.get("token_file")
+    try:
+        return address, read_token_file(token_file)
+    except ConfigError as e:
+        parser.error(str(e))
+        raise  # unreachable: parser.error exits
+
+
+def node_status_by_name(parser: argparse.ArgumentParser, cluster_dir: str, name: str):
+    """The status of the node called `name` in the cluster folder (parser error if it cannot
+    be read)."""
+    try:
+        info = read_cluster_info(cluster_dir)
+    except ClusterFolderError as e:
+        parser.error(f"give a node id (broker-a:1), or a cluster folder: {e}")
+    address = _node_address(parser, info, cluster_dir, name)
+    with AdminClient(address, read_token_file(info["token_file"]), timeout=5) as client:
+        try:
+            return client.status()
+        except grpc.RpcError as e:
+            parser.error(f"cannot ask {name} ({address}) for its node id: {e.details()}")

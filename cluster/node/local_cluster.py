@@ -1,8 +1,16 @@
-"""`python -m cluster local`: a master and two slaves as processes on 127.0.0.1.
+"""`python -m cluster local`: a controller, a master and two slaves as processes on 127.0.0.1.
 
-Data lives under one folder (default data/cluster): one store per node, the configs the nodes
-were started with, a shared admin token (mode 0600) and `cluster.json` (addresses, pids, token
-path) that `python -m cluster status` reads. Ctrl-C (or SIGTERM) stops the nodes cleanly.
+Data lives under one folder (default data/cluster): one store per node, the controller's state,
+the configs everything was started with, a shared admin token (mode 0600) and `cluster.json`
+(addresses, pids, logs, token path) that `python -m cluster status` reads. Ctrl-C (or SIGTERM)
+stops everything cleanly.
+
+With the controller (the default) the nodes take their roles from it: kill the master and a
+slave takes over within seconds; a node that exits is reported and the others go on (restart
+it with the command printed). `--no-controller` runs the fixed roles of brokerRole instead, and
+then one node exiting stops the others.
+
+Ports: the nodes listen on base, base+10 and base+20; the controller on base+30.
 """
 from __future__ import annotations
 
@@ -17,7 +25,8 @@ import time
 from store.broker_role import BrokerRole
 from store.layout import ADMIN_TOKEN_FILE
 
-from cluster.admin.admin_token import ensure_token_file
+from cluster.admin.admin_token import ensure_token_file, read_token_file
+from cluster.client.admin_client import AdminClient
 
 CLUSTER_INFO_FILE = "cluster.json"  # {"token_file": path, "nodes": [{"name", "address", ...}]}
 
@@ -38,9 +47,15 @@ def read_cluster_info(cluster_dir: str) -> dict:
 
 
 NODES = (("master", 0), ("slave1", 1), ("slave2", 2))
+CONTROLLER_PORT_OFFSET = 30
+# Under a controller a failover waits for silent slaves to leave the sync state set: heartbeat
+# every second and drop a slave that has not caught up for 3 s (RocketMQ: 5 s and 15 s).
+CONTROLLED_HA_KEYS = ("haSendHeartbeatInterval=1000", "haMaxTimeSlaveNotCatchup=3000",
+                      "haHousekeepingInterval=5000")
 
 
-def write_configs(root: str, base_port: int, role: str, token_file: str) -> list[tuple[str, str, str]]:
+def write_configs(root: str, base_port: int, role: str, token_file: str,
+                  controller_address: str = "") -> list[tuple[str, str, str]]:
     """(name, config path, address) per node."""
     master_address = f"127.0.0.1:{base_port}"
     out = []
@@ -55,7 +70,9 @@ def write_configs(root: str, base_port: int, role: str, token_file: str) -> list
             # small files so a demo shows rolling; production keeps RocketMQ's 1 GiB
             f"mappedFileSizeCommitLog={64 * 1024 * 1024}",
         ]
-        if broker_id:
+        if controller_address:
+            lines += [f"controllerAddr={controller_address}", *CONTROLLED_HA_KEYS]
+        elif broker_id:
             lines.append(f"haMasterAddress={master_address}")
         path = os.path.join(root, f"{name}.conf")
         with open(path, "w", encoding="utf-8") as f:
@@ -64,54 +81,117 @@ def write_configs(root: str, base_port: int, role: str, token_file: str) -> list
     return out
 
 
-def start_node(config_path: str, log_path: str) -> tuple[subprocess.Popen, dict]:
+def _start(argv: list[str], log_path: str, what: str) -> tuple[subprocess.Popen, dict]:
+    """Start a process that prints one JSON line when it serves; (process, that line)."""
     log = open(log_path, "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "cluster", "node", "--config", config_path],
+    proc = subprocess.Popen([sys.executable, "-m", "cluster", *argv],
                             stdout=subprocess.PIPE, stderr=log, start_new_session=True)
     line = proc.stdout.readline() if proc.stdout else b""
     if not line:
         proc.wait(10)
-        raise RuntimeError(f"node with {config_path} exited ({proc.returncode}); see {log_path}")
+        raise RuntimeError(f"{what} exited ({proc.returncode}); see {log_path}")
     return proc, json.loads(line)
 
 
-def run_local(root: str, base_port: int, role: str) -> int:
+def start_node(config_path: str, log_path: str) -> tuple[subprocess.Popen, dict]:
+    return _start(["node", "--config", config_path], log_path, f"node with {config_path}")
+
+
+def write_controller_config(root: str, port: int, token_file: str) -> str:
+    path = os.path.join(root, "controller.conf")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(f"listenAddress=127.0.0.1:{port}\n"
+                f"controllerStorePath={os.path.abspath(os.path.join(root, 'controller'))}\n"
+                f"adminTokenFile={os.path.abspath(token_file)}\n")
+    return path
+
+
+def start_controller(config_path: str, log_path: str) -> tuple[subprocess.Popen, dict]:
+    return _start(["controller", "--config", config_path], log_path,
+                  f"controller with {config_path}")
+
+
+def _wait_for_roles(cluster_info: dict, token_file: str, timeout: float = 20.0) -> None:
+    """Until the controller made one node master and the others follow it (the roles printed
+    are then the ones the nodes have), or `timeout`."""
+    token = read_token_file(token_file)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        roles = []
+        for n in cluster_info["nodes"]:
+            with AdminClient(n["address"], token, timeout=2) as client:
+                try:
+                    roles.append(client.status().role)
+                except Exception:  # noqa: BLE001 - not up yet: look again
+                    roles.append("")
+        if "TRANSITIONING" not in roles and "" not in roles:
+            for n, role in zip(cluster_info["nodes"], roles):
+                n["role"] = role
+            return
+        time.sleep(0.2)
+
+
+def run_local(root: str, base_port: int, role: str, controller: bool = True) -> int:
     os.makedirs(root, exist_ok=True)
     token_file = os.path.join(root, ADMIN_TOKEN_FILE)
     ensure_token_file(token_file)
-    nodes = write_configs(root, base_port, role, token_file)
-    procs: list[subprocess.Popen] = []
+    controller_address = f"127.0.0.1:{base_port + CONTROLLER_PORT_OFFSET}" if controller else ""
+    nodes = write_configs(root, base_port, role, token_file, controller_address)
+    procs: list[tuple[str, subprocess.Popen]] = []
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        info = []
+        cluster_info: dict = {"token_file": os.path.abspath(token_file), "nodes": []}
+        if controller:
+            conf = write_controller_config(root, base_port + CONTROLLER_PORT_OFFSET, token_file)
+            log_path = os.path.abspath(os.path.join(root, "controller.log"))
+            proc, ready = start_controller(conf, log_path)
+            procs.append(("controller", proc))
+            cluster_info["controller"] = {"address": ready["address"], "pid": ready["pid"],
+                                          "config": os.path.abspath(conf), "log": log_path}
         for name, conf, address in nodes:
-            proc, ready = start_node(conf, os.path.join(root, f"{name}.log"))
-            procs.append(proc)
-            info.append({"name": name, "address": ready["address"], "pid": ready["pid"],
-                         "role": ready["role"], "config": os.path.abspath(conf),
-                         "log": os.path.abspath(os.path.join(root, f"{name}.log"))})
+            log_path = os.path.abspath(os.path.join(root, f"{name}.log"))
+            proc, ready = start_node(conf, log_path)
+            procs.append((name, proc))
+            cluster_info["nodes"].append({"name": name, "address": ready["address"],
+                                          "pid": ready["pid"], "role": ready["role"],
+                                          "config": os.path.abspath(conf), "log": log_path})
         with open(os.path.join(root, CLUSTER_INFO_FILE), "w", encoding="utf-8") as f:
-            json.dump({"token_file": os.path.abspath(token_file), "nodes": info}, f, indent=2)
+            json.dump(cluster_info, f, indent=2)
+        if controller:
+            _wait_for_roles(cluster_info, token_file)
         print(f"local cluster up (data under {os.path.abspath(root)}):")
-        for n in info:
-            print(f"  {n['name']:<7} {n['role']:<12} {n['address']:<16} pid {n['pid']}  log {n['log']}")
+        if controller:
+            c = cluster_info["controller"]
+            print(f"  {'ctrl':<7} {'CONTROLLER':<14} {c['address']:<16} pid {c['pid']}  "
+                  f"log {c['log']}")
+        for n in cluster_info["nodes"]:
+            print(f"  {n['name']:<7} {n['role']:<14} {n['address']:<16} pid {n['pid']}  "
+                  f"log {n['log']}")
         print(f"admin token: {os.path.abspath(token_file)}")
         print(f"status:      .venv/bin/python -m cluster status --cluster-dir {root}")
-        print("Ctrl-C stops the nodes cleanly.", flush=True)
+        print("Ctrl-C stops everything cleanly.", flush=True)
+        reported: set[str] = set()
         while not stop.wait(1.0):
-            for proc, (name, _, _) in zip(procs, nodes):
-                if proc.poll() is not None:
+            for name, proc in procs:
+                if proc.poll() is None or name in reported:
+                    continue
+                reported.add(name)
+                if not controller:
                     print(f"{name} exited with {proc.returncode}; stopping the others", flush=True)
                     stop.set()
+                else:
+                    print(f"{name} exited with {proc.returncode}; the others go on (restart it: "
+                          f"python -m cluster {'controller' if name == 'controller' else 'node'} "
+                          f"--config {os.path.join(root, name + '.conf')})", flush=True)
         return 0
     finally:
-        for proc in reversed(procs):
+        for _, proc in reversed(procs):
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 30
-        for proc in procs:
+        for _, proc in procs:
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

@@ -20,8 +20,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from ha.epoch import EpochCache
 from master.replication_servicer import ReplicationServicer
 from master.master_role import MasterRole
+from master.write_lease import WriteLease
 from proto import admin_pb2 as apb
 from proto import admin_pb2_grpc
+from proto import controller_pb2 as cpb
 from proto import replication_pb2_grpc
 from proto.apache.rocketmq.v2 import service_pb2_grpc as messaging_pb2_grpc
 from slave.replication_client import GRPC_OPTIONS, ReplicationClient
@@ -40,6 +42,9 @@ from cluster.admin.admin_node import AdminNode
 from cluster.admin.admin_servicer import AdminServicer
 from cluster.admin.admin_token import BearerTokenInterceptor, resolve_token
 from cluster.messaging import SERVICE_NAME as MESSAGING_SERVICE, MessagingService, MessagingServicer
+from cluster.controller.election import Assignment
+from cluster.node.assignment_plan import plan_assignment
+from cluster.node.controller_link import ControllerLink
 from cluster.node.live_config import LiveConfig
 from cluster.node.node_config import NodeConfig
 from cluster.node.node_role import Follower, Leader, Role, Transitioning
@@ -75,6 +80,8 @@ class Node:
         self._role_lock = threading.RLock()
         self._health_watch = PeriodicTask("health-watch", self.update_health, 1.0)
         self.messaging: MessagingService | None = None
+        self.link: ControllerLink | None = None
+        self._last_refusal = ""
         self.live.subscribe(self._on_config_change)
 
     @property
@@ -86,10 +93,11 @@ class Node:
         c = self.config
         token, self.token_source = resolve_token(c.admin_token, c.admin_token_file,
                                                  c.default_token_path)
-        if c.store.is_slave:
+        if c.store.is_slave or self.controlled:
             # A slave serves only what its master confirmed. Recovery dispatches up to the
             # store's confirm bound, so set it (the confirm offset persisted in the checkpoint)
-            # before load; otherwise a restarted slave would serve its unconfirmed tail.
+            # before load; otherwise a restarted slave would serve its unconfirmed tail. Under a
+            # controller the node does not know its role yet: the same caution holds.
             store = self.store
             store.confirm_source = lambda: store.checkpoint.confirm_phy_offset
         self.store.load()
@@ -115,17 +123,26 @@ class Node:
             raise StoreError(f"cannot listen on {c.listen_address}")
         self._server = server
         with self._role_lock:
-            if c.store.is_slave:
+            if self.controlled:
+                self.role.set(Transitioning(f"waiting for the controller at "
+                                            f"{c.controller_address}"))
+            elif c.store.is_slave:
                 self._become_slave(c.store.ha_master_address)
             else:
                 self._become_master(c.store.broker_role, 0)
         server.start()
         self._health_watch.start()
         self.update_health()
+        if self.controlled:
+            self.link = ControllerLink(c.controller_address, c.controller_heartbeat_interval_ms,
+                                       self.clock, self.heartbeat_report, self.apply_assignment)
+            self.link.start()
         log.info("node %s listening on %s:%d as %s (admin token: %s)", c.node_id,
                  c.store.broker_ip1, self.port, self.role.name, self.token_source)
 
     def stop(self) -> None:
+        if self.link is not None:
+            self.link.stop()
         self._health_watch.stop()
         for name in ("", *SERVICES):
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -149,28 +166,41 @@ class Node:
         return c.advertised_address or self.address
 
     # -- roles ------------------------------------------------------------------------------
+    @property
+    def controlled(self) -> bool:
+        """Roles come from a controller (controllerAddr), not from brokerRole or SwitchRole."""
+        return bool(self.config.controller_address)
+
     def switch_role(self, role: BrokerRole | str, master_address: str = "", epoch: int = 0) -> None:
-        """Become `role`: a master in `epoch` (0: the next one), or a slave of `master_address`.
-        Raises StoreError when `epoch` is not after this node's epoch."""
+        """Become `role` (Admin.SwitchRole): a master in `epoch` (0: the next one), or a slave
+        of `master_address`. Raises StoreError when `epoch` is not after this node's epoch, or
+        when a controller assigns the roles."""
+        if self.controlled:
+            raise StoreError(f"{self.config.node_id} takes its role from the controller at "
+                             f"{self.config.controller_address}: promote a node with `python -m "
+                             f"cluster switch --to NODE` instead")
         role = BrokerRole.parse(role) if isinstance(role, str) else role
         with self._role_lock:
-            state = self.role.state
-            if role is BrokerRole.SLAVE:
-                if isinstance(state, Follower) and state.master_address == master_address:
-                    return
-                self._leave_role(f"switching to SLAVE of {master_address}")
-                self._become_slave(master_address)
+            self._switch_locked(role, master_address, epoch)
+
+    def _switch_locked(self, role: BrokerRole, master_address: str, epoch: int) -> None:
+        state = self.role.state
+        if role is BrokerRole.SLAVE:
+            if isinstance(state, Follower) and state.master_address == master_address:
                 return
-            if isinstance(state, Leader) and epoch in (0, self.epochs.last_epoch):
-                self._set_store_role(role, "")  # SYNC <-> ASYNC in the same epoch
-                state.master.sync_master = role is BrokerRole.SYNC_MASTER
-                self.role.set(dataclasses.replace(state, kind=role))
-                return
-            if epoch and epoch <= self.epochs.last_epoch:
-                raise StoreError(f"epoch {epoch} is not after this node's epoch "
-                                 f"{self.epochs.last_epoch}")
-            self._leave_role(f"switching to {role}")
-            self._become_master(role, epoch)
+            self._leave_role(f"switching to SLAVE of {master_address}")
+            self._become_slave(master_address)
+            return
+        if isinstance(state, Leader) and epoch in (0, self.epochs.last_epoch):
+            self._set_store_role(role, "")  # SYNC <-> ASYNC in the same epoch
+            state.master.sync_master = role is BrokerRole.SYNC_MASTER
+            self.role.set(dataclasses.replace(state, kind=role))
+            return
+        if epoch and epoch <= self.epochs.last_epoch:
+            raise StoreError(f"epoch {epoch} is not after this node's epoch "
+                             f"{self.epochs.last_epoch}")
+        self._leave_role(f"switching to {role}")
+        self._become_master(role, epoch)
 
     def _set_store_role(self, role: BrokerRole, master_address: str) -> None:
         """Keep StoreConfig.broker_role true to the current role: store services read it (the
@@ -188,7 +218,8 @@ class Node:
         self.epochs.append(new_epoch, start)
         self.epoch_file.save(self.epochs)
         master = MasterRole(store, self.epochs, self.config.broker_name, self.clock,
-                            sync_master=role is BrokerRole.SYNC_MASTER)
+                            sync_master=role is BrokerRole.SYNC_MASTER,
+                            lease=WriteLease(self.clock) if self.controlled else None)
         master.start()
         self._master = master
         self.role.set(Leader(role, new_epoch, master))
@@ -217,6 +248,45 @@ class Node:
         if new.store is not old.store:
             self.store.reconfigure(new.store)
 
+    # -- the controller (controllerAddr) -----------------------------------------------------
+    def heartbeat_report(self) -> cpb.NodeHeartbeat:
+        c, store, state = self.config, self.store, self.role.state
+        hb = cpb.NodeHeartbeat(
+            cluster_name=c.cluster_name, broker_name=c.broker_name, node_id=c.node_id,
+            address=self.advertised_address(), role=self.role.name,
+            epoch=self.epochs.last_epoch, max_offset=store.max_phy_offset(),
+            confirm_offset=store.confirm_offset or 0, healthy=store.writable,
+            unhealthy_reason=store.not_writable_reason, priority=c.election_priority,
+            preferred_role=c.store.broker_role.value)
+        if isinstance(state, Leader):
+            hb.in_sync.extend(sorted(state.master.tracker.in_sync_ids()))
+        slave = self._slave
+        if isinstance(state, Follower) and slave is not None:
+            hb.following, hb.master_connected = slave.master_address, slave.connected
+        return hb
+
+    def apply_assignment(self, assignment: Assignment, sent_at: float) -> None:
+        """Carry out the controller's answer to a heartbeat sent at `sent_at` (monotonic)."""
+        with self._role_lock:
+            plan = plan_assignment(self.role.state, self.config.node_id, self.epochs.last_epoch,
+                                   assignment)
+            if plan.refusal:
+                if plan.refusal != self._last_refusal:
+                    log.warning("controller assignment not carried out: %s", plan.refusal)
+                self._last_refusal = plan.refusal
+                return
+            self._last_refusal = ""
+            if plan.switch_to is not None:
+                log.info("the controller assigns %s%s", plan.switch_to.value,
+                         f" of {plan.master_address}" if plan.master_address
+                         else f" in epoch {plan.epoch}")
+                self._switch_locked(plan.switch_to, plan.master_address, plan.epoch)
+            master = self._master
+            if plan.approved is not None and master is not None:
+                master.tracker.set_approved(plan.approved)
+                if master.lease is not None:
+                    master.lease.renew(sent_at, plan.lease_ms)
+
     # -- writes -----------------------------------------------------------------------------
     def put_messages(self, msgs: list[Message]) -> PutResult:
         """Append through the master role; NotMaster on a slave or between roles."""
@@ -232,7 +302,7 @@ class Node:
 
     def status(self) -> apb.NodeStatus:
         return node_status(self.config, self.role, self.store, self.epochs, self.address,
-                           self._slave)
+                           self._slave, self.link)
 
     # -- runtime configuration (Admin.UpdateConfig) -----------------------------------------
     def update_config(self, change: Callable[[NodeConfig], NodeConfig]) -> NodeConfig:

@@ -20,6 +20,12 @@ RocketMQ 5 client API (apache.rocketmq.v2.MessagingService, see cluster/messagin
                        MQv2-HMAC-SHA1 `authorization` (else UNAUTHORIZED)
     minInvisibleTimeMillsForRecv  the shortest invisible duration ReceiveMessage and
                        ChangeInvisibleDuration accept (10000, RocketMQ 5 proxy's default)
+Controller mode (see cluster/controller/): with `controllerAddr` set the node takes its role
+from the controller, whatever brokerRole and brokerId say (brokerRole is only the hint a new
+group starts from, and haMasterAddress is not needed):
+    controllerAddr              host:port of the controller
+    controllerHeartbeatInterval ms between two heartbeats to it (500)
+    brokerElectionPriority      the lower wins an election between equally complete nodes (0)
 Transactions (RocketMQ's BrokerConfig names and defaults, see cluster/messaging/transaction*.py):
     transactionTimeOut       ms a half message stays unchecked after it was stored (6000)
     transactionCheckMax      checks sent before an unanswered transaction is rolled back (15)
@@ -42,7 +48,8 @@ NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToke
                        "adminTokenFile", "advertisedAddress", "groupAddresses",
                        "autoCreateTopicEnable", "defaultTopicQueueNums", "accessKey", "secretKey",
                        "minInvisibleTimeMillsForRecv", "transactionTimeOut",
-                       "transactionCheckMax", "transactionCheckInterval"})
+                       "transactionCheckMax", "transactionCheckInterval", "controllerAddr",
+                       "controllerHeartbeatInterval", "brokerElectionPriority"})
 
 
 def check_ipv4_address(key: str, value: str) -> str:
@@ -76,6 +83,9 @@ class NodeConfig:
     transaction_timeout_ms: int = 6_000
     transaction_check_max: int = 15
     transaction_check_interval_ms: int = 60_000
+    controller_address: str = ""  # "" -> roles from brokerRole and SwitchRole, no controller
+    controller_heartbeat_interval_ms: int = 500
+    election_priority: int = 0
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -85,11 +95,18 @@ class NodeConfig:
                 raise ConfigError(f"{name}={value!r}: must be non-empty without spaces or ':'")
         if self.broker_id < 0:
             raise ConfigError(f"brokerId={self.broker_id}: must be >= 0")
-        if self.store.is_slave:
-            if not self.store.ha_master_address:
-                raise ConfigError("brokerRole=SLAVE needs haMasterAddress=<host>:<port> of the master")
-            if self.broker_id == 0:
-                raise ConfigError("brokerRole=SLAVE needs brokerId > 0 (0 is the master's id)")
+        # brokerId is the node's identity, not its role: a node with id 0 may follow another
+        # master after a failover without a config change.
+        if self.store.is_slave and not self.store.ha_master_address and not self.controller_address:
+            raise ConfigError("brokerRole=SLAVE needs haMasterAddress=<host>:<port> of the master "
+                              "(or controllerAddr, to take the role from a controller)")
+        if self.controller_address:
+            host, sep, port = self.controller_address.rpartition(":")
+            if not host or not sep or not port.isdigit():
+                raise ConfigError(f"controllerAddr={self.controller_address!r}: want host:port")
+        if not 50 <= self.controller_heartbeat_interval_ms <= 60_000:
+            raise ConfigError(f"controllerHeartbeatInterval={self.controller_heartbeat_interval_ms}:"
+                              f" must be 50..60000 ms")
         if self.admin_token and self.admin_token_file:
             raise ConfigError("set adminToken or adminTokenFile, not both")
         if self.advertised_address:
@@ -147,6 +164,10 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
                       transaction_timeout_ms=_int(props, "transactionTimeOut", 6_000),
                       transaction_check_max=_int(props, "transactionCheckMax", 15),
                       transaction_check_interval_ms=_int(props, "transactionCheckInterval", 60_000),
+                      controller_address=props.get("controllerAddr", "").strip(),
+                      controller_heartbeat_interval_ms=_int(props, "controllerHeartbeatInterval",
+                                                            500),
+                      election_priority=_int(props, "brokerElectionPriority", 0),
                       store=store)
 
 

@@ -13,12 +13,14 @@ if TYPE_CHECKING:
     from slave.replication_client import ReplicationClient
     from store.message_store import MessageStore
 
+    from cluster.node.controller_link import ControllerLink
     from cluster.node.node_config import NodeConfig
     from cluster.node.node_role import Role
 
 
 def node_status(c: "NodeConfig", role: "Role", store: "MessageStore", epochs: "EpochCache",
-                address: str, slave: "ReplicationClient | None") -> apb.NodeStatus:
+                address: str, slave: "ReplicationClient | None",
+                link: "ControllerLink | None" = None) -> apb.NodeStatus:
     st = apb.NodeStatus(
         node_id=c.node_id, cluster_name=c.cluster_name, broker_name=c.broker_name,
         broker_id=c.broker_id, role=role.name, address=address, epoch=epochs.last_epoch,
@@ -40,8 +42,15 @@ def node_status(c: "NodeConfig", role: "Role", store: "MessageStore", epochs: "E
                 in_sync=s.in_sync, last_ack_age_ms=s.last_ack_age_ms,
                 last_caught_up_age_ms=s.last_caught_up_age_ms))
         st.in_sync_set.extend(sorted(master.tracker.in_sync_ids()))
+        if master.lease is not None:
+            st.sync_state_set.extend(sorted(master.tracker.member_ids()))
+            st.write_lease_valid = not master.lease_refusal()
     if slave is not None and role.followed_address:
         st.master_address = slave.master_address
         st.master_connected = slave.connected
         st.replication_error = slave.last_error
+    if link is not None:
+        st.controller = link.address
+        st.controller_contact_age_ms = link.contact_age_ms()
+        st.controller_note = link.note
     return st

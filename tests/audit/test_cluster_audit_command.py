@@ -15,7 +15,7 @@ def test_audit_command_pulls_and_audits_a_running_cluster(tmp_path):
     lc = LocalCluster(str(tmp_path / "cluster"))
     env = {**os.environ, "PYTHONPATH": ROOT}
     try:
-        lc.wait_for("Ctrl-C stops the nodes cleanly")
+        lc.wait_for("Ctrl-C stops everything cleanly")
         cli = [sys.executable, "-m", "cluster"]
         sent = subprocess.run([*cli, "send", "--cluster-dir", lc.root, "--topic", "AuditTopic",
                                "--count", "500", "--keys", "k-{i}"], capture_output=True, text=True,

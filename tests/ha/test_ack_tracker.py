@@ -313,3 +313,40 @@ def test_concurrent_waiters_and_one_acker():
     assert not any(th.is_alive() for th in threads)
     assert results == [PutStatus.PUT_OK] * (n_threads * per_thread)
     assert t.confirm_offset(n_threads * per_thread * 10) == n_threads * per_thread * 10
+
+
+# -- under a controller: the approved sync state set ------------------------------------------
+def test_approved_members_are_waited_for_until_the_controller_drops_them():
+    t = tracker()  # in_sync_replicas=2 alone would wait for one slave only
+    join(t, "a", 100)
+    join(t, "b", 100)
+    t.set_approved(frozenset({"a", "b"}))
+    c = t.wait(200, 1000)
+    t.on_ack("a", 200, 200, 200)
+    assert not c.done  # every member, not just one
+    t.disconnect("b")  # b left locally, but the controller still lists it
+    assert not c.done and t.member_ids() == {"a", "b"}
+    assert t.confirm_offset(300) == 100  # a reader never passes what b may lack
+    t.set_approved(frozenset({"a"}))  # the controller dropped b
+    assert c.value is PutStatus.PUT_OK and t.confirm_offset(300) == 200
+
+
+def test_a_slave_that_joins_is_a_member_before_the_controller_knows():
+    t = tracker()
+    t.set_approved(frozenset())
+    join(t, "a", 100)
+    assert t.member_ids() == {"a"}
+    c = t.wait(150, 1000)
+    assert not c.done
+    t.on_ack("a", 150, 150, 150)
+    assert c.value is PutStatus.PUT_OK
+
+
+def test_an_approved_member_never_connected_blocks_puts_and_the_confirm_offset():
+    t = tracker()
+    join(t, "a", 100)
+    t.set_approved(frozenset({"a", "ghost"}))
+    assert not t.wait(100, 1000).done
+    assert t.confirm_offset(100) == 100  # never lowered: it only stops moving
+    t.on_ack("a", 150, 150, 150)
+    assert t.confirm_offset(150) == 100

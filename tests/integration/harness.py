@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from cluster.client.admin_client import AdminClient
+from cluster.client.controller_client import ControllerClient
 from proto import admin_pb2 as pb
 from store.layout import COMMITLOG_DIR, CONSUME_QUEUE_DIR, LOCK_FILE
 # messages (support/admin.py), FAST_HA, free_port and wait_until (support/waiting.py) are
@@ -32,22 +33,27 @@ TOKEN = "integration-test-token"
 
 
 class NodeProcess:
-    """One node. `props` are broker.conf keys; the store lives in <root>/<name>."""
+    """One node (or, with kind="controller", a controller). `props` are broker.conf keys; the
+    store lives in <root>/<name>."""
+    kind = "node"
 
     def __init__(self, root: str, name: str, props: dict[str, str], env: dict[str, str] | None = None) -> None:
         self.root = root
         self.name = name
         self.port = free_port()
         self.store_dir = os.path.join(root, name)
-        self.props = {"brokerIP1": "127.0.0.1", "listenPort": str(self.port),
-                      "storePathRootDir": self.store_dir, "adminToken": TOKEN,
-                      "mappedFileSizeCommitLog": str(1024 * 1024), **props}
+        self.props = {**self.default_props(), **props}
         self.env = env or {}
         self.proc: subprocess.Popen | None = None
         self.log_path = os.path.join(root, f"{name}.log")
         self._client: AdminClient | None = None
         self.ready: dict | None = None
         self.starts = 0
+
+    def default_props(self) -> dict[str, str]:
+        return {"brokerIP1": "127.0.0.1", "listenPort": str(self.port),
+                "storePathRootDir": self.store_dir, "adminToken": TOKEN,
+                "mappedFileSizeCommitLog": str(1024 * 1024)}
 
     @property
     def address(self) -> str:
@@ -67,7 +73,7 @@ class NodeProcess:
             f.write("".join(f"{k}={v}\n" for k, v in self.props.items()))
         env = {**os.environ, **self.env, "PYTHONPATH": ROOT}
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "cluster", "node", "--config", conf],
+            self.proc = subprocess.Popen([sys.executable, "-m", "cluster", self.kind, "--config", conf],
                                          stdout=subprocess.PIPE, stderr=log, env=env, cwd=ROOT)
         assert self.proc.stdout is not None
         self.starts += 1
@@ -159,8 +165,38 @@ class NodeProcess:
             self.proc.stdout.close()
 
 
+class ControllerProcess(NodeProcess):
+    """A controller process: fast timeouts for tests (failover after 2 s, lease 1.2 s)."""
+    kind = "controller"
+
+    def default_props(self) -> dict[str, str]:
+        token_file = os.path.join(self.root, "admin.token")
+        if not os.path.exists(token_file):
+            with open(token_file, "w", encoding="utf-8") as f:
+                f.write(TOKEN + "\n")
+        return {"listenAddress": f"127.0.0.1:{self.port}", "controllerStorePath": self.store_dir,
+                "adminTokenFile": token_file, "controllerFailoverTimeoutMillis": "2000",
+                "controllerLeaseMillis": "1200", "controllerSettleMillis": "2000"}
+
+    def client(self) -> ControllerClient:
+        return ControllerClient(self.address, TOKEN, timeout=10)
+
+    def group(self, broker_name: str = "broker-a"):
+        with self.client() as c:
+            for g in c.groups().groups:
+                if g.broker_name == broker_name:
+                    return g
+        return None
+
+
+# Broker keys of nodes under a test controller: heartbeat every 200 ms, slaves leave the
+# sync state set after 1.5 s without catching up.
+CONTROLLED = {**FAST_HA, "controllerHeartbeatInterval": "200"}
+
+
 class Group:
-    """A master and its slaves; `close()` kills whatever is still running (by pid)."""
+    """A master and its slaves (and maybe a controller); `close()` kills whatever is still
+    running (by pid)."""
 
     def __init__(self, root: str) -> None:
         self.root = root
@@ -181,6 +217,21 @@ class Group:
         node = NodeProcess(self.root, f"slave{broker_id}", {
             "brokerId": str(broker_id), "brokerRole": "SLAVE",
             "haMasterAddress": master.address, **props}, env=env)
+        self.nodes.append(node)
+        return node.start() if start else node
+
+    def controller(self, **props: str) -> ControllerProcess:
+        node = ControllerProcess(self.root, "controller", props)
+        self.nodes.append(node)
+        return node.start()
+
+    def controlled(self, controller: ControllerProcess, name: str, broker_id: int,
+                   preferred_role: str = "SLAVE", start: bool = True,
+                   **props: str) -> NodeProcess:
+        """A node that takes its role from `controller`."""
+        node = NodeProcess(self.root, name, {
+            "brokerId": str(broker_id), "brokerRole": preferred_role,
+            "controllerAddr": controller.address, **CONTROLLED, **props})
         self.nodes.append(node)
         return node.start() if start else node
 
@@ -323,14 +374,14 @@ def read_queue(get: Callable[[int, int], list], queue_id: int) -> list:
 
 # -- `python -m cluster local` -------------------------------------------------------------------
 def _free_base_port() -> int:
-    """A port P with P, P+10 and P+20 free (the local cluster's three nodes)."""
+    """A port P with P, P+10, P+20 and P+30 free (the local cluster's nodes and controller)."""
     for _ in range(100):
         base = free_port()
-        if base + 20 > 65535:
+        if base + 30 > 65535:
             continue
         try:
             socks = []
-            for p in (base, base + 10, base + 20):
+            for p in (base, base + 10, base + 20, base + 30):
                 s = socket.socket()
                 socks.append(s)
                 s.bind(("127.0.0.1", p))
@@ -353,8 +404,9 @@ def pid_gone(pid: int) -> bool:
 
 
 class LocalCluster:
-    """`python -m cluster local --dir <root>` in a subprocess (three nodes on a base port with
-    P, P+10, P+20 free), its output read line by line; kill_all() reaps it and its nodes."""
+    """`python -m cluster local --dir <root>` in a subprocess (three nodes and a controller on
+    a base port with P, P+10, P+20, P+30 free), its output read line by line; kill_all() reaps
+    it and its processes."""
 
     def __init__(self, root: str) -> None:
         self.root = root

@@ -36,7 +36,7 @@ def local_cluster(tmp_path):
 def test_local_cluster_status_auth_health_and_clean_stop(local_cluster):
     lc = local_cluster
     lc.wait_for("local cluster up")
-    lc.wait_for("Ctrl-C stops the nodes cleanly")
+    lc.wait_for("Ctrl-C stops everything cleanly")
     info = lc.info()
     names = [n["name"] for n in info["nodes"]]
     assert names == ["master", "slave1", "slave2"]

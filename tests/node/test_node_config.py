@@ -24,7 +24,8 @@ def test_broker_conf_keys(tmp_path):
 
 @pytest.mark.parametrize("props, message", [
     ({"brokerRole": "SLAVE", "brokerId": "1"}, "haMasterAddress"),
-    ({"brokerRole": "SLAVE", "haMasterAddress": "h:1"}, "brokerId > 0"),
+    ({"controllerAddr": "nohost"}, "controllerAddr"),
+    ({"controllerHeartbeatInterval": "10"}, "controllerHeartbeatInterval"),
     ({"brokerId": "x"}, "brokerId"),
     ({"brokerId": "-1"}, "brokerId"),
     ({"brokerName": "a b"}, "broker_name"),
@@ -94,3 +95,16 @@ def test_transaction_keys():
                        ("transactionCheckInterval", "5"), ("transactionCheckMax", "x")):
         with pytest.raises(ConfigError, match=key):
             node_config_from_properties({key: value})
+
+
+def test_the_role_is_not_tied_to_the_broker_id():
+    """A node with brokerId 0 can follow another master (the old master rejoining after a
+    failover), and under a controller a slave needs no haMasterAddress."""
+    c = node_config_from_properties({"brokerId": "0", "brokerRole": "SLAVE",
+                                     "haMasterAddress": "127.0.0.1:10921"})
+    assert c.store.is_slave and c.broker_id == 0
+    c = node_config_from_properties({"brokerId": "1", "brokerRole": "SLAVE",
+                                     "controllerAddr": "127.0.0.1:9878",
+                                     "brokerElectionPriority": "3"})
+    assert c.controller_address == "127.0.0.1:9878" and c.election_priority == 3
+    assert c.controller_heartbeat_interval_ms == 500

@@ -1,0 +1,118 @@
+"""The controller's state for every broker group, and the one place it changes.
+
+Each group is a GroupElection (election.py: the rules, no I/O). This service feeds it
+heartbeats, ticks and switch requests under one lock, and persists every change before it
+answers, so an approved sync state set or an election is on disk before any node acts on it:
+a controller that restarts never hands out an older epoch or a set that lost a member it had
+already dropped.
+
+Persistence goes through a `StateStore`: `FileStateStore` keeps every group in one JSON file
+written atomically (tmp + fsync + rename, the previous version in `.bak`) for a controller of
+its own; a store on etcd can stand in for it.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+from store.clock import Clock
+from store.json_config import JsonConfigFile
+
+from cluster.controller.election import (Assignment, ElectionConfig, GroupElection, GroupRecord,
+                                         NodeReport)
+
+log = logging.getLogger(__name__)
+
+
+class StateStore(Protocol):
+    def load(self) -> dict[str, GroupRecord]: ...
+    def save(self, groups: dict[str, GroupRecord]) -> None: ...
+
+
+class FileStateStore:
+    """Every group's record in one JSON file (JsonConfigFile: atomic, with a `.bak`)."""
+
+    def __init__(self, path: str) -> None:
+        self.file = JsonConfigFile(path)
+
+    def load(self) -> dict[str, GroupRecord]:
+        data = self.file.load() or {}
+        return {name: GroupRecord.from_json(g) for name, g in data.get("groups", {}).items()}
+
+    def save(self, groups: dict[str, GroupRecord]) -> None:
+        self.file.persist({"groups": {name: r.to_json() for name, r in sorted(groups.items())}})
+
+
+@dataclass(frozen=True)
+class GroupSnapshot:
+    """A consistent copy of one group for status output."""
+    record: GroupRecord
+    note: str
+    reports: dict[str, tuple[NodeReport, float]]  # node id -> (report, age in seconds)
+
+
+class ControllerService:
+    """Owns the groups' elections and their persistence. `_lock` guards both: every input is
+    handled and persisted under it, before its answer leaves."""
+
+    def __init__(self, store: StateStore, config: ElectionConfig, clock: Clock) -> None:
+        self.store = store
+        self.config = config
+        self.clock = clock
+        self._lock = threading.Lock()
+        now = clock.monotonic()
+        self._groups = {name: GroupElection(record, config, now)
+                        for name, record in store.load().items()}
+
+    def heartbeat(self, broker_name: str, report: NodeReport) -> Assignment:
+        with self._lock:
+            group = self._groups.get(broker_name)
+            if group is None:
+                group = self._groups[broker_name] = GroupElection(
+                    GroupRecord(broker_name, master_role=self.config.default_master_role),
+                    self.config, self.clock.monotonic())
+                log.info("new broker group %s (first heard of from %s)", broker_name,
+                         report.node_id)
+            answer = group.heartbeat(report, self.clock.monotonic(), self.clock.now_ms())
+            self._persist_locked()
+            return answer
+
+    def tick(self) -> None:
+        with self._lock:
+            now, wall = self.clock.monotonic(), self.clock.now_ms()
+            for group in self._groups.values():
+                group.tick(now, wall)
+            self._persist_locked()
+
+    def switch_master(self, broker_name: str, node_id: str) -> GroupSnapshot:
+        """Raises KeyError for an unknown group, SwitchRefused when the node may not lead."""
+        with self._lock:
+            group = self._groups[broker_name]
+            group.switch_master(node_id, self.clock.monotonic(), self.clock.now_ms())
+            self._persist_locked()
+            return self._snapshot_locked(group)
+
+    def snapshots(self) -> list[GroupSnapshot]:
+        with self._lock:
+            return [self._snapshot_locked(g) for _, g in sorted(self._groups.items())]
+
+    # -- internals ------------------------------------------------------------------------------
+    def _persist_locked(self) -> None:
+        for g in self._groups.values():
+            for line in g.announcements:
+                log.warning("group %s: %s", g.record.broker_name, line)
+            g.announcements.clear()
+        dirty = [g for g in self._groups.values() if g.dirty]
+        if not dirty:
+            return
+        self.store.save({name: g.record for name, g in self._groups.items()})
+        for g in dirty:
+            g.dirty = False
+
+    def _snapshot_locked(self, group: GroupElection) -> GroupSnapshot:
+        now = self.clock.monotonic()
+        record = GroupRecord.from_json(group.record.to_json())
+        return GroupSnapshot(record, group.note or group.lost_reason,
+                             {n: (s.report, now - s.at) for n, s in group.seen.items()})

@@ -1,0 +1,92 @@
+"""gRPC adapter of the controller (proto/controller.proto): maps messages to the service's plain
+objects and back. Heartbeats are open to any node; GetGroups and SwitchMaster need the admin
+token (BearerTokenInterceptor, see controller_main.py)."""
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from proto import controller_pb2 as pb
+from proto import controller_pb2_grpc as pb_grpc
+from store.errors import StoreError
+
+from cluster.controller.controller_service import ControllerService, GroupSnapshot
+from cluster.controller.election import Assignment, NodeReport, SwitchRefused
+
+log = logging.getLogger(__name__)
+SERVICE = "rmqstore.controller.v1.Controller"
+PROTECTED_METHODS = (f"/{SERVICE}/GetGroups", f"/{SERVICE}/SwitchMaster")
+
+
+def report_from(hb: pb.NodeHeartbeat) -> NodeReport:
+    return NodeReport(node_id=hb.node_id, address=hb.address, role=hb.role, epoch=hb.epoch,
+                      max_offset=hb.max_offset, healthy=hb.healthy,
+                      unhealthy_reason=hb.unhealthy_reason, in_sync=frozenset(hb.in_sync),
+                      priority=hb.priority, preferred_role=hb.preferred_role)
+
+
+def assignment_to_pb(a: Assignment) -> pb.Assignment:
+    return pb.Assignment(role=a.role.value if a.role is not None else "",
+                         master_address=a.master_address, master_id=a.master_id, epoch=a.epoch,
+                         sync_state_set=sorted(a.sync_state_set),
+                         sync_state_epoch=a.sync_state_epoch, note=a.note, lease_ms=a.lease_ms)
+
+
+def group_to_pb(g: GroupSnapshot) -> pb.GroupView:
+    rec = g.record
+    view = pb.GroupView(broker_name=rec.broker_name, master_id=rec.master_id,
+                        master_address=rec.addresses.get(rec.master_id, ""), epoch=rec.epoch,
+                        sync_state_set=sorted(rec.sync_state_set),
+                        sync_state_epoch=rec.sync_state_epoch, master_role=rec.master_role.value,
+                        note=g.note)
+    for node_id in sorted(set(rec.addresses) | set(g.reports)):
+        seen = g.reports.get(node_id)
+        node = pb.NodeView(node_id=node_id, address=rec.addresses.get(node_id, ""),
+                           in_sync_state_set=node_id in rec.sync_state_set,
+                           last_heartbeat_age_ms=-1)
+        if seen is not None:
+            r, age = seen
+            node.role, node.epoch, node.max_offset = r.role, r.epoch, r.max_offset
+            node.healthy, node.unhealthy_reason = r.healthy, r.unhealthy_reason
+            node.last_heartbeat_age_ms, node.priority = int(age * 1000), r.priority
+        view.nodes.append(node)
+    for e in rec.elections:
+        view.elections.append(pb.Election(at_ms=e.at_ms, epoch=e.epoch, master_id=e.master_id,
+                                          previous_master_id=e.previous_master_id,
+                                          reason=e.reason))
+    return view
+
+
+class ControllerServicer(pb_grpc.ControllerServicer):
+    def __init__(self, service: ControllerService, address: str) -> None:
+        self.service = service
+        self.address = address
+
+    def Heartbeat(self, request, context):  # noqa: N802
+        if not request.broker_name or not request.node_id or not request.address:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          "a heartbeat needs broker_name, node_id and address")
+        try:
+            answer = self.service.heartbeat(request.broker_name, report_from(request))
+        except StoreError as e:  # the state could not be persisted: answer nothing
+            log.error("cannot persist the controller state: %s", e)
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"the controller cannot persist: {e}")
+        return assignment_to_pb(answer)
+
+    def GetGroups(self, request, context):  # noqa: N802
+        return pb.GroupsView(groups=[group_to_pb(g) for g in self.service.snapshots()],
+                             controller_address=self.address)
+
+    def SwitchMaster(self, request, context):  # noqa: N802
+        log.warning("SwitchMaster by %s: %s to %s", context.peer(), request.broker_name,
+                    request.node_id)
+        try:
+            return group_to_pb(self.service.switch_master(request.broker_name, request.node_id))
+        except KeyError:
+            context.abort(grpc.StatusCode.NOT_FOUND,
+                          f"no broker group {request.broker_name!r} has reported to this controller")
+        except SwitchRefused as e:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        except StoreError as e:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"the controller cannot persist: {e}")
