@@ -8,17 +8,12 @@ from typing import Any
 
 import pytest
 
-from ha.epoch import EpochCache
-from master.master_role import MasterRole
-from store.broker_role import BrokerRole
-from store.clock import ManualClock
-from store.config import StoreConfig
-from store.message_store import MessageStore
 from store.put_result import PutStatus
 
-from cluster.node.node_role import Follower, Leader, NotMaster, Role
+from cluster.node.node_role import Follower, NotMaster
 from cluster.replicated.replicated_table import AppendRefused, ReplicatedTable, TableService
 from cluster.replicated.table_records import TableRecordError, TableRecords
+from tests.support.leader_store import LeaderStore
 
 RECORDS = TableRecords("rmq_sys_TEST_TABLE", no_wait_kinds=frozenset({"note"}))
 
@@ -53,45 +48,19 @@ def add(name: str, by: int = 1) -> dict[str, Any]:
     return {"kind": "add", "name": name, "by": by}
 
 
-class Fixture:
-    def __init__(self, root: str) -> None:
-        self.clock = ManualClock()
-        self.store = MessageStore(StoreConfig(
-            store_path_root_dir=root, mapped_file_size_commit_log=64 * 1024,
-            mapped_file_size_consume_queue=20 * 256, max_hash_slot_num=64, max_index_num=256),
-            clock=self.clock)
-        self.store.start()
-        self.epochs = EpochCache()
-        self.epochs.append(1, 0)
-        self.role = Role("broker-a:0")
-        self.master = self.lead()
-
-    def lead(self) -> MasterRole:
-        master = MasterRole(self.store, self.epochs, "broker-a", self.clock, sync_master=False)
-        master.start()
-        self.role.set(Leader(BrokerRole.ASYNC_MASTER, self.epochs.last_epoch, master))
-        return master
-
-    def table(self, **kw) -> ReplicatedTable[Counters]:
-        return ReplicatedTable(RECORDS, Counters, self.role, self.store, self.clock, **kw)
-
-    def dispatched(self) -> None:
-        self.store.reput.catch_up()
-
-    def close(self) -> None:
-        self.master.stop()
-        self.store.shutdown()
-
-
 @pytest.fixture
 def fx(tmp_path):
-    f = Fixture(str(tmp_path))
+    f = LeaderStore(str(tmp_path))
     yield f
     f.close()
 
 
+def counters_table(fx: LeaderStore, **kw) -> ReplicatedTable[Counters]:
+    return ReplicatedTable(RECORDS, Counters, fx.role, fx.store, fx.clock, **kw)
+
+
 def test_change_appends_then_applies_and_replay_rebuilds_the_state(fx):
-    table = fx.table()
+    table = counters_table(fx)
     before = fx.store.max_phy_offset()
     assert table.change([add("a"), add("b", 5)]).status is PutStatus.PUT_OK
     assert table.change([add("a", 2)]).status is PutStatus.PUT_OK
@@ -105,7 +74,7 @@ def test_change_appends_then_applies_and_replay_rebuilds_the_state(fx):
 
 
 def test_a_refused_append_applies_nothing(fx):
-    table = fx.table()
+    table = counters_table(fx)
     table.ensure_loaded()
     fx.master.stop("test")  # a stopped master refuses appends with SERVICE_NOT_AVAILABLE
     with table.lock, pytest.raises(AppendRefused) as refused:
@@ -115,7 +84,7 @@ def test_a_refused_append_applies_nothing(fx):
 
 
 def test_a_follower_has_no_table(fx):
-    table = fx.table()
+    table = counters_table(fx)
     fx.role.set(Follower("127.0.0.1:1"))
     with pytest.raises(NotMaster) as e:
         table.change([add("a")])
@@ -124,19 +93,18 @@ def test_a_follower_has_no_table(fx):
 
 
 def test_a_new_master_role_replays_what_the_log_holds(fx):
-    table = fx.table()
+    table = counters_table(fx)
     table.change([add("a", 7)])
     table.state.values["ghost"] = 1  # memory that never reached the log
     fx.dispatched()
     fx.master.stop("switch")
-    fx.epochs.append(2, fx.store.max_phy_offset())
-    fx.master = fx.lead()
+    fx.lead()
     assert table.ensure_loaded() is fx.master
     assert table.state.values == {"a": 7}
 
 
 def test_snapshots_when_due_by_count_and_by_time(fx):
-    table = fx.table(snapshot_every=3, snapshot_interval_ms=60_000)
+    table = counters_table(fx, snapshot_every=3, snapshot_interval_ms=60_000)
     table.change([add("a")])
     assert not table.maybe_snapshot()  # 1 event, interval not over
     table.change([add("a"), add("b")])
@@ -151,7 +119,7 @@ def test_snapshots_when_due_by_count_and_by_time(fx):
 
 
 def test_views_are_rewritten_only_when_the_state_changed(fx, tmp_path):
-    table = fx.table()
+    table = counters_table(fx)
     path = os.path.join(str(tmp_path), "config", "counters.json")
     table.add_view(path, lambda st: {"counters": st.values})
     assert table.persist_views() == 0  # not loaded for a master yet
@@ -162,7 +130,7 @@ def test_views_are_rewritten_only_when_the_state_changed(fx, tmp_path):
 
 
 def test_replay_stops_on_a_record_it_cannot_read(fx):
-    table = fx.table()
+    table = counters_table(fx)
     table.change([add("a")])
     bad = RECORDS.to_message({"kind": "mystery"})
     assert fx.master.put_messages([bad], allow_system_topic=True).status is PutStatus.PUT_OK
@@ -172,9 +140,116 @@ def test_replay_stops_on_a_record_it_cannot_read(fx):
 
 
 def test_the_service_steps_snapshots_and_views(fx, tmp_path):
-    table = fx.table(snapshot_every=1)
+    table = counters_table(fx, snapshot_every=1)
     table.add_view(os.path.join(str(tmp_path), "v.json"), lambda st: dict(st.values))
     table.change([add("x")])
     TableService([table]).step()
     assert table.state.events_since_snapshot == 0
     assert os.path.exists(os.path.join(str(tmp_path), "v.json"))
+
+
+# -- followers ------------------------------------------------------------------------------------
+def replicated(fx, *events):
+    """Records as a slave gets them: appended to its store (no table involved), not dispatched."""
+    result = fx.store.put_messages([RECORDS.to_message(e) for e in events], allow_system_topic=True)
+    assert result.status is PutStatus.PUT_OK
+    return result
+
+
+def test_a_follower_applies_what_reput_dispatched_incrementally(fx):
+    counters_table(fx).change([add("a", 2)])
+    fx.follow()
+    table = counters_table(fx, follow=True)
+    fx.confirm()
+    assert table.current().values == {"a": 2}
+    state = table.state
+    replicated(fx, add("a"), add("b"))
+    assert table.follow().values == {"a": 2}  # not dispatched yet (a slave: not confirmed)
+    fx.confirm()
+    assert table.follow().values == {"a": 3, "b": 1}
+    assert table.state is state and state.version == 3  # applied on top, not rebuilt
+    with pytest.raises(NotMaster):
+        table.change([add("c")])  # followers never write
+
+
+def test_a_follower_rebuilds_when_its_log_is_cut_below_what_it_applied(fx):
+    fx.follow()
+    table = counters_table(fx, follow=True)
+    replicated(fx, add("a"))
+    diverged = replicated(fx, add("b"), add("c"))
+    fx.confirm()
+    assert table.follow().values == {"a": 1, "b": 1, "c": 1}
+    # truncated to the consistent point, then the new master's records at the same queue
+    # offsets: without noticing the cut the follower would keep b and c
+    fx.store.truncate(diverged.appends[0].wrote_offset)
+    replicated(fx, add("x"), add("y"))
+    fx.confirm()
+    assert table.follow().values == {"a": 1, "x": 1, "y": 1}
+    fx.store.truncate(fx.store.max_phy_offset())  # a cut above what was applied: no rebuild
+    state = table.state
+    assert table.follow() is state
+
+
+def test_a_follower_that_becomes_master_replays_and_writes(fx):
+    fx.follow()
+    table = counters_table(fx, follow=True)
+    replicated(fx, add("a", 5))
+    fx.confirm()
+    assert table.current().values == {"a": 5}
+    fx.lead()
+    table.state.values["ghost"] = 1  # whatever a follower held, the master replays the log
+    assert table.current().values == {"a": 5}
+    table.change([add("a")])
+    fx.follow()
+    fx.confirm()
+    assert table.current().values == {"a": 6}
+
+
+def test_a_table_that_does_not_follow_refuses_reads_on_a_follower(fx):
+    table = counters_table(fx)
+    table.change([add("a")])
+    fx.follow()
+    with pytest.raises(NotMaster):
+        table.current()
+
+
+def test_views_on_a_follower_and_never_from_a_table_without_records(fx, tmp_path):
+    path = tmp_path / "config" / "counters.json"
+    path.parent.mkdir()
+    path.write_text('{"old": "file"}')
+    fx.follow()
+    table = counters_table(fx, follow=True)
+    table.add_view(str(path), lambda st: {"counters": st.values})
+    assert table.persist_views() == 0 and json.loads(path.read_text()) == {"old": "file"}
+    replicated(fx, add("a"))
+    fx.confirm()
+    assert table.persist_views() == 1 and table.persist_views() == 0
+    assert json.loads(path.read_text()) == {"counters": {"a": 1}}
+
+
+def test_initial_events_are_appended_once_the_first_time_a_node_leads(fx):
+    calls = []
+
+    def initial():
+        calls.append(1)
+        return [add("imported", 3)]
+
+    table = counters_table(fx, initial_events=initial)
+    assert table.current().values == {"imported": 3}
+    fx.confirm()
+    fx.master.stop("again")
+    fx.lead()
+    other = counters_table(fx, initial_events=initial)  # e.g. after a restart
+    assert other.current().values == {"imported": 3} and calls == [1]
+    [record] = fx.store.get_messages(RECORDS.topic, 0, 0, 10).messages
+    assert record.tags == "add"
+
+
+def test_refused_initial_events_leave_the_table_unloaded(fx):
+    table = counters_table(fx, initial_events=lambda: [add("imported")])
+    fx.master.stop("test")
+    with pytest.raises(AppendRefused):
+        table.ensure_loaded()
+    assert table.loaded_for_current_master() is None
+    fx.lead()
+    assert table.current().values == {"imported": 1}
