@@ -1,5 +1,6 @@
 """A store led by a MasterRole without a node: what a replicated table (cluster/replicated/)
-needs in a unit test. Small files, a ManualClock, an ASYNC_MASTER in epoch 1.
+needs in a unit test. Small files, a ManualClock, an ASYNC_MASTER (or, with sync_master=True, a
+SYNC_MASTER without slaves: every put that waits times out after slaveTimeout) in epoch 1.
 
     ls = LeaderStore(root)        # started; ls.role is a Leader of ls.master
     ls.follow("127.0.0.1:1")      # the role becomes a Follower (the master stops; like on a
@@ -22,7 +23,8 @@ from cluster.node.node_role import Follower, Leader, Role
 
 
 class LeaderStore:
-    def __init__(self, root: str, **store_config) -> None:
+    def __init__(self, root: str, *, sync_master: bool = False, **store_config) -> None:
+        self.sync_master = sync_master
         self.clock = ManualClock()
         self.store = MessageStore(StoreConfig(**{
             "store_path_root_dir": root, "mapped_file_size_commit_log": 64 * 1024,
@@ -37,10 +39,12 @@ class LeaderStore:
     def lead(self, first: bool = False) -> MasterRole:
         if not first:
             self.epochs.append(self.epochs.last_epoch + 1, self.store.max_phy_offset())
-        master = MasterRole(self.store, self.epochs, "broker-a", self.clock, sync_master=False)
+        master = MasterRole(self.store, self.epochs, "broker-a", self.clock,
+                            sync_master=self.sync_master)
         master.start()
         self.master = master
-        self.role.set(Leader(BrokerRole.ASYNC_MASTER, self.epochs.last_epoch, master))
+        kind = BrokerRole.SYNC_MASTER if self.sync_master else BrokerRole.ASYNC_MASTER
+        self.role.set(Leader(kind, self.epochs.last_epoch, master))
         return master
 
     def follow(self, address: str = "127.0.0.1:1") -> None:
