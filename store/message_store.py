@@ -94,6 +94,12 @@ class MessageStore:
         # Called with the offset after every truncate() (under reput's lock: set a flag, take
         # no lock): readers that keep state derived from the log notice a cut below it.
         self.truncate_listeners: list[Callable[[int], None]] = []
+        # State a master derives from its log (the schedule service's progress) is valid for
+        # one `generation`: it moves when the role flips between slave and master and when the
+        # log is cut. `ready_generation` is the generation whose log prepare_for_writes (or, on
+        # a store that starts as a master, load) made complete and dispatched.
+        self.generation = 0
+        self.ready_generation = -1 if config.is_slave else 0
         self.reput = ReputService(self.commitlog, dispatchers, self.delay_level_ms,
                                   bound=self._dispatch_bound, batch_bytes=config.reput_batch_max_bytes)
         self.reput.listeners.append(self._on_dispatched)
@@ -344,6 +350,7 @@ class MessageStore:
             self.reput.reput_from_offset = min(self.reput.reput_from_offset, offset)
             self.commitlog.topic_queue_table = recovery.rebuild_queue_table(
                 self.commitlog, self.cq_store.queue_offset_table(), self.reput.reput_from_offset)
+            self.generation += 1
             for listener in self.truncate_listeners:
                 listener(offset)
 
@@ -368,6 +375,7 @@ class MessageStore:
         with self.reput._lock:
             self.commitlog.topic_queue_table = recovery.rebuild_queue_table(
                 self.commitlog, self.cq_store.queue_offset_table(), self.reput.reput_from_offset)
+        self.ready_generation = self.generation
         return end
 
     # -- reading ----------------------------------------------------------------------------
@@ -441,7 +449,10 @@ class MessageStore:
     def reconfigure(self, config: StoreConfig) -> None:
         """Swap in `config`, which differs from the current one only in keys the running
         services read on every use (the runtime-updatable keys, the broker role). Services read
-        `store.config` when they use a key, so this one assignment reaches them all."""
+        `store.config` when they use a key, so this one assignment reaches them all. A flip
+        between slave and master starts a new `generation`."""
+        if config.is_slave != self.config.is_slave:
+            self.generation += 1
         self.config = config
 
     # -- internals ---------------------------------------------------------------------------
