@@ -87,7 +87,7 @@ class TopicRegistry:
             return None
         n = max(self.defaults().queue_nums, max(ids) + 1)
         config = TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n)
-        if self.table.replicated.role.master is None:
+        if not self.table.leading:
             return config
         return self._add(config, "learn")
 

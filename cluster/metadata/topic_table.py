@@ -70,6 +70,11 @@ class TopicTable:
         self.lock = self.replicated.lock
 
     # -- reads (any role) ---------------------------------------------------------------------
+    @property
+    def leading(self) -> bool:
+        """This node leads now (it may change the table)."""
+        return self.replicated.role.master is not None
+
     def state(self) -> TopicState:
         return self.replicated.current()
 

@@ -167,3 +167,17 @@ def test_a_diverged_slave_forgets_the_topics_its_truncation_cut(nodes):
     nodes.admin(s1).switch_role("SLAVE", new.address)
     wait_until(lambda: topics_of(s1) == {"Base": 8, "Other": 3}, 15,
                f"s1 to drop Late and learn Other (has {topics_of(s1)})")
+
+
+def test_a_node_with_an_old_topics_json_imports_it_when_it_first_leads(nodes):
+    root = os.path.join(nodes.root, "master")
+    legacy_file(root, TopicConfig("Wide", 8, 8), TopicConfig("Narrow", 1, 1, perm=PERM_READ))
+    master = nodes.start("master")
+    slave = nodes.slave(master)
+    stub_topics = {c.topic_name: c for c in master.messaging.topics.all()}
+    assert (stub_topics["Wide"].read_queue_nums, stub_topics["Narrow"].perm) == (8, PERM_READ)
+    wait_until(lambda: topics_of(slave) == {"Wide": 8, "Narrow": 1}, 10, "the import replicated")
+    master = nodes.restart(master)  # the file is a view now: no second import
+    assert topics_of(master) == {"Wide": 8, "Narrow": 1}
+    master.store.reput.catch_up()
+    assert master.store.max_offset_in_queue(TOPIC_TABLE_TOPIC, 0) == 1
