@@ -9,8 +9,11 @@ import os
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from cluster.metadata.topic_state import TOPIC_TABLE_TOPIC
+from cluster.metadata.topic_state import (TOPIC_RECORDS, TOPIC_TABLE_TOPIC, delete_event,
+                                          upsert_event)
 from cluster.metadata.topic_table import TopicExists, TopicMissing, TopicTable
 from cluster.node.node_role import NotMaster
 from store.json_config import PERM_READ, TopicConfig, TopicConfigTable
@@ -181,3 +184,42 @@ def test_a_node_with_an_old_topics_json_imports_it_when_it_first_leads(nodes):
     assert topics_of(master) == {"Wide": 8, "Narrow": 1}
     master.store.reput.catch_up()
     assert master.store.max_offset_in_queue(TOPIC_TABLE_TOPIC, 0) == 1
+
+
+# -- a follower is its master's table at the same log position (property) ------------------------
+names = st.sampled_from(["A", "B", "C"])
+change = st.one_of(
+    st.builds(lambda n, q, ts: upsert_event(TopicConfig(n, q, q), ts, "admin"),
+              names, st.integers(1, 16), st.integers(0, 10 ** 6)),
+    st.builds(lambda n, ts: delete_event(n, ts), names, st.integers(0, 10 ** 6)))
+rounds = st.lists(st.tuples(
+    st.lists(change, min_size=1, max_size=3),  # records replicated and confirmed
+    st.one_of(st.none(), st.integers(0, 10 ** 6)),  # then maybe a cut (which record boundary)
+    st.booleans()), max_size=8)  # then maybe a read
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rounds=rounds)
+def test_a_follower_equals_a_replay_of_what_it_dispatched(tmp_path_factory, rounds):
+    ls = LeaderStore(str(tmp_path_factory.mktemp("follower")))
+    try:
+        ls.store.reput.stop()  # dispatch only when the test says so
+        ls.follow()
+        table = topic_table(ls)
+        starts: list[int] = []  # where each replicated record starts (a cut lands on one)
+        for changes, cut, read in [*rounds, ([], None, True)]:
+            if changes:
+                r = ls.store.put_messages([TOPIC_RECORDS.to_message(e) for e in changes],
+                                          allow_system_topic=True)
+                starts += [a.wrote_offset for a in r.appends]
+                ls.confirm()
+            if cut is not None and starts:  # a diverged slave truncated to a consistent point
+                at = starts[cut % len(starts)]
+                ls.store.truncate(at)
+                starts = [s for s in starts if s < at]
+            if read:  # reads come whenever, not after every change
+                replayed = table.replicated.replay()
+                assert table.state().topics == replayed.topics
+                assert table.data_version == replayed.data_version
+    finally:
+        ls.close()
