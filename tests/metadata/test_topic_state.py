@@ -11,6 +11,7 @@ from cluster.metadata.topic_state import (TOPIC_RECORDS as RECORDS, TOPIC_TABLE_
                                           delete_event, import_event, upsert_event)
 from store import codec
 from store.json_config import PERM_READ, TopicConfig
+from tests.support.table_replay import assert_replays
 
 
 def test_upsert_delete_import_and_the_data_version():
@@ -65,20 +66,5 @@ events = st.lists(st.one_of(
 @settings(max_examples=80, deadline=None)
 @given(events, events)
 def test_a_snapshot_then_the_rest_replays_to_the_same_state(before, after):
-    live = TopicState()
-    for e in before:
-        live.apply(e)
-    log = [RECORDS.to_message(e) for e in before] + [RECORDS.to_message(live.snapshot_event())]
-    for e in after:
-        live.apply(e)
-        log.append(RECORDS.to_message(e))
-    from_start, from_snapshot = TopicState(), TopicState()
-    for i, m in enumerate(log):  # every record goes through its commitlog encoding
-        event = RECORDS.from_body(m.body)
-        from_start.apply(event)
-        if i >= len(before):  # retention deleted what preceded the snapshot
-            from_snapshot.apply(event)
-    for replayed in (from_start, from_snapshot):
-        assert replayed.topics == live.topics
-        assert replayed.data_version == live.data_version
-        assert replayed.topics_json() == live.topics_json()
+    assert_replays(TopicState, RECORDS, before, after,
+                   lambda st: (st.topics, st.data_version, st.topics_json()))
