@@ -515,6 +515,8 @@ class ScheduleService(Service):
         of the current state, which already counts them as delivered, in one batch. DONE: they
         are delivered or dropped for good; FAILED: retry next round; SPLIT: a message of a
         batch of several is refused for good (retry one at a time to find it)."""
+        if self.store.generation != self._restored_for:
+            return _Outcome.FAILED  # the role flipped (or the log was cut) during this round
         msgs = [m for m in (self._real_message(qid, phy) for phy, _ in units) if m is not None]
         result = self.store.put_messages([*msgs, self._progress_message()],
                                          allow_system_topic=True)
