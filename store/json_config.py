@@ -21,7 +21,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 from store.clock import SYSTEM_CLOCK, Clock
 from store.errors import ConfigError, CorruptFile, DiskError
@@ -36,6 +36,7 @@ MAX_QUEUE_NUMS = 1024
 # RocketMQ TopicValidator: legal characters and maximum length of a topic name.
 TOPIC_NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_LENGTH = 127
+TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 
 
 class JsonConfigFile:
@@ -125,7 +126,9 @@ def _parse(raw: bytes) -> dict[str, Any] | str:
 
 @dataclass(frozen=True)
 class TopicConfig:
-    """A topic's queue counts and permissions (RocketMQ TopicConfig). Raises ConfigError when a
+    """A topic's queue counts, permissions, order flag, filter type, system flag and attributes
+    (every field of RocketMQ's TopicConfig; `attributes` may be given as a dict and is kept as
+    sorted (key, value) pairs, so a config stays hashable). Raises ConfigError when a
     value is out of range."""
 
     topic_name: str
@@ -133,6 +136,9 @@ class TopicConfig:
     write_queue_nums: int = DEFAULT_QUEUE_NUMS
     perm: int = PERM_READ | PERM_WRITE
     order: bool = False
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    attributes: tuple[tuple[str, str], ...] = ()  # RocketMQ's Map<String, String>, sorted
 
     def __post_init__(self) -> None:
         name = self.topic_name
@@ -150,6 +156,20 @@ class TopicConfig:
             raise ConfigError(f"perm of topic {name!r} must be 0..7, got {self.perm!r}")
         if not isinstance(self.order, bool):
             raise ConfigError(f"order of topic {name!r} must be a bool, got {self.order!r}")
+        if self.topic_filter_type not in TOPIC_FILTER_TYPES:
+            raise ConfigError(f"topicFilterType of topic {name!r} must be one of "
+                              f"{', '.join(TOPIC_FILTER_TYPES)}, got {self.topic_filter_type!r}")
+        flag = self.topic_sys_flag
+        if isinstance(flag, bool) or not isinstance(flag, int) or flag < 0:
+            raise ConfigError(f"topicSysFlag of topic {name!r} must be an int >= 0, got {flag!r}")
+        attrs = self.attributes
+        pairs = attrs.items() if isinstance(attrs, dict) else attrs
+        if not isinstance(pairs, (tuple, type({}.items()))) or not all(
+                isinstance(p, tuple) and len(p) == 2 and all(isinstance(x, str) for x in p)
+                for p in pairs):
+            raise ConfigError(f"attributes of topic {name!r} must map strings to strings, "
+                              f"got {attrs!r}")
+        object.__setattr__(self, "attributes", tuple(sorted(dict(pairs).items())))
 
     @property
     def readable(self) -> bool:
@@ -160,16 +180,16 @@ class TopicConfig:
         return bool(self.perm & PERM_WRITE)
 
     def to_json(self) -> dict[str, Any]:
-        """RocketMQ's JSON form (fields this store does not use get RocketMQ's defaults)."""
+        """RocketMQ's JSON form: every field RocketMQ's TopicConfig writes to topics.json."""
         return {
             "topicName": self.topic_name,
             "readQueueNums": self.read_queue_nums,
             "writeQueueNums": self.write_queue_nums,
             "perm": self.perm,
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": 0,
+            "topicFilterType": self.topic_filter_type,
+            "topicSysFlag": self.topic_sys_flag,
             "order": self.order,
-            "attributes": {},
+            "attributes": dict(self.attributes),
         }
 
     @classmethod
@@ -182,6 +202,9 @@ class TopicConfig:
             write_queue_nums=obj.get("writeQueueNums", DEFAULT_QUEUE_NUMS),
             perm=obj.get("perm", PERM_READ | PERM_WRITE),
             order=obj.get("order", False),
+            topic_filter_type=obj.get("topicFilterType", "SINGLE_TAG"),
+            topic_sys_flag=obj.get("topicSysFlag", 0),
+            attributes=obj.get("attributes") or {},
         )
 
 
@@ -271,12 +294,13 @@ class TopicConfigTable:
     def _commit(self, topics: dict[str, TopicConfig]) -> None:
         # Persist first, then swap in memory: a failed write leaves memory matching the disk.
         timestamp, counter = self.clock.now_ms(), self._counter + 1
-        self.file.persist(self._encode(topics, timestamp, counter))
+        self.file.persist(self.encode(topics.values(), timestamp, counter))
         self._topics, self._timestamp, self._counter = topics, timestamp, counter
 
     @staticmethod
-    def _encode(topics: dict[str, TopicConfig], timestamp: int, counter: int) -> dict[str, Any]:
+    def encode(topics: Iterable[TopicConfig], timestamp: int, counter: int) -> dict[str, Any]:
+        """topics.json's content (also the replicated topic table's view of itself)."""
         return {
-            "topicConfigTable": {name: cfg.to_json() for name, cfg in topics.items()},
+            "topicConfigTable": {cfg.topic_name: cfg.to_json() for cfg in topics},
             "dataVersion": {"timestamp": timestamp, "counter": counter},
         }

@@ -15,9 +15,14 @@ spells these names.
         lock                    LOCK_FILE: flock + holder's pid (store.markers)
         epochFileCheckpoint     EPOCH_FILE: epoch list, text (store.epoch_file)
         config/                 CONFIG_DIR
-            topics.json         TOPICS_FILE (store.json_config.TopicConfigTable)
-            delayOffset.json    DELAY_OFFSET_FILE (store.schedule)
-            consumerOffset.json CONSUMER_OFFSET_FILE (the node's consumer state; the audit)
+            topics.json         TOPICS_FILE: a view of the replicated topic table (format:
+                                store.json_config.TopicConfigTable; an old-style per-node
+                                file is imported once)
+            delayOffset.json    DELAY_OFFSET_FILE: a view of the schedule progress records
+                                (store.schedule)
+            consumerOffset.json CONSUMER_OFFSET_FILE (a view of the consumer state; the audit)
+            subscriptionGroup.json
+                                SUBSCRIPTION_GROUP_FILE (a view of the consumer state's groups)
             admin.token         ADMIN_TOKEN_FILE: the node's generated admin token (mode 0600;
                                 never exported)
 
@@ -91,6 +96,7 @@ CONFIG_DIR = "config"
 TOPICS_FILE = "topics.json"
 DELAY_OFFSET_FILE = "delayOffset.json"
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
+SUBSCRIPTION_GROUP_FILE = "subscriptionGroup.json"
 ADMIN_TOKEN_FILE = "admin.token"
 CONFIG_FILE_SUFFIX = ".json"  # what config/ holds besides the admin token
 TMP_SUFFIX = ".tmp"
@@ -162,6 +168,7 @@ class StoreLayout:
     topics = _path(CONFIG_DIR, TOPICS_FILE)
     delay_offset = _path(CONFIG_DIR, DELAY_OFFSET_FILE)
     consumer_offset = _path(CONFIG_DIR, CONSUMER_OFFSET_FILE)
+    subscription_group = _path(CONFIG_DIR, SUBSCRIPTION_GROUP_FILE)
     admin_token = _path(CONFIG_DIR, ADMIN_TOKEN_FILE)
 
     def queue_dir(self, topic: str, queue_id: int) -> str:

@@ -91,6 +91,15 @@ class MessageStore:
         # what its master confirmed). None: not bounded (a standalone store).
         self.confirm_source: Callable[[], int] | None = None
         self.append_listeners: list[Callable[[int], None]] = []  # called with the new end
+        # Called with the offset after every truncate() (under reput's lock: set a flag, take
+        # no lock): readers that keep state derived from the log notice a cut below it.
+        self.truncate_listeners: list[Callable[[int], None]] = []
+        # State a master derives from its log (the schedule service's progress) is valid for
+        # one `generation`: it moves when the role flips between slave and master and when the
+        # log is cut. `ready_generation` is the generation whose log prepare_for_writes (or, on
+        # a store that starts as a master, load) made complete and dispatched.
+        self.generation = 0
+        self.ready_generation = -1 if config.is_slave else 0
         self.reput = ReputService(self.commitlog, dispatchers, self.delay_level_ms,
                                   bound=self._dispatch_bound, batch_bytes=config.reput_batch_max_bytes)
         self.reput.listeners.append(self._on_dispatched)
@@ -341,10 +350,14 @@ class MessageStore:
             self.reput.reput_from_offset = min(self.reput.reput_from_offset, offset)
             self.commitlog.topic_queue_table = recovery.rebuild_queue_table(
                 self.commitlog, self.cq_store.queue_offset_table(), self.reput.reput_from_offset)
+            self.generation += 1
+            for listener in self.truncate_listeners:
+                listener(offset)
 
     def prepare_for_writes(self) -> int:
-        """A replica becoming master: cut a torn tail (a chunk that ended mid-record),
-        dispatch everything it holds and rebuild the queue offsets from it. Returns the end."""
+        """A replica becoming master: cut a torn tail (a chunk that ended mid-record), flush
+        (SYNC_FLUSH) and dispatch everything it holds, and rebuild the queue offsets from it.
+        Returns the end."""
         with self.reput._lock:
             end = recovery.valid_end_from(self.commitlog, self.reput.reput_from_offset,
                                           self.config.check_crc_on_recover)
@@ -353,10 +366,16 @@ class MessageStore:
                         self.commitlog.max_wrote_offset())
             self.truncate(end)
         self.confirm_source = None
+        if self.config.is_sync_flush and self.flushed_offset < end:
+            # Under SYNC_FLUSH reput stops at the flushed offset: flush the replicated tail so
+            # that everything this node holds is dispatched before it writes (replicated
+            # tables replay their queues when the node starts to lead).
+            self.durability(end).wait(self.config.sync_flush_timeout / 1000.0 + 1)
         self.reput.catch_up()
         with self.reput._lock:
             self.commitlog.topic_queue_table = recovery.rebuild_queue_table(
                 self.commitlog, self.cq_store.queue_offset_table(), self.reput.reput_from_offset)
+        self.ready_generation = self.generation
         return end
 
     # -- reading ----------------------------------------------------------------------------
@@ -430,7 +449,10 @@ class MessageStore:
     def reconfigure(self, config: StoreConfig) -> None:
         """Swap in `config`, which differs from the current one only in keys the running
         services read on every use (the runtime-updatable keys, the broker role). Services read
-        `store.config` when they use a key, so this one assignment reaches them all."""
+        `store.config` when they use a key, so this one assignment reaches them all. A flip
+        between slave and master starts a new `generation`."""
+        if config.is_slave != self.config.is_slave:
+            self.generation += 1
         self.config = config
 
     # -- internals ---------------------------------------------------------------------------

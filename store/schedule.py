@@ -20,22 +20,47 @@ the delivery time as the consume-queue tagsCode (store time + level delay, or TI
 so the service below finds due messages from the consume queue alone.
 
 Delivery side (`ScheduleService`, a Service; `attach(store)` registers it with the store).
-Each `step()`, for every schedule queue, reads units from the queue's next offset and, for each
-due one, loads the record, rebuilds the real message (topic REAL_TOPIC, queue REAL_QID; DELAY,
-TIMER_*, REAL_*, WAIT and the property-CRC tail removed; everything else, including UNIQ_KEY,
-KEYS, TAGS, body, flag, sysFlag, born timestamp/host and reconsume times, unchanged) and puts
-it with `store.put_messages(..., allow_system_topic=False)`.
+Each `step()`, for every schedule queue, reads units from the queue's next offset and, for the
+due ones (up to 64 at a time), loads each record, rebuilds the real message (topic REAL_TOPIC,
+queue REAL_QID; DELAY, TIMER_*, REAL_*, WAIT and the property-CRC tail removed; everything else,
+including UNIQ_KEY, KEYS, TAGS, body, flag, sysFlag, born timestamp/host and reconsume times,
+unchanged) and appends them in ONE batch with a progress record (below): the progress
+replicates with the deliveries it describes.
 
-- At least once, never skipped: the offset moves past a unit only once its put answered PUT_OK.
-  Any other answer (store not writable, flush failure or timeout, ...) stops that queue for this
-  round; the same unit is retried next round. A flush timeout may therefore deliver twice.
-  The WAIT property is removed, so under SYNC_FLUSH delivery waits for the flush: a persisted
-  offset never runs ahead of a delivery a crash could take away.
+Progress records (the progress replicates with the data): the internal topic
+`rmq_sys_SCHEDULE_PROGRESS`, queue 0, one record per delivery batch, last in the batch:
+
+    field        value
+    topic        rmq_sys_SCHEDULE_PROGRESS (a reserved system topic)
+    queue id     0
+    tag (TAGS)   progress
+    body         UTF-8 JSON, the offsets after the batch, in delayOffset.json's format:
+                 {"offsetTable": {"<level>": nextOffset, ...},
+                  "timerQueueState": {"scanOffset": n, "pending": [index, ...]}}  (optional)
+
+A batch is appended under the commitlog's put lock as contiguous records, so a replica that
+holds the progress record holds every delivery before it; a replica that holds only part of a
+batch (a chunk ended inside it) has the previous progress record, and redelivers that part.
+A node that becomes master (and a store that starts as one) restores its progress from the
+newest progress record of its log, after `prepare_for_writes` dispatched everything it holds
+(`MessageStore.ready_generation`): it neither redelivers what the old master delivered (beyond
+at-least-once for a partly replicated last batch) nor skips anything (a record is never ahead of
+the deliveries in the log). With no progress record (a store from before them, or retention
+deleted them all) the state loaded from delayOffset.json stays. A slave delivers nothing and
+follows the newest progress record it dispatched (up to its confirm offset), keeping
+delayOffset.json as a view.
+
+- At least once, never skipped: the offsets move past units only once their batch answered
+  PUT_OK. Any other answer (store not writable, flush failure or timeout, ...) undoes the
+  batch's move and stops that queue for this round; the same units are retried next round. A
+  flush timeout may therefore deliver twice. The WAIT property is removed, so under SYNC_FLUSH
+  delivery waits for the flush.
 - Dropped (logged, counted in `stats.dropped`), like RocketMQ's "messageTimeup execute error,
   drop it": a record that can no longer be read (its commitlog file was deleted), one without a
-  usable REAL_TOPIC / REAL_QID, and one the store refuses for good (MESSAGE_ILLEGAL,
-  PROPERTIES_SIZE_EXCEEDED, e.g. REAL_TOPIC is a system topic). Retrying those would block the
-  queue forever.
+  usable REAL_TOPIC / REAL_QID or with a system topic as REAL_TOPIC, and one the store refuses
+  for good (MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED: the queue's batch is then retried one
+  message at a time, and the one refused alone is dropped). Retrying those would block the
+  queue forever; the offsets move past them with the next progress record.
 - Level queues are in delivery order (same delay, store-time order), so a round stops at the
   first unit not yet due. A tagsCode more than the level's delay ahead of now (the clock went
   backwards, or the level was shortened) counts as due (RocketMQ correctDeliverTimestamp).
@@ -48,13 +73,13 @@ it with `store.put_messages(..., allow_system_topic=False)`.
   offset and the still pending indexes below it) when at most `TIMER_STATE_PERSIST_MAX` are
   pending; with more, only the watermark is stored and a restart redelivers what was delivered
   above it (at least once).
-- Offsets are persisted, when a round changed them, to `<root>/config/delayOffset.json` in
-  RocketMQ's format {"offsetTable": {"<level>": nextOffset}} (level = queue id + 1), plus our
-  "timerQueueState" key (ignored by RocketMQ). They are loaded at construction; each round
-  raises an offset below its queue's min offset to the min (files deleted by retention) and
-  lowers one above its max offset to the max (a queue truncated by recovery), RocketMQ's
-  correctDelayOffset. A failed persist is logged and retried next round (a restart may then
-  redeliver: at least once).
+- The view: offsets are written, when a round changed them, to `<root>/config/delayOffset.json`
+  in RocketMQ's format {"offsetTable": {"<level>": nextOffset}} (level = queue id + 1), plus our
+  "timerQueueState" key (ignored by RocketMQ). It is loaded at construction (the state until a
+  progress record says otherwise); each round raises an offset below its queue's min offset to
+  the min (files deleted by retention) and lowers one above its max offset to the max (a queue
+  truncated by recovery), RocketMQ's correctDelayOffset. A failed write is logged and retried
+  next round.
 - A store whose broker_role is SLAVE delivers nothing (the master's deliveries replicate).
 - If `message_delay_level` changes the number of levels, the timestamp queue id moves with it;
   change the level count only with an empty timestamp queue.
@@ -62,7 +87,9 @@ it with `store.put_messages(..., allow_system_topic=False)`.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import heapq
+import json
 import logging
 import threading
 from dataclasses import dataclass
@@ -84,6 +111,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+PROGRESS_TOPIC = "rmq_sys_SCHEDULE_PROGRESS"
+PROGRESS_TAG = "progress"
 PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
 TIMER_STATE_PERSIST_MAX = 1024
@@ -94,6 +123,12 @@ _TIMER_PROPS = (codec.PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPE
 _SCHEDULE_PROPS = (codec.PROPERTY_DELAY_TIME_LEVEL, *_TIMER_PROPS, codec.PROPERTY_REAL_TOPIC,
                    codec.PROPERTY_REAL_QUEUE_ID, codec.PROPERTY_WAIT_STORE_MSG_OK, codec.PROP_CRC_NAME)
 _PERMANENT_REFUSALS = (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED)
+
+
+class _Outcome(enum.Enum):
+    DONE = "done"
+    FAILED = "failed"
+    SPLIT = "split"
 
 
 # -- put side ---------------------------------------------------------------------------------
@@ -231,6 +266,8 @@ class ScheduleService(Service):
         self._skip_below = 0  # indexes in [watermark, _skip_below) not in _keep were delivered
         self._keep: set[int] = set()
         self._dirty = False
+        self._restored_for: int | None = None  # store generation the progress was restored for
+        self._followed: tuple[int, int] | None = None  # (generation, progress queue end) seen
         self._load()
 
     # -- offsets file -----------------------------------------------------------------------
@@ -239,28 +276,40 @@ class ScheduleService(Service):
         if data is None:
             return
         try:
-            table = data.get("offsetTable", {})
-            if not isinstance(table, dict):
-                raise ValueError("offsetTable is not an object")
-            for key, value in table.items():
-                level = int(key)
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise ValueError(f"offset of level {key} is {value!r}")
-                if 1 <= level <= self.timer_qid + 1:
-                    self._offsets[level - 1] = value
-                else:
-                    self._foreign[key] = value
-            state = data.get("timerQueueState")
-            watermark = self._offsets.get(self.timer_qid, 0)
-            if isinstance(state, dict):
-                scan = int(state.get("scanOffset", 0))
-                keep = {int(i) for i in state.get("pending", [])}
-                if scan > watermark:
-                    self._skip_below = scan
-                    self._keep = {i for i in keep if watermark <= i < scan}
+            self._apply_table(data)
         except (AttributeError, TypeError, ValueError) as e:
             raise CorruptFile(f"{self.file.path}: {e}") from e
-        self._scan = self._offsets.get(self.timer_qid, 0)
+
+    def _apply_table(self, data: dict[str, Any]) -> None:
+        """Replace the whole delivery state with `data` (delayOffset.json's format, also the
+        progress records' body): the timestamp queue is read again from its watermark, skipping
+        what `timerQueueState` says was delivered above it. ValueError/TypeError/AttributeError
+        on a malformed table (nothing changed then)."""
+        offsets: dict[int, int] = {}
+        foreign: dict[str, Any] = {}
+        skip_below, keep = 0, set()
+        table = data.get("offsetTable", {})
+        if not isinstance(table, dict):
+            raise ValueError("offsetTable is not an object")
+        for key, value in table.items():
+            level = int(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"offset of level {key} is {value!r}")
+            if 1 <= level <= self.timer_qid + 1:
+                offsets[level - 1] = value
+            else:
+                foreign[key] = value
+        state = data.get("timerQueueState")
+        watermark = offsets.get(self.timer_qid, 0)
+        if isinstance(state, dict):
+            scan = int(state.get("scanOffset", 0))
+            pending = {int(i) for i in state.get("pending", [])}
+            if scan > watermark:
+                skip_below, keep = scan, {i for i in pending if watermark <= i < scan}
+        self._offsets, self._foreign = offsets, foreign
+        self._skip_below, self._keep = skip_below, keep
+        self._scan = watermark
+        self._heap, self._pending, self._index_heap = [], set(), []
 
     def _encode(self) -> dict[str, Any]:
         table: dict[str, Any] = dict(self._foreign)
@@ -296,9 +345,17 @@ class ScheduleService(Service):
         return 0.1
 
     def step(self) -> None:
-        if self.store.config.is_slave:
+        store = self.store
+        if store.config.is_slave:
+            self._follow()
             return
+        generation = store.generation
+        if store.ready_generation != generation:
+            return  # becoming master: its log is not complete and dispatched yet
         with self._lock:
+            if self._restored_for != generation:
+                self._restore()
+                self._restored_for = generation
             now = self.clock.now_ms()
             more = False
             for qid in range(len(self.levels)):
@@ -339,18 +396,30 @@ class ScheduleService(Service):
         off = self._clamped(qid, cq)
         latest_ok = now + self.levels[qid]  # later than this: the clock went backwards
         handled = 0
+        batch = _BATCH
         while handled < _MAX_PER_ROUND:
-            units = list(cq.iter_units(off, _BATCH))
-            if not units:
-                return False
+            units = list(cq.iter_units(off, batch))
+            due = []
             for index, phy, size, deliver in units:
                 if now < deliver <= latest_ok:
+                    break
+                due.append((index, phy, size))
+            if not due:
+                return False
+            before = self._offsets.get(qid, 0)
+            self._offsets[qid] = due[-1][0] + 1  # what the batch's progress record says
+            outcome = self._put_batch(qid, [(phy, size) for _, phy, size in due])
+            if outcome is not _Outcome.DONE:
+                self._offsets[qid] = before
+                if outcome is _Outcome.FAILED:
                     return False
-                if not self._deliver(qid, phy, size):
-                    return False
-                off = index + 1
-                self._set_offset(qid, off)
-                handled += 1
+                batch = 1  # one message of the batch is refused for good: find it
+                continue
+            off = due[-1][0] + 1
+            self._dirty = True
+            handled += len(due)
+            if len(due) < len(units):
+                return False  # stopped at a unit not yet due
         return True
 
     # -- timestamp queue ---------------------------------------------------------------------
@@ -413,45 +482,132 @@ class ScheduleService(Service):
 
     def _deliver_due(self, now: int, limit: int) -> tuple[bool, int]:
         n = 0
+        batch = _BATCH
         while self._heap and self._heap[0][0] <= now and n < limit:
-            deliver, index, phy, size = self._heap[0]
-            if not self._deliver(self.timer_qid, phy, size):
-                return False, n
-            heapq.heappop(self._heap)
-            self._pending.discard(index)
-            self._keep.discard(index)
+            entries = []
+            while self._heap and self._heap[0][0] <= now and len(entries) < min(batch, limit - n):
+                entries.append(heapq.heappop(self._heap))
+            indexes = [e[1] for e in entries]
+            kept = self._keep.intersection(indexes)
+            before = self._offsets.get(self.timer_qid, 0)
+            self._pending.difference_update(indexes)
+            self._keep.difference_update(indexes)
+            self._offsets[self.timer_qid] = self._watermark()  # what the progress record says
+            outcome = self._put_batch(self.timer_qid, [(e[2], e[3]) for e in entries])
+            if outcome is not _Outcome.DONE:  # undo: the entries are pending again
+                for e in entries:
+                    heapq.heappush(self._heap, e)
+                    heapq.heappush(self._index_heap, e[1])
+                self._pending.update(indexes)
+                self._keep |= kept
+                self._offsets[self.timer_qid] = before
+                if outcome is _Outcome.FAILED:
+                    return False, n
+                batch = 1
+                continue
             self._dirty = True
-            n += 1
+            n += len(entries)
         return True, n
 
-    # -- one message -------------------------------------------------------------------------
-    def _deliver(self, qid: int, phy: int, size: int) -> bool:
-        """Put the real message of the unit. True when the offset may move past it (delivered
-        or dropped for good), False to retry next round."""
+    # -- one batch --------------------------------------------------------------------------
+    def _put_batch(self, qid: int, units: list[tuple[int, int]]) -> "_Outcome":
+        """Append the real messages of `units` (commitlog offset, size) and the progress record
+        of the current state, which already counts them as delivered, in one batch. DONE: they
+        are delivered or dropped for good; FAILED: retry next round; SPLIT: a message of a
+        batch of several is refused for good (retry one at a time to find it)."""
+        if self.store.generation != self._restored_for:
+            return _Outcome.FAILED  # the role flipped (or the log was cut) during this round
+        msgs = [m for m in (self._real_message(qid, phy) for phy, _ in units) if m is not None]
+        result = self.store.put_messages([*msgs, self._progress_message()],
+                                         allow_system_topic=True)
+        if result.ok:
+            self.stats.delivered += len(msgs)
+            return _Outcome.DONE
+        if result.status in _PERMANENT_REFUSALS and msgs:
+            if len(msgs) > 1:
+                return _Outcome.SPLIT
+            self._drop(qid, units[0][0], f"{result.status.value}: {result.reason}")
+            return self._put_batch(qid, [])  # the progress past it, alone
+        self.stats.put_failures += 1
+        self.stats.last_failure = f"{result.status.value}: {result.reason}"
+        log.warning("schedule: delivery of %d level %d message(s) failed (%s); retrying",
+                    len(msgs), qid + 1, self.stats.last_failure)
+        return _Outcome.FAILED
+
+    def _real_message(self, qid: int, phy: int) -> Message | None:
+        """The message to deliver for the unit at `phy`, or None (dropped for good)."""
         record = self.store.look_message_by_offset(phy)
         if record is None or record.topic != SCHEDULE_TOPIC:
             return self._drop(qid, phy, "record no longer readable")
         try:
             msg = rebuild_real_message(record)
+            check_topic(msg.topic, allow_system=False)
         except MessageIllegal as e:
             return self._drop(qid, phy, str(e))
-        result = self.store.put_messages([msg], allow_system_topic=False)
-        if result.ok:
-            self.stats.delivered += 1
-            return True
-        if result.status in _PERMANENT_REFUSALS:
-            return self._drop(qid, phy, f"{result.status.value}: {result.reason}")
-        self.stats.put_failures += 1
-        self.stats.last_failure = f"{result.status.value}: {result.reason}"
-        log.warning("schedule: delivery of level %d message at %d failed (%s); retrying",
-                    qid + 1, phy, self.stats.last_failure)
-        return False
+        return msg
 
-    def _drop(self, qid: int, phy: int, reason: str) -> bool:
+    def _progress_message(self) -> Message:
+        data = self._encode()
+        body = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+        if len(body) > self.store.config.max_message_size:  # the watermark alone: at least once
+            data.pop("timerQueueState", None)
+            body = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+        return Message(PROGRESS_TOPIC, body, 0, {codec.PROPERTY_TAGS: PROGRESS_TAG})
+
+    def _drop(self, qid: int, phy: int, reason: str) -> None:
         self.stats.dropped += 1
         log.error("schedule: dropping level %d message at commitlog offset %d: %s",
                   qid + 1, phy, reason)
-        return True
+
+    # -- progress in the log -----------------------------------------------------------------
+    def newest_progress(self) -> dict[str, Any] | None:
+        """The body of the newest progress record reput dispatched (None: there is none, or
+        retention deleted it)."""
+        store = self.store
+        end = store.max_offset_in_queue(PROGRESS_TOPIC, 0)
+        if end <= store.min_offset_in_queue(PROGRESS_TOPIC, 0):
+            return None
+        got = store.get_messages(PROGRESS_TOPIC, 0, end - 1, 1)
+        if not got.found:
+            return None
+        try:
+            data = json.loads(bytes(got.messages[0].body))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            log.error("schedule: unreadable progress record at queue offset %d: %s", end - 1, e)
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _restore(self) -> None:
+        """Become the master's delivery state: the newest progress record of the log, else
+        what this node had (its delayOffset.json or what it followed), read again from the
+        queues (call with the lock)."""
+        data = self.newest_progress()
+        try:
+            self._apply_table(data if data is not None else self._encode())
+        except (AttributeError, TypeError, ValueError) as e:
+            log.error("schedule: progress record unusable (%s); keeping the offsets", e)
+            self._apply_table(self._encode())
+        self._dirty = True
+        log.info("schedule: progress restored from %s: %s",
+                 "the log" if data is not None else self.file.path, self.offset_table())
+
+    def _follow(self) -> None:
+        """A slave: adopt the newest progress record it dispatched and keep the view."""
+        store = self.store
+        seen = (store.generation, store.max_offset_in_queue(PROGRESS_TOPIC, 0))
+        if seen == self._followed:
+            return
+        self._followed = seen
+        data = self.newest_progress()
+        if data is None:
+            return
+        with self._lock:
+            try:
+                self._apply_table(data)
+            except (AttributeError, TypeError, ValueError) as e:
+                log.error("schedule: progress record unusable (%s)", e)
+                return
+            self.persist()
 
     # -- observability -----------------------------------------------------------------------
     def delivery_lag_ms(self) -> int:

@@ -1,5 +1,6 @@
 """Fixtures shared by every test package: in-process nodes (tests/support/nodes.py) for one
-test or one module, a manual clock to run them by, and a group of real node processes
+test or one module, a manual clock to run them by, a store led without a node for replicated
+tables (tests/support/leader_store.py), and a group of real node processes
 (tests/integration/harness.py)."""
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from store.clock import ManualClock
 from tests.integration.harness import Group
+from tests.support.leader_store import LeaderStore
 from tests.support.nodes import Nodes
 
 
@@ -38,6 +40,15 @@ def module_nodes(tmp_path_factory):
     """In-process nodes shared by the tests of one module, stopped after its last test."""
     with Nodes(str(tmp_path_factory.mktemp("nodes"))) as n:
         yield n
+
+
+@pytest.fixture
+def leader(tmp_path):
+    """A store led by a MasterRole, without a node (tests/support/leader_store.py): what a
+    replicated table needs."""
+    ls = LeaderStore(str(tmp_path / "leader"))
+    yield ls
+    ls.close()
 
 
 @pytest.fixture

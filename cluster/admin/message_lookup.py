@@ -134,7 +134,7 @@ def _by_offset_id(store: "MessageStore", msg_id: str) -> MessageRecord | None:
 
 def _all_topics(node: "AdminNode") -> list[str]:
     names = {cq.topic for cq in node.store.cq_store.queues()}
-    names.update(c.topic_name for c in node.messaging.topics.table.all())
+    names.update(c.topic_name for c in node.messaging.topics.all())
     return sorted(names)
 
 

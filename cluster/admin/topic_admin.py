@@ -1,28 +1,35 @@
 """Topic management of the Admin API: list, create, update, delete.
 
-The table is the node's TopicRegistry table (`config/topics.json`, the one QueryRoute and
-SendMessage use), so a topic created here is routed at once. Writes happen on the master only:
-a slave's table is a cache of its master's answers. Names the broker manages itself (system
-topics, rmq_sys_*/RMQ_SYS_*, %RETRY%<group>, %DLQ%<group>) are refused with PERMISSION_DENIED:
-changing their queue counts or deleting them would break the schedule service, the consumer
-state or the retry/DLQ path. Deleting a topic removes its table entry only; its messages stay
-until retention deletes the files that hold them.
+The table is the node's replicated topic table (cluster/metadata/topic_table.py, the one
+QueryRoute and SendMessage use), so a topic created here is routed at once. Every node lists
+its own copy (a slave: its master's table up to its confirm offset); changes happen on the
+master only, and answer once their record holds under the flush and replication policy (a
+change that is stored on the master but not yet durable answers FAILED_PRECONDITION saying so).
+Names the broker manages itself (system topics, rmq_sys_*/RMQ_SYS_*, %RETRY%<group>,
+%DLQ%<group>) are refused with PERMISSION_DENIED: changing their queue counts or deleting them
+would break the schedule service, the consumer state or the retry/DLQ path. Deleting a topic
+removes its table entry only; its messages stay until retention deletes the files that hold
+them.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 import grpc
 
 from proto import admin_pb2 as pb
 from store.errors import MessageIllegal, StoreError
-from store.json_config import MAX_QUEUE_NUMS, PERM_READ, PERM_WRITE, TopicConfig, TopicConfigTable
+from store.json_config import MAX_QUEUE_NUMS, PERM_READ, PERM_WRITE, TopicConfig
+from store.put_result import PutResult, PutStatus
 from store.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, check_topic, is_system_topic
 
-from cluster.admin.admin_error import AdminError, invalid
+from cluster.admin.admin_error import AdminError, invalid, not_master_error
+from cluster.metadata.topic_table import TopicExists, TopicMissing, TopicTable
+from cluster.node.node_role import NotMaster
+from cluster.replicated.replicated_table import AppendRefused
+from cluster.replicated.table_records import TableRecordError
 
 if TYPE_CHECKING:
     from cluster.admin.admin_node import AdminNode
@@ -32,9 +39,7 @@ ALLOWED_PERMS = {PERM_WRITE: "-W", PERM_READ: "R-", PERM_READ | PERM_WRITE: "RW"
 DELETE_NOTE = ("removed from the topic table only: its messages stay in the commitlog and consume "
                "queues until retention deletes them (fileReservedTime); with "
                "autoCreateTopicEnable=true the next send creates the topic again")
-# Check-then-write of admin calls (create must not overwrite a topic another admin call just
-# created). Auto-creation by a send can still slip in between; the operator's config then wins.
-_write_lock = threading.Lock()
+T = TypeVar("T")
 
 
 def topic_kind(name: str) -> str:
@@ -49,8 +54,28 @@ def perm_name(perm: int) -> str:
     return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-")
 
 
-def _table(node: "AdminNode") -> TopicConfigTable:
+def _table(node: "AdminNode") -> TopicTable:
     return node.messaging.topics.table
+
+
+def _call(what: str, call: Callable[[], T]) -> T:
+    """A call of the topic table, its problems as AdminErrors."""
+    try:
+        return call()
+    except AppendRefused as e:
+        raise AdminError(grpc.StatusCode.FAILED_PRECONDITION,
+                         f"{what}: the store refused the change ({e}); nothing changed") from None
+    except NotMaster as e:  # the role changed under the call
+        raise not_master_error(what, e) from None
+    except (TableRecordError, StoreError) as e:
+        raise AdminError(grpc.StatusCode.INTERNAL, f"{what}: {e}") from None
+
+
+def _durable(what: str, result: PutResult) -> None:
+    if result.status is not PutStatus.PUT_OK:
+        raise AdminError(grpc.StatusCode.FAILED_PRECONDITION,
+                         f"{what}: stored on the master but not durable: {result.status.value}"
+                         f"{': ' + result.reason if result.reason else ''}")
 
 
 def check_writable_name(name: str) -> None:
@@ -107,17 +132,10 @@ def to_info(config: TopicConfig) -> pb.TopicInfo:
                         kind=topic_kind(config.topic_name), configured=True)
 
 
-def _put(table: TopicConfigTable, config: TopicConfig) -> None:
-    try:
-        table.put(config)
-    except StoreError as e:  # DiskError: the file and the table are unchanged
-        raise AdminError(grpc.StatusCode.INTERNAL, f"cannot write {table.path}: {e}") from e
-
-
 def list_topics(node: "AdminNode", req: pb.ListTopicsRequest) -> pb.ListTopicsResponse:
-    table = _table(node)
+    state = _call("list topics", _table(node).state)
     store = node.store
-    configured = {c.topic_name: c for c in table.all()}
+    configured = {c.topic_name: c for c in state.all()}
     queues: dict[str, list[int]] = {}
     for cq in store.cq_store.queues():
         queues.setdefault(cq.topic, []).append(cq.queue_id)
@@ -126,7 +144,7 @@ def list_topics(node: "AdminNode", req: pb.ListTopicsRequest) -> pb.ListTopicsRe
         if req.topic not in configured and req.topic not in queues:
             raise AdminError(grpc.StatusCode.NOT_FOUND, f"topic {req.topic} does not exist")
         names = [req.topic]
-    timestamp, counter = table.data_version
+    timestamp, counter = state.data_version
     out = pb.ListTopicsResponse(data_version_counter=counter, data_version_timestamp=timestamp)
     for name in names:
         config = configured.get(name)
@@ -150,18 +168,19 @@ def create_topic(node: "AdminNode", req: pb.TopicRequest, caller: str) -> pb.Top
     check_writable_name(req.name)
     changes = _changes(req)
     node.require_master(f"create topic {req.name}")
-    table = _table(node)
     n = node.config.current.default_topic_queue_nums
     config = TopicConfig(**{"topic_name": req.name, "read_queue_nums": n,
                             "write_queue_nums": n, **changes})
-    with _write_lock:
-        if table.get(req.name) is not None:
-            raise AdminError(grpc.StatusCode.ALREADY_EXISTS,
-                             f"topic {req.name} already exists (use update)")
-        _put(table, config)
-    log.warning("admin CreateTopic by %s: %s read %d write %d perm %s order %s", caller,
+    what = f"create topic {req.name}"
+    try:
+        result = _call(what, lambda: _table(node).create(config))
+    except TopicExists:
+        raise AdminError(grpc.StatusCode.ALREADY_EXISTS,
+                         f"topic {req.name} already exists (use update)") from None
+    log.warning("admin CreateTopic by %s: %s read %d write %d perm %s order %s (%s)", caller,
                 req.name, config.read_queue_nums, config.write_queue_nums,
-                perm_name(config.perm), config.order)
+                perm_name(config.perm), config.order, result.status.value)
+    _durable(what, result)
     return to_info(config)
 
 
@@ -171,33 +190,30 @@ def update_topic(node: "AdminNode", req: pb.TopicRequest, caller: str) -> pb.Top
     if not changes:
         raise invalid(f"update topic {req.name}: no field to change was given")
     node.require_master(f"update topic {req.name}")
-    table = _table(node)
-    with _write_lock:
-        old = table.get(req.name)
-        if old is None:
-            raise AdminError(grpc.StatusCode.NOT_FOUND,
-                             f"topic {req.name} does not exist (use create)")
-        config = dataclasses.replace(old, **changes)
-        _put(table, config)
-    log.warning("admin UpdateTopic by %s: %s %s -> %s", caller, req.name,
-                _describe(old), _describe(config))
+    what = f"update topic {req.name}"
+    try:
+        old, config, result = _call(what, lambda: _table(node).update(
+            req.name, lambda c: dataclasses.replace(c, **changes)))
+    except TopicMissing:
+        raise AdminError(grpc.StatusCode.NOT_FOUND,
+                         f"topic {req.name} does not exist (use create)") from None
+    log.warning("admin UpdateTopic by %s: %s %s -> %s (%s)", caller, req.name,
+                _describe(old), _describe(config), result.status.value)
+    _durable(what, result)
     return to_info(config)
 
 
 def delete_topic(node: "AdminNode", req: pb.DeleteTopicRequest, caller: str) -> pb.DeleteTopicResponse:
     check_writable_name(req.name)
     node.require_master(f"delete topic {req.name}")
-    table = _table(node)
-    with _write_lock:
-        old = table.get(req.name)
-        if old is None:
-            raise AdminError(grpc.StatusCode.NOT_FOUND, f"topic {req.name} does not exist")
-        try:
-            table.delete(req.name)
-        except StoreError as e:
-            raise AdminError(grpc.StatusCode.INTERNAL, f"cannot write {table.path}: {e}") from e
-    log.warning("admin DeleteTopic by %s: %s (%s); data kept until retention", caller, req.name,
-                _describe(old))
+    what = f"delete topic {req.name}"
+    try:
+        old, result = _call(what, lambda: _table(node).delete(req.name))
+    except TopicMissing:
+        raise AdminError(grpc.StatusCode.NOT_FOUND, f"topic {req.name} does not exist") from None
+    log.warning("admin DeleteTopic by %s: %s (%s); data kept until retention (%s)", caller,
+                req.name, _describe(old), result.status.value)
+    _durable(what, result)
     return pb.DeleteTopicResponse(deleted=to_info(old), note=DELETE_NOTE)
 
 

@@ -9,8 +9,9 @@ state: the messaging service forwards consumer calls to its master, and a slave 
 failover replays the table the first time a call needs it, resuming from the acks the old
 master replicated.
 
-The table keeps RocketMQ's `config/consumerOffset.json` as a view of the committed offsets, for
-RocketMQ tooling and the audit; its snapshots keep replay short.
+The table keeps RocketMQ's `config/consumerOffset.json` (the committed offsets) and
+`config/subscriptionGroup.json` (the group configs) as views, for RocketMQ tooling and the
+audit, written on the master; its snapshots keep replay short.
 """
 from __future__ import annotations
 
@@ -62,9 +63,10 @@ class ConsumerService:
         self.topics = topics
         self.table: ReplicatedTable[ConsumerState] = ReplicatedTable(
             CONSUMER_STATE_RECORDS, ConsumerState, role, store, clock)
-        self.offset_view = self.table.add_view(
-            StoreLayout(store.config.store_path_root_dir).consumer_offset,
-            ConsumerState.offset_table)
+        layout = StoreLayout(store.config.store_path_root_dir)
+        self.offset_view = self.table.add_view(layout.consumer_offset, ConsumerState.offset_table)
+        self.group_view = self.table.add_view(layout.subscription_group,
+                                              ConsumerState.subscription_group_table)
         self.lock = self.table.lock
 
     @property

@@ -74,6 +74,7 @@ class ConsumerState:
         self.groups: dict[str, GroupInfo] = {}
         self.queues: dict[QueueKey, QueueState] = {}
         self.next_handle = 1
+        self.group_changes = 0  # group events since the table began (subscriptionGroup.json)
         self.events_since_snapshot = 0
         self.version = 0  # events applied: tells writers of derived files that something changed
 
@@ -102,6 +103,10 @@ class ConsumerState:
         self.events_since_snapshot = 0 if kind == "snapshot" else self.events_since_snapshot + 1
 
     def _group(self, e: dict[str, Any]) -> None:
+        self.group_changes += 1
+        self._set_group(e)
+
+    def _set_group(self, e: dict[str, Any]) -> None:
         name = e["group"]
         if e.get("deleted"):
             self.groups.pop(name, None)
@@ -154,7 +159,8 @@ class ConsumerState:
         self.groups = {}
         self.queues = {}
         for g in e["groups"]:
-            self._group(g)
+            self._set_group(g)
+        self.group_changes = int(e.get("group_changes", 0))  # absent in older snapshots
         for group, topic, queue, cursor, inflight in e["queues"]:
             self.queues[(group, topic, queue)] = QueueState(
                 cursor, {o: Inflight(a, u, h, g) for o, a, u, h, g in inflight})
@@ -172,6 +178,7 @@ class ConsumerState:
                          for o, i in sorted(q.inflight.items())]]
                        for k, q in self.queues.items()],
             "next_handle": self.next_handle,
+            "group_changes": self.group_changes,
         }
 
     def offset_table(self) -> dict[str, Any]:
@@ -182,6 +189,25 @@ class ConsumerState:
         for (group, topic, queue_id), q in sorted(self.queues.items()):
             table.setdefault(f"{topic}@{group}", {})[str(queue_id)] = q.committed
         return {"offsetTable": table}
+
+    def subscription_group_table(self) -> dict[str, Any]:
+        """Group configs in RocketMQ's config/subscriptionGroup.json shape (SubscriptionGroupConfig
+        with RocketMQ's defaults for what this broker does not use; fifo is
+        consumeMessageOrderly); dataVersion's counter counts group events (snapshots carry it),
+        its timestamp is 0 (group events carry no time)."""
+        table = {}
+        for name, g in sorted(self.groups.items()):
+            table[name] = {
+                "groupName": name, "consumeEnable": g.consume_enable,
+                "consumeFromMinEnable": True, "consumeBroadcastEnable": True,
+                "consumeMessageOrderly": g.fifo, "retryQueueNums": 1,
+                "retryMaxTimes": g.retry_max_times, "brokerId": 0,
+                "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True,
+                "groupSysFlag": 0, "consumeTimeoutMinute": 15, "subscriptionDataSet": [],
+                "attributes": {},
+            }
+        return {"subscriptionGroupTable": table,
+                "dataVersion": {"counter": self.group_changes, "timestamp": 0}}
 
     def group_event(self, info: GroupInfo) -> dict[str, Any]:
         return {"kind": "group", **{k: v for k, v in dataclasses.asdict(info).items()

@@ -2,9 +2,10 @@
 
 - Master: QueryRoute answers from the topic table (auto-creating), SendMessage appends.
 - Slave: SendMessage is forwarded to the current master (the Role's followed address: the
-  node's haMasterAddress, or the address given by the last SwitchRole); QueryRoute asks the master for the topic (which may
-  create it there), keeps a copy in the slave's own table, and answers with the slave's view of
-  the group's addresses; when the master cannot be reached, the local copy answers.
+  node's haMasterAddress, or the address given by the last SwitchRole); QueryRoute asks the
+  master for the topic (fresher; it may create it there) and answers with the slave's view of
+  the group's addresses; when the master cannot be reached, the slave's own replicated topic
+  table answers (its master's table up to the confirm offset).
 - Consumer calls (ReceiveMessage, Ack, offsets, DLQ): the master answers from its consumer
   state (cluster/consume/); a slave forwards them to its master (consumer_router.py).
 - Any role: PullMessage / QueryOffset read the local store; Heartbeat and
@@ -28,7 +29,6 @@ from typing import TYPE_CHECKING, Callable
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.errors import StoreError
-from store.json_config import TopicConfigTable
 
 from cluster.consume.consumer_calls import ConsumeSettings, ConsumerCalls
 from cluster.consume.consumer_service import ConsumerService
@@ -44,6 +44,7 @@ from cluster.messaging.telemetry_relay import TelemetryRelay
 from cluster.messaging.transaction import TransactionService
 from cluster.messaging.transaction_check import TransactionChecker
 from cluster.messaging.v2_status import V2Error
+from cluster.metadata.topic_table import TopicTable
 from cluster.node.node_role import Forward, NotMaster
 from cluster.replicated.replicated_table import TableService
 
@@ -74,7 +75,7 @@ class MessagingService:
         self.clock = clock
         self.advertised_address = advertised_address
         self.topics = TopicRegistry(
-            TopicConfigTable.for_store(c.store.store_path_root_dir, clock=clock),
+            TopicTable(role, store, clock),
             lambda: TopicDefaults(self.config.auto_create_topic_enable,
                                   self.config.default_topic_queue_nums))
         self.budget = StreamBudget(MAX_OPEN_STREAMS)
@@ -90,7 +91,7 @@ class MessagingService:
         self.relay = TelemetryRelay(  # producers on a slave still get the master's checks
             lambda: role.followed_address, self.telemetry, self.forwarder)
         self.consumers = ConsumerService(role, store, clock, self.topics)
-        self.tables = TableService([self.consumers.table])  # snapshots and JSON views
+        self.tables = TableService([self.consumers.table, self.topics.table.replicated])
         self.consumer_router = ConsumerRouter(self, ConsumerCalls(
             self.consumers, self.reader.waiter, self.budget,
             ConsumeSettings(min_invisible_ms=c.min_invisible_time_ms)))
@@ -100,7 +101,6 @@ class MessagingService:
         return self.live.current
 
     def start(self) -> None:
-        self.topics.load()
         self.reader.attach()
         self.tables.start()
         self.transaction_checker.start()
@@ -176,10 +176,6 @@ class MessagingService:
             if answer.status.code == d.OK:
                 config = config_from_route(topic, answer.message_queues)
                 if config is not None:
-                    try:
-                        self.topics.adopt(config)
-                    except StoreError as e:  # still answer; the copy is only a fallback
-                        log.warning("cannot keep the master's config of topic %s: %s", topic, e)
                     return config
             elif answer.status.code in (d.TOPIC_NOT_FOUND, d.ILLEGAL_TOPIC, d.NOT_IMPLEMENTED):
                 raise V2Error(answer.status.code, answer.status.message)
@@ -191,7 +187,7 @@ class MessagingService:
         config = self.topics.get(topic)
         if config is None:
             raise problem or V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
-        log.info("route of %s from the local table: %s", topic, problem.message if problem else "")
+        log.info("route of %s from this node's replicated topic table: %s", topic, problem.message if problem else "")
         return config
 
     def send(self, request: s.SendMessageRequest, *, peer_ip: str = "", forwarded: bool = False,

@@ -1,11 +1,12 @@
 """Routes: which queues a topic has and where clients reach them.
 
-Topics live in the node's topic table (`<storePathRootDir>/config/topics.json`, RocketMQ's
-format, store/json_config.TopicConfigTable). `TopicRegistry` adds auto-creation: with
+Topics live in the node's replicated topic table (cluster/metadata/topic_table.py: records on
+the internal topic `rmq_sys_TOPIC_TABLE`, `config/topics.json` a view of them), the same on
+every replica up to its confirm offset. `TopicRegistry` adds auto-creation: with
 `autoCreateTopicEnable` (default true) the MASTER creates an unknown topic on QueryRoute or
 SendMessage with `defaultTopicQueueNums` (default 4) read and write queues, perm READ|WRITE.
-A slave never creates topics: it asks its master (service.py) and keeps a copy of the answer in
-its own table, so a slave promoted later still knows the topic.
+A slave never creates topics: it asks its master (messaging_service.py), which is fresher, and
+answers from its own copy of the table when the master cannot be reached.
 
 A route lists one MessageQueue per queue id with the broker group's name, broker id 0 (the
 official clients drop every queue whose broker id is not 0), a permission from the topic's perm
@@ -16,16 +17,21 @@ writes (a slave forwards them to its master) and serves reads.
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TypeVar
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
-from store.json_config import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigTable
+from store.errors import StoreError
+from store.json_config import PERM_READ, PERM_WRITE, TopicConfig
 
 from cluster.messaging.v2_status import V2Error
+from cluster.metadata.topic_table import TopicTable
+from cluster.node.node_role import NotMaster
+from cluster.replicated.replicated_table import AppendRefused
+from cluster.replicated.table_records import TableRecordError
 
 ACCEPTED_MESSAGE_TYPES = (d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -36,69 +42,68 @@ class TopicDefaults:
 
 
 class TopicRegistry:
-    """The topic table plus the auto-create rule. `_lock` serializes creations; the table is
-    thread-safe on its own."""
+    """The topic table plus the auto-create rule, for the client API: every problem of the
+    table is a V2Error (a refused append keeps its put status; a node between roles or a table
+    that cannot be read is INTERNAL_SERVER_ERROR, which clients retry)."""
 
-    def __init__(self, table: TopicConfigTable,
+    def __init__(self, table: TopicTable,
                  defaults: Callable[[], TopicDefaults] = TopicDefaults) -> None:
         self.table = table
         self.defaults = defaults
-        self._lock = threading.Lock()
-
-    def load(self) -> None:
-        self.table.load()
 
     def get(self, topic: str) -> TopicConfig | None:
-        return self.table.get(topic)
+        return _v2(lambda: self.table.get(topic))
+
+    def all(self) -> list[TopicConfig]:
+        return _v2(self.table.all)
 
     def get_or_create(self, topic: str) -> TopicConfig:
         """The topic's config; creates it when unknown and auto-create is on (callers: the
         master only). TOPIC_NOT_FOUND otherwise. The name must already be validated."""
-        config = self.table.get(topic)
+        config = self.get(topic)
         if config is not None:
             return config
         defaults = self.defaults()
         if not defaults.auto_create:
             raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist "
                                              f"(autoCreateTopicEnable=false)")
-        with self._lock:
-            config = self.table.get(topic)
-            if config is None:
-                n = defaults.queue_nums
-                config = TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n)
-                self.table.put(config)  # persisted before anyone sees it
-        return config
+        n = defaults.queue_nums
+        return self._add(TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n),
+                         "auto")
 
     def ensure(self, topic: str, queue_nums: int) -> TopicConfig:
         """A topic the broker itself writes (e.g. %DLQ%<group>): created when missing, whatever
-        autoCreateTopicEnable says (callers: the master only)."""
-        with self._lock:
-            config = self.table.get(topic)
-            if config is None:
-                config = TopicConfig(topic_name=topic, read_queue_nums=queue_nums,
-                                     write_queue_nums=queue_nums)
-                self.table.put(config)
-        return config
+        autoCreateTopicEnable says (callers: the master only; never waits, so callers may hold
+        another table's lock)."""
+        return self._add(TopicConfig(topic_name=topic, read_queue_nums=queue_nums,
+                                     write_queue_nums=queue_nums), "ensure")
 
     def learn(self, topic: str, queue_ids: Iterable[int]) -> TopicConfig | None:
-        """A topic missing from this node's table although its store holds queues of it (the
-        master auto-created it and this node was a slave that never asked for its route):
-        recorded with max(defaultTopicQueueNums, highest queue id + 1) queues."""
+        """A topic missing from the table although the store holds queues of it (a store from
+        before the replicated table): recorded by the master with max(defaultTopicQueueNums,
+        highest queue id + 1) queues; another node only answers with that config."""
         ids = list(queue_ids)
         if not ids:
             return None
-        with self._lock:
-            config = self.table.get(topic)
-            if config is None:
-                n = max(self.defaults().queue_nums, max(ids) + 1)
-                config = TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n)
-                self.table.put(config)
-        return config
+        n = max(self.defaults().queue_nums, max(ids) + 1)
+        config = TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n)
+        if not self.table.leading:
+            return config
+        return self._add(config, "learn")
 
-    def adopt(self, config: TopicConfig) -> None:
-        """Keep a copy of the master's config of a topic (slaves)."""
-        if self.table.get(config.topic_name) != config:
-            self.table.put(config)
+    def _add(self, config: TopicConfig, by: str) -> TopicConfig:
+        return _v2(lambda: self.table.add_missing(config, by))
+
+
+def _v2(call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except AppendRefused as e:
+        raise V2Error.from_put(e.result) from None
+    except NotMaster as e:
+        raise V2Error(d.INTERNAL_SERVER_ERROR, e.reason) from None
+    except (TableRecordError, StoreError) as e:
+        raise V2Error(d.INTERNAL_SERVER_ERROR, f"the topic table cannot be read: {e}") from None
 
 
 def queue_permission(config: TopicConfig, queue_id: int) -> int:

@@ -105,7 +105,7 @@ class Node:
         self.epochs = EpochCache.from_entries(self.epoch_file.load())
         self.messaging = MessagingService(self.role, self.store, self.live, self.clock,
                                           self.advertised_address)
-        self.messaging.start()  # loads config/topics.json
+        self.messaging.start()
         admin = AdminNode(node_id=c.node_id, role=self.role, store=self.store, config=self.live,
                           messaging=self.messaging, status=self.status,
                           switch_role=self.switch_role, put_messages=self.put_messages,

@@ -15,7 +15,7 @@ RocketMQ 5 client API (apache.rocketmq.v2.MessagingService, see cluster/messagin
                        QueryRoute (default: this node's advertised address, plus its master's
                        address while it is a slave)
     autoCreateTopicEnable  true: QueryRoute/SendMessage create an unknown topic (on the master,
-                       in config/topics.json) with defaultTopicQueueNums (4) queues
+                       in the replicated topic table) with defaultTopicQueueNums (4) queues
     accessKey, secretKey   when both are set, every MessagingService call must carry a valid
                        MQv2-HMAC-SHA1 `authorization` (else UNAUTHORIZED)
     minInvisibleTimeMillsForRecv  the shortest invisible duration ReceiveMessage and

@@ -15,13 +15,27 @@ what a lost one costs).
 The state is loaded lazily for the current master: the first call that needs it in a master
 role (`ensure_loaded`) replays the topic from its min offset. A node that becomes master by a
 failover therefore resumes from what the old master replicated; a node that leaves the master
-role loads again the next time it leads (its log may have been cut meanwhile).
+role loads again the next time it leads (its log may have been cut meanwhile). A table with
+`initial_events` appends them (one batch, not waited for) the first time a node leads while the
+table's topic has never had a record: how an old per-node file is imported once.
+
+Followers (`follow=True`): a node that does not lead keeps the state too, from the records
+reput dispatched into the table's queue (on a slave: up to its confirm offset), so it answers
+from exactly its master's table at that log position. `follow()` applies the records after the
+last one it applied (its queue offset `_next`) and starts over from the queue's min offset when
+the state is not a follower's (the node led until now), when the store cut its log below what
+was applied (`MessageStore.truncate_listeners`: a slave that diverged and was truncated to the
+consistent point), or when the queue no longer holds `_next` (retention; a queue cut shorter).
+`current()` is the state to read in any role. Becoming master replays (above), so the master's
+state never depends on how a follower got where it is.
 
 Snapshots: `maybe_snapshot` appends a snapshot event (the whole state) every `snapshot_every`
 events, and every `snapshot_interval_ms` while there is any state, so replay stays short and
 retention (which deletes files older than fileReservedTime) never deletes the newest snapshot.
 Views: a table may keep RocketMQ-format JSON views (e.g. config/consumerOffset.json) that
-`persist_views` rewrites when the state changed; the records stay the source of truth.
+`persist_views` rewrites when the state changed (on the master, and on followers of a following
+table), each atomically; the records stay the source of truth. A view is never written from a
+state that applied no record: an old file of that name stays until the table has content.
 
 `TableService` steps every table of a node (snapshots and views) once a second.
 """
@@ -30,9 +44,9 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Generic, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Protocol, Sequence, TypeVar
 
-from store.codec import Message
+from store.codec import Message, MessageRecord
 from store.errors import StoreError
 from store.get_result import GetStatus
 from store.json_config import JsonConfigFile
@@ -92,12 +106,14 @@ class TableView(Generic[S]):
 
 
 class ReplicatedTable(Generic[S]):
-    """Owns the state of one table for the master it was loaded for. `lock` guards the state
-    and the order of appends; `ensure_loaded` takes it to replay."""
+    """Owns the state of one table: the master's (for the master role it was loaded for) or,
+    for a following table on a node that does not lead, a follower's. `lock` guards the state,
+    the follower position and the order of appends; `ensure_loaded` and `follow` take it."""
 
     def __init__(self, records: TableRecords, new_state: Callable[[], S], role: "Role",
                  store: "MessageStore", clock: "Clock", *, snapshot_every: int = SNAPSHOT_EVERY,
-                 snapshot_interval_ms: int = SNAPSHOT_INTERVAL_MS) -> None:
+                 snapshot_interval_ms: int = SNAPSHOT_INTERVAL_MS, follow: bool = False,
+                 initial_events: Callable[[], list[dict[str, Any]]] | None = None) -> None:
         self.records = records
         self.new_state = new_state
         self.role = role
@@ -105,11 +121,21 @@ class ReplicatedTable(Generic[S]):
         self.clock = clock
         self.snapshot_every = snapshot_every
         self.snapshot_interval_ms = snapshot_interval_ms
+        self.follows = follow
+        self.initial_events = initial_events
         self.lock = threading.Lock()
         self.state: S = new_state()
         self.views: list[TableView[S]] = []
         self._loaded_for: object | None = None
         self._last_snapshot_ms = clock.now_ms()
+        # follower position (guarded by `lock`)
+        self._following = False  # `state` was built by follow() from the table's queue
+        self._next = 0  # queue offset of the next record to apply
+        self._applied_end = 0  # commitlog offset just past the last record applied
+        self._cut: int | None = None  # lowest offset the store truncated to, not yet seen
+        self._cut_lock = threading.Lock()  # guards only `_cut` (taken under reput's lock)
+        if follow:
+            store.truncate_listeners.append(self._on_truncate)
 
     @property
     def topic(self) -> str:
@@ -118,41 +144,119 @@ class ReplicatedTable(Generic[S]):
     # -- loading ------------------------------------------------------------------------------
     def ensure_loaded(self) -> "MasterRole":
         """The current master role, with the state replayed for it (NotMaster on a node that
-        does not lead). Call without the lock."""
+        does not lead; AppendRefused when the initial events were refused). Call without the
+        lock."""
         master = self.role.require_master()
         if self._loaded_for is not master:
             with self.lock:
                 if self._loaded_for is not master:
                     self.state = self.replay()
+                    self._following = False
+                    self._append_initial_events(master)
                     self._loaded_for = master
         return master
+
+    def _append_initial_events(self, master: "MasterRole") -> None:
+        if self.initial_events is None or self.store.max_offset_in_queue(self.topic, 0) > 0:
+            return  # the table has had records: whatever they say is the table
+        events = self.initial_events()
+        if events:
+            self.commit(master, events)
+            log.warning("%s: %d initial event(s) appended", self.topic, len(events))
 
     def loaded_for_current_master(self) -> "MasterRole | None":
         master = self.role.master
         return master if master is not None and self._loaded_for is master else None
 
+    def current(self) -> S:
+        """The state to read now: the master's (loaded for the current master role); on a node
+        that does not lead, a follower's brought up to the table's queue (NotMaster for a
+        table that does not follow)."""
+        if self.role.master is not None:
+            try:
+                self.ensure_loaded()
+                return self.state
+            except NotMaster:  # the role changed meanwhile
+                pass
+        if not self.follows:
+            self.role.require_master()  # raises NotMaster (or the node leads again: retry)
+            return self.current()
+        return self.follow()
+
     def replay(self) -> S:
         """The state rebuilt from the table's topic (from its min offset, in log order)."""
-        store = self.store
         state = self.new_state()
-        offset = store.min_offset_in_queue(self.topic, 0)
         applied = 0
+        for _, event in self._records(self.store.min_offset_in_queue(self.topic, 0)):
+            self._apply(state, event)
+            applied += 1
+        log.info("%s replayed: %d records", self.topic, applied)
+        return state
+
+    def _records(self, offset: int) -> Iterator[tuple[MessageRecord, dict[str, Any]]]:
+        """(record, event) of the table's queue from `offset` up to what reput dispatched."""
+        store = self.store
         while True:
             result = store.get_messages(self.topic, 0, offset, REPLAY_BATCH)
             if result.status is not GetStatus.FOUND:
-                break
+                return
             for record in result.messages:
-                where = f"at queue offset {record.queue_offset}"
-                try:
-                    state.apply(self.records.from_body(record.body, where))
-                except (TableRecordError, KeyError, TypeError, ValueError) as e:
-                    raise TableRecordError(f"cannot replay {self.topic}: {e}") from e
-                applied += 1
+                yield record, self.records.from_body(record.body,
+                                                     f"at queue offset {record.queue_offset}")
             if result.next_begin_offset <= offset:
-                break
+                return
             offset = result.next_begin_offset
-        log.info("%s replayed: %d records", self.topic, applied)
-        return state
+
+    def _apply(self, state: S, event: dict[str, Any]) -> None:
+        try:
+            state.apply(event)
+        except (KeyError, TypeError, ValueError) as e:
+            raise TableRecordError(f"cannot replay {self.topic}: {e}") from e
+
+    # -- following ----------------------------------------------------------------------------
+    def follow(self) -> S:
+        """A follower's state, brought up to the records reput dispatched into the table's queue
+        (see the module doc). TableRecordError when a record cannot be applied (the state then
+        holds what preceded it)."""
+        if (self._following and self._cut is None
+                and self.store.max_offset_in_queue(self.topic, 0) == self._next):
+            return self.state  # nothing new: no lock
+        with self.lock:
+            for _ in range(3):
+                self._catch_up_locked()
+                with self._cut_lock:
+                    cut = self._cut
+                if cut is None or cut >= self._applied_end:
+                    break  # no truncation reached what was applied
+        return self.state
+
+    def _catch_up_locked(self) -> None:
+        store, topic = self.store, self.topic
+        with self._cut_lock:
+            cut, self._cut = self._cut, None
+        low, high = store.min_offset_in_queue(topic, 0), store.max_offset_in_queue(topic, 0)
+        if not self._following:
+            reason = "the state was not a follower's"
+        elif cut is not None and cut < self._applied_end:
+            reason = f"the log was cut at {cut}, below {self._applied_end}"
+        elif not low <= self._next <= high:
+            reason = f"queue offset {self._next} is outside [{low}, {high}]"
+        else:
+            reason = ""
+        if reason:
+            log.info("%s: (re)building the follower state: %s", topic, reason)
+            self.state = self.new_state()
+            self._next, self._applied_end = low, 0
+            self._following, self._loaded_for = True, None
+        for record, event in self._records(self._next):
+            self._apply(self.state, event)
+            self._next = record.queue_offset + 1
+            self._applied_end = record.physical_offset + record.total_size
+
+    def _on_truncate(self, offset: int) -> None:
+        """MessageStore.truncate_listeners (under reput's lock: only a flag)."""
+        with self._cut_lock:
+            self._cut = offset if self._cut is None else min(self._cut, offset)
 
     # -- changing -----------------------------------------------------------------------------
     def commit(self, master: "MasterRole", events: list[dict[str, Any]],
@@ -205,17 +309,19 @@ class ReplicatedTable(Generic[S]):
         return view
 
     def persist_views(self) -> int:
-        """Rewrite the views whose content changed since their last write (on the master
-        only: a slave's state is not loaded). Returns how many were written; DiskError
-        propagates."""
+        """Rewrite the views whose content changed since their last write: on the master, and
+        on a follower of a following table (after `follow()`). Returns how many were written;
+        DiskError and TableRecordError propagate."""
         if self.loaded_for_current_master() is None:
-            return 0
+            if not self.follows or self.role.master is not None:
+                return 0
+            self.follow()
         written = 0
         for view in self.views:
             with self.lock:
                 version = self.state.version
-                if version == view.persisted_version:
-                    continue
+                if version == view.persisted_version or version == 0:
+                    continue  # unchanged, or no record applied: leave an old file alone
                 content = view.render(self.state)
             view.file.persist(content)
             view.persisted_version = version
@@ -241,6 +347,8 @@ class TableService(Service):
                 table.persist_views()
             except StoreError as e:
                 log.error("cannot write a view of %s: %s", table.topic, e)
+            except TableRecordError as e:
+                log.error("%s", e)
 
     def wait_interval(self) -> float:
         return 1.0

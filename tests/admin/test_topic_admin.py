@@ -1,6 +1,6 @@
 """Admin topic calls against real in-process nodes (master + slave): create, update, list with
 offsets, delete; reserved names, bad values and writes on a slave are refused and change
-nothing; the table is the one config/topics.json and QueryRoute use."""
+nothing; the table is the replicated one QueryRoute uses, config/topics.json its view."""
 from __future__ import annotations
 
 import json
@@ -21,6 +21,8 @@ def cluster(pair):
 
 
 def saved_topics(node) -> dict:
+    """config/topics.json, the view the table service rewrites (within a second)."""
+    node.messaging.topics.table.replicated.persist_views()  # what the service's step does
     path = os.path.join(node.config.store.store_path_root_dir, CONFIG_DIR, TOPICS_FILE)
     with open(path, encoding="utf-8") as f:
         return json.load(f)["topicConfigTable"]

@@ -278,10 +278,16 @@ def test_snapshot_then_replay_gives_the_same_state(master):
     with open(consumers.offset_view.file.path) as f:
         table = json.load(f)["offsetTable"]
     assert table["T@G"][str(got[0].system_properties.queue_id)] == consumers.progress("G")[0].committed_offset
+    with open(consumers.group_view.file.path) as f:
+        groups = json.load(f)
+    assert groups["subscriptionGroupTable"]["G"]["retryMaxTimes"] == 16
+    assert groups["subscriptionGroupTable"]["G"]["consumeMessageOrderly"] is False
+    assert groups["dataVersion"]["counter"] == consumers.state.group_changes == 1
     replayed = consumers.table.replay()
     assert replayed.queues == consumers.state.queues
     assert replayed.groups == consumers.state.groups
     assert replayed.next_handle == consumers.state.next_handle
+    assert replayed.subscription_group_table() == consumers.state.subscription_group_table()
 
 
 def test_query_assignment_lists_readable_queues(master):

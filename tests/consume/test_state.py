@@ -5,8 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.consume.records import CONSUMER_STATE_RECORDS as RECORDS, STATE_TOPIC
+from cluster.consume.records import CONSUMER_STATE_RECORDS as RECORDS
 from cluster.consume.state import ConsumerState, GroupInfo, QueueState
+from tests.support.table_replay import assert_replays
 
 
 def test_committed_is_the_lowest_offset_in_flight_or_the_cursor():
@@ -50,20 +51,8 @@ events = st.lists(st.one_of(
 @settings(max_examples=60, deadline=None)
 @given(events, events)
 def test_a_snapshot_then_the_rest_replays_to_the_same_state(before, after):
-    live = ConsumerState()
-    for e in before:
-        live.apply(e)
-    log = [RECORDS.to_message(e) for e in before] + [RECORDS.to_message(live.snapshot_event())]
-    for e in after:
-        live.apply(e)
-        log.append(RECORDS.to_message(e))
-    replayed = ConsumerState()
-    for m in log:  # every record goes through its commitlog encoding
-        assert m.topic == STATE_TOPIC
-        replayed.apply(RECORDS.from_body(m.body))
-    assert replayed.queues == live.queues
-    assert replayed.groups == live.groups
-    assert replayed.next_handle == live.next_handle
+    assert_replays(ConsumerState, RECORDS, before, after, lambda st: (
+        st.queues, st.groups, st.next_handle, st.subscription_group_table()))
 
 
 def test_group_info_validates_retry_times():

@@ -36,6 +36,7 @@ def test_route_health_and_auto_created_topic(nodes):
     assert q.broker.endpoints.scheme == d.IPv4
     assert [f"{a.host}:{a.port}" for a in q.broker.endpoints.addresses] == [node.address]
     path = os.path.join(node.config.store.store_path_root_dir, CONFIG_DIR, TOPICS_FILE)
+    wait_until(lambda: os.path.exists(path), 10, "the topics.json view")  # the table service
     with open(path) as f:
         assert json.load(f)["topicConfigTable"]["Orders"]["readQueueNums"] == 4
     assert route(stub, "bad topic").status.code == d.ILLEGAL_TOPIC
@@ -209,8 +210,9 @@ def test_request_signatures(nodes):
     assert route(stub).status.code == d.UNAUTHORIZED
     assert route(stub, metadata=auth.sign("AK", "wrong")).status.code == d.UNAUTHORIZED
     assert route(stub, metadata=auth.sign("AK", "SK")).status.code == d.OK
+    end = node.store.max_phy_offset()  # the topic record of T
     r = stub.SendMessage(s.SendMessageRequest(messages=[msg()]), timeout=5)
-    assert r.status.code == d.UNAUTHORIZED and node.store.max_phy_offset() == 0
+    assert r.status.code == d.UNAUTHORIZED and node.store.max_phy_offset() == end
     items = list(stub.PullMessage(s.PullMessageRequest(), timeout=5))
     assert items[0].status.code == d.UNAUTHORIZED
     r = stub.SendMessage(s.SendMessageRequest(messages=[msg()]), timeout=5,
@@ -223,12 +225,13 @@ def test_a_slave_forwards_writes_and_serves_reads(nodes):
     slave = nodes.slave(master, access_key="AK", secret_key="SK")
     stub = nodes.stub(slave)
     md = auth.sign("AK", "SK")
-    r = route(stub, "Fwd", metadata=md)  # created on the master, copied by the slave
+    r = route(stub, "Fwd", metadata=md)  # created on the master, replicated to the slave
     assert r.status.code == d.OK
     assert sorted(f"{a.host}:{a.port}" for a in r.message_queues[0].broker.endpoints.addresses) == \
         sorted([slave.address, master.address])
     assert master.messaging.topics.get("Fwd") is not None
-    assert slave.messaging.topics.get("Fwd") == master.messaging.topics.get("Fwd")
+    wait_until(lambda: slave.messaging.topics.get("Fwd") == master.messaging.topics.get("Fwd"),
+               10, "the topic record confirmed and applied on the slave")
     sent = stub.SendMessage(s.SendMessageRequest(messages=[
         msg("Fwd", message_id=f"01F{i}", keys=[f"fk{i}"]) for i in range(3)]), timeout=10, metadata=md)
     assert sent.status.code == d.OK, sent.status
@@ -256,8 +259,10 @@ def test_a_slave_without_its_master_answers_routes_it_knows(nodes):
     slave = nodes.start("slave", role="SLAVE", broker_id=1, master_address=master.address)
     stub = nodes.stub(slave)
     assert route(stub, "Known").status.code == d.OK
+    wait_until(lambda: slave.messaging.topics.get("Known") is not None, 10,
+               "the topic record confirmed and applied on the slave")
     nodes.stop(master)
-    assert route(stub, "Known").status.code == d.OK  # from its own copy
+    assert route(stub, "Known").status.code == d.OK  # from its own replicated table
     assert route(stub, "Unknown").status.code in (d.INTERNAL_SERVER_ERROR, d.PROXY_TIMEOUT)
     r = stub.SendMessage(s.SendMessageRequest(messages=[msg("Known")]), timeout=5)
     assert r.status.code in (d.INTERNAL_SERVER_ERROR, d.PROXY_TIMEOUT) and not r.entries

@@ -1,8 +1,9 @@
-"""Routes without a server: the topic registry (auto-create, persisted in config/topics.json),
-the queues and endpoints of a route."""
+"""Routes without a server: the topic registry (auto-create into the replicated topic table, its
+problems as v2 codes), the queues and endpoints of a route."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -12,25 +13,45 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.json_config import PERM_READ, TopicConfig
 from store.layout import CONFIG_DIR, TOPICS_FILE
 
+from cluster.messaging.v2_status import V2Error
+from cluster.metadata.topic_state import TOPIC_TABLE_TOPIC
+from cluster.node.node_role import Transitioning
 from tests.support.v2 import topic_registry
 
 
-def test_auto_create_persists_the_topic(tmp_path):
-    r = topic_registry(tmp_path, queues=4)
+def test_auto_create_records_the_topic_in_the_replicated_table(leader):
+    r = topic_registry(leader, queues=4)
     config = r.get_or_create("Orders")
     assert (config.read_queue_nums, config.write_queue_nums, config.perm) == (4, 4, 6)
-    saved = json.loads((tmp_path / CONFIG_DIR / TOPICS_FILE).read_text())
+    assert r.get_or_create("Orders") == config and r.get("Orders") == config
+    leader.dispatched()
+    [record] = leader.store.get_messages(TOPIC_TABLE_TOPIC, 0, 0, 10).messages
+    assert json.loads(record.body)["by"] == "auto"
+    assert topic_registry(leader).get("Orders") == config  # a replay (restart) still knows it
+    r.table.replicated.persist_views()
+    with open(os.path.join(leader.store.root, CONFIG_DIR, TOPICS_FILE)) as f:
+        saved = json.load(f)
     assert saved["topicConfigTable"]["Orders"]["writeQueueNums"] == 4
-    assert topic_registry(tmp_path).get("Orders") == config  # a restart still knows it
 
 
-def test_unknown_topic_without_auto_create(tmp_path):
-    r = topic_registry(tmp_path, auto_create=False)
-    from cluster.messaging.v2_status import V2Error
+def test_unknown_topic_without_auto_create(leader):
+    r = topic_registry(leader, auto_create=False)
     with pytest.raises(V2Error) as e:
         r.get_or_create("Orders")
     assert e.value.code == d.TOPIC_NOT_FOUND
-    assert not (tmp_path / CONFIG_DIR / TOPICS_FILE).exists()
+    assert leader.store.max_offset_in_queue(TOPIC_TABLE_TOPIC, 0) == 0
+
+
+def test_table_problems_are_v2_errors(leader):
+    r = topic_registry(leader)
+    leader.master.stop("test")  # appends are refused: SERVICE_NOT_AVAILABLE
+    with pytest.raises(V2Error) as e:
+        r.ensure("%DLQ%G", 1)
+    assert e.value.code == d.INTERNAL_SERVER_ERROR  # PutStatus SERVICE_NOT_AVAILABLE's code
+    leader.role.set(Transitioning("switching"))
+    with pytest.raises(V2Error) as e:
+        r.get_or_create("Orders")  # a node between roles: reads its follower copy (empty)
+    assert e.value.code == d.INTERNAL_SERVER_ERROR and "changing role" in e.value.message
 
 
 def test_message_queues_of_a_route():

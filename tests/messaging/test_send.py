@@ -2,13 +2,14 @@
 refusal, and the put's outcome as the client's status."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from cluster.messaging.route import TopicRegistry
 from cluster.messaging.send import Sender
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
-from store.json_config import PERM_READ, TopicConfig, TopicConfigTable
+from store.json_config import PERM_READ
 from store.put_result import AppendResult, PutResult, PutStatus
 
 from tests.support.v2 import ILLEGAL, LIMITS, NOW, msg, topic_registry
@@ -25,36 +26,35 @@ class FakePut:
         return PutResult(self.status, appends if self.status.stored else (), "why")
 
 
-def sender(tmp_path, put, auto_create=True) -> Sender:
-    return Sender(put, topic_registry(tmp_path, auto_create=auto_create), lambda: LIMITS, lambda: NOW)
+def sender(leader, put, auto_create=True) -> Sender:
+    return Sender(put, topic_registry(leader, auto_create=auto_create), lambda: LIMITS, lambda: NOW)
 
 
 @pytest.mark.parametrize("what, msgs, code", ILLEGAL, ids=[i[0] for i in ILLEGAL])
-def test_refused_requests_write_nothing(tmp_path, what, msgs, code):
+def test_refused_requests_write_nothing(leader, what, msgs, code):
     put = FakePut()
-    r = sender(tmp_path, put).send(s.SendMessageRequest(messages=msgs))
+    r = sender(leader, put).send(s.SendMessageRequest(messages=msgs))
     assert r.status.code == code and not r.entries
     assert put.calls == []
 
 
-def test_unknown_topic_and_batch_size_refusals_write_nothing(tmp_path):
+def test_unknown_topic_and_batch_size_refusals_write_nothing(leader):
     put = FakePut()
-    r = sender(tmp_path, put, auto_create=False).send(s.SendMessageRequest(messages=[msg()]))
+    r = sender(leader, put, auto_create=False).send(s.SendMessageRequest(messages=[msg()]))
     assert r.status.code == d.TOPIC_NOT_FOUND
     big = [msg(body=b"x" * 600, message_id="a"), msg(body=b"x" * 600, message_id="b")]
-    r = sender(tmp_path, put).send(s.SendMessageRequest(messages=big))
+    snd = sender(leader, put)
+    r = snd.send(s.SendMessageRequest(messages=big))
     assert r.status.code == d.PAYLOAD_TOO_LARGE
-    table = TopicConfigTable.for_store(str(tmp_path / "ro"))
-    table.put(TopicConfig(topic_name="T", perm=PERM_READ))
-    ro = Sender(put, TopicRegistry(table),
-                lambda: LIMITS, lambda: NOW)
+    snd.topics.table.update("T", lambda c: dataclasses.replace(c, perm=PERM_READ))
+    ro = Sender(put, snd.topics, lambda: LIMITS, lambda: NOW)
     assert ro.send(s.SendMessageRequest(messages=[msg()])).status.code == d.FORBIDDEN
     assert put.calls == []
 
 
-def test_a_batch_is_one_put_on_one_queue(tmp_path):
+def test_a_batch_is_one_put_on_one_queue(leader):
     put = FakePut()
-    snd = sender(tmp_path, put)
+    snd = sender(leader, put)
     r = snd.send(s.SendMessageRequest(messages=[msg(message_id=f"m{i}") for i in range(3)]))
     assert r.status.code == d.OK and len(put.calls) == 1
     assert len({m.queue_id for m in put.calls[0]}) == 1
@@ -67,9 +67,9 @@ def test_a_batch_is_one_put_on_one_queue(tmp_path):
     assert sorted(set(queues)) == [0, 1, 2, 3]
 
 
-def test_a_message_group_always_takes_the_same_queue(tmp_path):
+def test_a_message_group_always_takes_the_same_queue(leader):
     put = FakePut()
-    snd = sender(tmp_path, put)
+    snd = sender(leader, put)
     for _ in range(5):
         snd.send(s.SendMessageRequest(messages=[msg(message_type=d.FIFO, message_group="order-7")]))
     assert len({c[0].queue_id for c in put.calls}) == 1
@@ -78,7 +78,7 @@ def test_a_message_group_always_takes_the_same_queue(tmp_path):
 @pytest.mark.parametrize("status, code", [(PutStatus.FLUSH_DISK_TIMEOUT, d.MASTER_PERSISTENCE_TIMEOUT),
                                           (PutStatus.SERVICE_NOT_AVAILABLE, d.INTERNAL_SERVER_ERROR),
                                           (PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, d.HA_NOT_AVAILABLE)])
-def test_put_outcomes_reach_the_client(tmp_path, status, code):
-    r = sender(tmp_path, FakePut(status)).send(s.SendMessageRequest(messages=[msg()]))
+def test_put_outcomes_reach_the_client(leader, status, code):
+    r = sender(leader, FakePut(status)).send(s.SendMessageRequest(messages=[msg()]))
     assert r.status.code == code and "why" in r.status.message
     assert len(r.entries) == (1 if status.stored else 0)

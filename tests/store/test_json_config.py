@@ -277,3 +277,19 @@ def test_concurrent_puts_are_all_persisted(tmp_path):
     fresh = TopicConfigTable(path, FileIO(), ManualClock())
     fresh.load()
     assert len(fresh.all()) == 40 and fresh.data_version[1] == 40
+
+
+def test_every_rocketmq_topic_field_is_kept(tmp_path):
+    entry = {"topicName": "T", "readQueueNums": 8, "writeQueueNums": 6, "perm": 6, "order": True,
+             "topicFilterType": "MULTI_TAG", "topicSysFlag": 3,
+             "attributes": {"+message.type": "FIFO", "+cleanup.policy": "DELETE"}}
+    config = TopicConfig.from_json(entry)
+    assert config.attributes == (("+cleanup.policy", "DELETE"), ("+message.type", "FIFO"))
+    assert config.to_json() == entry
+    assert TopicConfig("T", attributes={"b": "1", "a": "2"}) == TopicConfig(
+        "T", attributes=(("a", "2"), ("b", "1")))
+    hash(config)  # a frozen value: usable as a key
+    for bad in ({"topicFilterType": "SQL"}, {"topicSysFlag": -1}, {"attributes": {"a": 1}},
+                {"attributes": ["a"]}):
+        with pytest.raises(ConfigError):
+            TopicConfig.from_json({"topicName": "T", **bad})

@@ -43,6 +43,7 @@ def test_rocketmq_names_under_the_root():
     assert paths.topics == os.path.join(root, "config", "topics.json")
     assert paths.delay_offset == os.path.join(root, "config", "delayOffset.json")
     assert paths.consumer_offset == os.path.join(root, "config", "consumerOffset.json")
+    assert paths.subscription_group == os.path.join(root, "config", "subscriptionGroup.json")
     assert paths.admin_token == os.path.join(root, "config", "admin.token")
 
 

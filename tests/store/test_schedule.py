@@ -1,6 +1,8 @@
 """Delay-level and deliver-at messages (store/schedule.py), stepped by hand with a ManualClock."""
 from __future__ import annotations
 
+import collections
+import dataclasses
 import json
 
 import pytest
@@ -15,8 +17,8 @@ from store.errors import MessageIllegal
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 from store.layout import StoreLayout
-from store.schedule import (ScheduleService, attach, put_scheduled, rebuild_real_message,
-                            to_schedule)
+from store.schedule import (PROGRESS_TOPIC, ScheduleService, attach, put_scheduled,
+                            rebuild_real_message, to_schedule)
 
 LEVELS = StoreConfig(store_path_root_dir="/tmp/x").delay_levels_ms()
 NOW = 1_700_000_000_000
@@ -332,3 +334,107 @@ def test_many_due_messages_across_rounds(store, clock):
     # earliest delivery time first within the read-ahead window of 40 units
     assert delivered[:40] == [m.body for m in reversed(timers[:40])]
     assert svc.offset_table() == {1: 150, 19: 150}
+
+
+# -- progress replicates with the deliveries ---------------------------------------------------------
+def replicate(src: MessageStore, dst: MessageStore, end: int) -> None:
+    """`dst` gets `src`'s commitlog bytes up to `end`, verbatim (a slave's replication)."""
+    offset = dst.max_phy_offset()
+    while offset < end:
+        chunk = src.commitlog.read_chunk(offset, 1 << 20, end)
+        dst.append_raw(offset, chunk)
+        offset += len(chunk)
+    dst.reput.catch_up()
+
+
+def promote(store: MessageStore) -> None:
+    """What a node does to its store when it becomes master (cluster/node/node.py)."""
+    store.reconfigure(dataclasses.replace(store.config, broker_role="ASYNC_MASTER"))
+    store.prepare_for_writes()
+
+
+def counts(store, topic="Orders", qid=3) -> dict[bytes, int]:
+    return dict(collections.Counter(bodies(store, topic, qid)))
+
+
+def test_each_delivery_batch_ends_with_its_progress_record(store, clock):
+    assert put_scheduled(store, [msg(f"a{i}", DELAY=1) for i in range(3)]).ok
+    svc = ScheduleService(store, clock)
+    tick(store, svc, 2)
+    delivered = real(store)
+    [progress] = store.get_messages(PROGRESS_TOPIC, 0, 0, 10).messages
+    assert progress.tags == "progress"
+    assert progress.physical_offset == delivered[-1].physical_offset + delivered[-1].total_size
+    assert json.loads(progress.body) == {"offsetTable": {"1": 3}}
+    with open(StoreLayout(store.root).delay_offset) as f:
+        assert json.load(f) == {"offsetTable": {"1": 3}}  # the view
+
+
+def test_a_promoted_replica_neither_redelivers_nor_skips(tmp_path, clock):
+    master = open_store(tmp_path / "master", clock)
+    slave = open_store(tmp_path / "slave", clock, broker_role="SLAVE")
+    try:
+        assert put_scheduled(master, [msg(f"fast{i}", DELAY=1) for i in range(5)]).ok
+        assert put_scheduled(master, [msg(f"slow{i}", DELAY=3) for i in range(5)]).ok  # 10 s
+        assert put_scheduled(master, [msg(f"at{i}", TIMER_DELAY_SEC=2 + 20 * i)
+                                      for i in range(3)]).ok
+        svc = ScheduleService(master, clock)
+        tick(master, svc, 2.5)  # fast0-4 and at0 delivered by the master
+        assert len(real(master)) == 6
+        replicate(master, slave, master.max_phy_offset())
+        follower = ScheduleService(slave, clock)
+        follower.step()  # a slave delivers nothing and follows the progress records
+        assert real(slave) == real(master) and follower.offset_table()[1] == 5
+        with open(StoreLayout(slave.root).delay_offset) as f:
+            assert json.load(f)["offsetTable"]["1"] == 5  # the slave's view
+        # the master dies; the slave is promoted
+        slave.reconfigure(dataclasses.replace(slave.config, broker_role="ASYNC_MASTER"))
+        tick(slave, follower, 0)  # between roles (no prepare_for_writes yet): nothing happens
+        assert len(real(slave)) == 6
+        slave.prepare_for_writes()
+        tick(slave, follower, 0)
+        assert len(real(slave)) == 6  # nothing the old master delivered comes again
+        tick(slave, follower, 8)
+        tick(slave, follower, 40)
+        assert counts(slave) == {b"body-" + n.encode(): 1 for n in [
+            *(f"fast{i}" for i in range(5)), *(f"slow{i}" for i in range(5)),
+            *(f"at{i}" for i in range(3))]}
+    finally:
+        master.shutdown()
+        slave.shutdown()
+
+
+def test_a_partly_replicated_last_batch_is_delivered_again_never_skipped(tmp_path, clock):
+    master = open_store(tmp_path / "master", clock)
+    slave = open_store(tmp_path / "slave", clock, broker_role="SLAVE")
+    try:
+        svc = ScheduleService(master, clock)
+        assert put_scheduled(master, [msg(f"first{i}", DELAY=1) for i in range(4)]).ok
+        tick(master, svc, 2)
+        assert put_scheduled(master, [msg(f"second{i}", DELAY=1) for i in range(4)]).ok
+        tick(master, svc, 2)
+        second = real(master)[4:]
+        assert [m.body for m in second] == [b"body-second%d" % i for i in range(4)]
+        # a chunk ended inside the second batch: two of its deliveries, not its progress record
+        replicate(master, slave, second[2].physical_offset)
+        promote(slave)
+        follower = ScheduleService(slave, clock)
+        tick(slave, follower, 0)
+        got = counts(slave)
+        assert set(got) == {m.body for m in real(master)}  # nothing skipped
+        assert {b for b, n in got.items() if n > 1} == {b"body-second0", b"body-second1"}
+        assert all(n <= 2 for n in got.values())  # at least once for the last batch only
+    finally:
+        master.shutdown()
+        slave.shutdown()
+
+
+def test_a_refused_message_in_a_batch_is_found_and_dropped_alone(store, clock):
+    huge = msg("huge", DELAY=1)
+    huge.body = b"x" * 5000
+    assert put_scheduled(store, [msg("a", DELAY=1), huge, msg("b", DELAY=1)]).ok
+    store.reconfigure(dataclasses.replace(store.config, max_message_size=4000))
+    svc = ScheduleService(store, clock)
+    tick(store, svc, 2)
+    assert bodies(store) == [b"body-a", b"body-b"]
+    assert svc.stats.dropped == 1 and svc.offset_table()[1] == 3

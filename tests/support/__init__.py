@@ -10,6 +10,10 @@ tests/conftest.py), never from another test module.
 - admin.py            Admin API messages and the code of a refused admin call
 - client.py           reading a topic back through the client library
 - streams.py          Outbox: the requests of a streaming call, fed as a test goes
+- leader_store.py     LeaderStore: a store led by a MasterRole without a node (replicated tables;
+                      the `leader` fixture), which can follow and lead again
+- table_replay.py     assert_replays: a table state's replay property (from the start and from
+                      a snapshot alone)
 - official_client.py  the official RocketMQ 5 client's tool scripts, run in a subprocess
 
 Real node processes are tests/integration/harness.py, which uses waiting.py and admin.py too.

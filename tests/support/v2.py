@@ -8,6 +8,7 @@ import gzip
 import queue
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
@@ -15,13 +16,16 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from cluster.messaging.convert import SendLimits
 from cluster.messaging.route import TopicDefaults, TopicRegistry
+from cluster.metadata.topic_table import TopicTable
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.clock import ManualClock
-from store.json_config import TopicConfigTable
 
 from tests.support.nodes import settle
 from tests.support.streams import Outbox
+
+if TYPE_CHECKING:
+    from tests.support.leader_store import LeaderStore
 
 G = d.Resource(name="G")
 
@@ -108,12 +112,11 @@ def bodies(messages) -> list[bytes]:
     return sorted(m.body for m in messages)
 
 
-def topic_registry(root, auto_create: bool = True, queues: int = 4) -> TopicRegistry:
-    """A loaded TopicRegistry on <root>/config/topics.json."""
-    registry = TopicRegistry(TopicConfigTable.for_store(str(root)),
-                             lambda: TopicDefaults(auto_create, queues))
-    registry.load()
-    return registry
+def topic_registry(leader: "LeaderStore", auto_create: bool = True,
+                   queues: int = 4) -> TopicRegistry:
+    """A TopicRegistry on the replicated topic table of a LeaderStore (the `leader` fixture)."""
+    return TopicRegistry(TopicTable(leader.role, leader.store, leader.clock),
+                         lambda: TopicDefaults(auto_create, queues))
 
 
 # -- sends the messaging service refuses --------------------------------------------------------
