@@ -5,5 +5,6 @@ be elected (the sync state set). Nodes heartbeat it and do what it answers.
     controller_service   every group's election under one lock, persisted before each answer
     controller_servicer  the gRPC adapter (proto/controller.proto)
     controller_config    the process's settings (a properties file)
-    controller_main      `python -m cluster controller`
+    controller_process   the controller's gRPC server and its ticker (`python -m cluster
+                         controller`, cluster/cli/serve_cmd.py)
 """

@@ -21,7 +21,6 @@ import os
 from dataclasses import dataclass
 
 from store.broker_role import BrokerRole
-from store.config import parse_properties
 from store.errors import ConfigError
 from store.layout import ADMIN_TOKEN_FILE
 
@@ -80,20 +79,3 @@ def controller_config_from_properties(props: dict[str, str]) -> ControllerConfig
                             store_path=props.get("controllerStorePath", "data/controller").strip(),
                             admin_token_file=props.get("adminTokenFile", "").strip(),
                             election=election)
-
-
-def load_properties(config_path: str | None, overrides: list[str]) -> dict[str, str]:
-    """The properties of an optional file, then `key=value` overrides (ConfigError if bad)."""
-    props: dict[str, str] = {}
-    if config_path:
-        try:
-            with open(config_path, encoding="utf-8") as f:
-                props.update(parse_properties(f.read()))
-        except OSError as e:
-            raise ConfigError(f"cannot read {config_path}: {e}") from e
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set {item!r}: want key=value")
-        props[key.strip()] = value.strip()
-    return props

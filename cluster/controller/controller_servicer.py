@@ -1,6 +1,6 @@
 """gRPC adapter of the controller (proto/controller.proto): maps messages to the service's plain
 objects and back. Heartbeats are open to any node; GetGroups and SwitchMaster need the admin
-token (BearerTokenInterceptor, see controller_main.py)."""
+token (BearerTokenInterceptor, see controller_process.py)."""
 from __future__ import annotations
 
 import logging

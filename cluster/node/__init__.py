@@ -2,6 +2,5 @@
 
     node_config    NodeConfig: identity, admin token, client API settings, the StoreConfig
     node           Node: the embedded store, the role, the gRPC server (every service on one port)
-    node_main      `python -m cluster node`: one node process with signal handling
     local_cluster  `python -m cluster local`: a master and two slaves on 127.0.0.1
 """

@@ -1,15 +1,9 @@
-"""`python -m cluster controller [--config controller.conf] [--set key=value ...]`: run a
-controller until SIGTERM or Ctrl-C. Prints one JSON line when it serves:
-{"event": "ready", "address": ..., "pid": ..., "admin_token": <where>}
-"""
+"""A controller process: its gRPC server, its service and the ticker that elects on time.
+`python -m cluster controller` (cluster/cli/serve_cmd.py) runs one until a signal."""
 from __future__ import annotations
 
-import json
 import logging
 import os
-import signal
-import sys
-import threading
 from concurrent import futures
 
 import grpc
@@ -20,9 +14,7 @@ from store.errors import StoreError
 from store.service import PeriodicTask
 
 from cluster.admin.admin_token import BearerTokenInterceptor, ensure_token_file
-from cluster.controller.controller_config import (ControllerConfig,
-                                                  controller_config_from_properties,
-                                                  load_properties)
+from cluster.controller.controller_config import ControllerConfig
 from cluster.controller.controller_service import ControllerService, FileStateStore
 from cluster.controller.controller_servicer import PROTECTED_METHODS, ControllerServicer
 
@@ -63,23 +55,3 @@ class ControllerProcess:
         self._ticker.stop()
         if self._server is not None:
             self._server.stop(grace=1.0).wait(5)
-
-
-def run_controller(config_path: str | None, overrides: list[str]) -> int:
-    try:
-        process = ControllerProcess(controller_config_from_properties(
-            load_properties(config_path, overrides)))
-        process.start()
-    except StoreError as e:
-        print(f"cannot start the controller: {e}", file=sys.stderr)
-        return 1
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    print(json.dumps({"event": "ready", "address": process.address, "pid": os.getpid(),
-                      "admin_token": process.config.token_path}), flush=True)
-    while not stop.wait(1.0):
-        pass
-    log.info("signal received: stopping")
-    process.stop()
-    return 0
