@@ -93,6 +93,8 @@ def damaged_result(spark, damaged):
 @pytest.fixture(scope="session")
 def meta_damaged(replica_stores, tmp_path_factory):
     """A copy whose metadata is damaged; returns the copies and where the damage lies:
+    all:    a consumer state `offset` record (group audit-ahead, AuditOrders queue 2 -> 9999)
+            past the queue's end (375), the same on every replica;
     slave1: lost a topic table update (AuditLogs from 2 to 4 queues) that master and slave2
             hold (the same bytes at the same offset);
     master: a consumer state `offset` record (group audit-lost, AuditOrders queue 1 -> 7) that
@@ -102,6 +104,8 @@ def meta_damaged(replica_stores, tmp_path_factory):
             has 3 queues) and 2 in AuditGhost (not in the topic table)."""
     dirs = stores.copy_stores(replica_stores, str(tmp_path_factory.mktemp("meta-damaged")))
     info = {"end": replica_files.discover(dirs["master"], "m").confirm_offset}
+    info["ahead"] = stores.append_table_event([dirs[n] for n in stores.NAMES], CONSUMER_STATE_RECORDS,
+                                              stores.offset_event("audit-ahead", "AuditOrders", 2, 9999))
     info["update"] = stores.append_table_event([dirs["master"], dirs["slave2"]], TOPIC_RECORDS,
                                                stores.topic_upsert("AuditLogs", 4))
     info["offset"] = stores.append_table_event([dirs["master"]], CONSUMER_STATE_RECORDS,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from cluster.audit import metadata, report
+from cluster.audit import metadata, reference, report
 from cluster.audit.metadata import TableEvent
 from cluster.audit.scan import TABLE_DELETE, TABLE_OTHER, TABLE_SNAPSHOT
 from cluster.consume.records import STATE_TOPIC
@@ -39,6 +39,17 @@ def test_clean_metadata_agrees_and_reports_consumer_lag(clean_result):
     [reset] = [q for q in r.consumers if q["group"] == r_group]
     assert (reset["topic"], reset["queue_id"], reset["committed"]) == (r_topic, r_queue, r_offset)
     assert reset["lag"] == PER_TOPIC // TOPICS[r_topic] - r_offset
+
+
+def test_the_run_wrote_a_consumer_state_snapshot(clean):
+    """So the job's replay from the newest snapshot below the bound is what the Spark-equals-
+    reference test compares with the reference's replay of every record."""
+    [lay] = layouts_of({"master": clean["master"]})
+    rows, _, _ = reference.scan_replica(lay, 256 << 20)
+    events = reference._table_events(lay, {r.phys: r for r in rows})
+    snapshots = [e.phys for e in events[STATE_TOPIC] if e.mark == TABLE_SNAPSHOT]
+    assert snapshots and snapshots[-1] < lay.confirm_offset
+    assert events[STATE_TOPIC][0].phys < snapshots[0]
 
 
 def test_clean_report_summary_and_chart_show_consumer_lag(clean, clean_result, tmp_path):
@@ -79,6 +90,17 @@ def test_consumer_offset_record_on_one_replica_is_consumer_offset_mismatch_error
     assert [(q["queue_id"], q["committed"], q["lag"]) for q in lost] == [(1, 7, PER_TOPIC // 4 - 7)]
 
 
+def test_committed_offset_of_the_table_past_the_queue_end_is_consumer_offset_ahead(meta_result):
+    found = by_kind(meta_result, "consumer_offset_ahead")
+    assert sorted(f["replica"] for f in found) == sorted(NAMES)
+    for f in found:
+        assert (f["severity"], f["topic"], f["queue_id"], f["queue_offset"]) == ("error", "AuditOrders", 2, 9999)
+        assert f["details"]["group"] == "audit-ahead" and f["details"]["source"] == "table"
+        assert f["details"]["queue_max"] == PER_TOPIC // 4
+    [ahead] = [q for q in meta_result.consumers if q["group"] == "audit-ahead"]
+    assert ahead["lag"] == PER_TOPIC // 4 - 9999  # negative: the offset is past the end
+
+
 def test_messages_the_topic_table_does_not_route_are_unroutable_queue_errors(meta_result, meta_damaged):
     _, info = meta_damaged
     found = {(f["topic"], f["queue_id"]): f for f in by_kind(meta_result, "unroutable_queue")}
@@ -92,7 +114,8 @@ def test_messages_the_topic_table_does_not_route_are_unroutable_queue_errors(met
     assert ghost["details"]["reason"] == "topic missing from the topic table"
     assert ghost["details"]["cq_max_offset"] == 2
     assert meta_result.errors == sum(n for (_, k, sev), n in meta_result.counts.items()
-                                     if sev == "error" and k in METADATA_KINDS), meta_result.counts
+                                     if sev == "error" and k in METADATA_KINDS + ("consumer_offset_ahead",)), \
+        meta_result.counts
 
 
 def test_meta_report_summary(meta_damaged, meta_result):
