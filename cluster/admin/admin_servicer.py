@@ -82,6 +82,10 @@ class AdminServicer(pb_grpc.AdminServicer):
         host = _born_host(context)
         msgs = [to_store_message(m, host) for m in request.messages]
         try:
+            topic_admin.learn_sent_topics(self.node, msgs)
+        except AdminError as e:
+            context.abort(e.code, e.message)
+        try:
             result = self.node.put_messages(msgs)
         except NotMaster as e:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"writes go to the master: {e}")

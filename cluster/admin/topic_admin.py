@@ -71,6 +71,31 @@ def _call(what: str, call: Callable[[], T]) -> T:
         raise AdminError(grpc.StatusCode.INTERNAL, f"{what}: {e}") from None
 
 
+def learn_sent_topics(node: "AdminNode", msgs) -> None:
+    """Admin SendMessages writes through the store, not through SendMessage's auto-creation: a
+    topic the table does not have is recorded first, like a topic learnt from its queues
+    (max(defaultTopicQueueNums, highest queue id sent + 1) queues, appended without a wait
+    before the messages), so no message sent this way sits in a topic no route lists. System
+    topics are not in the table. NotMaster (a slave) becomes FAILED_PRECONDITION."""
+    queues: dict[str, set[int]] = {}
+    for m in msgs:
+        if not is_system_topic(m.topic):
+            queues.setdefault(m.topic, set()).add(m.queue_id)
+    for topic in list(queues):
+        try:
+            check_topic(topic)
+        except MessageIllegal:  # the store refuses the put with MESSAGE_ILLEGAL, as before
+            del queues[topic]
+    table = _table(node)
+    for topic, ids in sorted(queues.items()):
+        what = f"send to {topic}"
+        if _call(what, lambda: table.get(topic)) is not None:
+            continue
+        n = min(MAX_QUEUE_NUMS, max(node.messaging.topics.defaults().queue_nums, max(ids) + 1))
+        config = TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n)
+        _call(what, lambda: table.add_missing(config, "learn"))
+
+
 def _durable(what: str, result: PutResult) -> None:
     if result.status is not PutStatus.PUT_OK:
         raise AdminError(grpc.StatusCode.FAILED_PRECONDITION,

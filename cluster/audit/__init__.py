@@ -17,18 +17,22 @@ keep record data local and emit small rows: per bucket of --bucket-mib of offset
 records and of their consume-queue units; queue-offset gaps and first/last per queue; unique-key
 hashes; corrupt records and where each scan stopped. The driver compares the digests; pass 2
 decodes only the buckets whose digests differ (and duplicate-key candidates) into one row per
-record or unit, and the record-level checks run as DataFrame joins on those rows.
+record or unit, and the record-level checks run as DataFrame joins on those rows. The records of
+the replicated tables (topic table, consumer state) travel to the driver as they are, which
+replays them with the node's own state machines (metadata).
 
 Modules, one job each:
     layout     driver: discover files, checkpoint, epochs, consume-queue files, index headers,
                consumer offsets; record boundaries to split big commitlog files
     scan       executors: commitlog tasks, record rows (pass 2, reference), shared helpers
-    summarize  executors: pass-1 summary rows of a commitlog range
+    summarize  executors: pass-1 summary rows of a commitlog range (and the table records)
     scan_cq    executors: consume-queue stats, unit digests (pass 1) and unit rows (pass 2)
     digest     the hashes behind the digests
     model      driver: per-replica facts (valid end, holes, reference, consistent point,
                confirm bound), severity rules, finding aggregation, consumer-offset checks
     plan       driver: the dirty buckets and the pass-2 ranges
+    metadata   driver: topic tables and consumer state replayed per replica; routes, tables
+               and committed offsets compared; consumer lag per group
     checks     the checks as Spark DataFrame logic
     reference  the same checks in plain Python over every record (the oracle of the tests)
     job        Spark session and the run: pass 1, planning, pass 2, checks

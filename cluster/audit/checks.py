@@ -13,7 +13,10 @@ corrupt records), `cq_summary` (consume-queue stats and unit digests), and after
   entries pointing at missing/corrupt/other records, records no entry points at;
 * queue offsets: gaps found inside tasks plus a window over the tasks' first/last per queue;
 * the findings ranked per (replica, kind, severity): only the first examples and the counts
-  reach the driver.
+  reach the driver;
+* metadata inputs (cluster.audit.metadata replays them on the driver): the table rows from the
+  newest snapshot below the group bound on (plus every delete record) and each table's record
+  count; the first offset and last queue offset of every queue's commitlog records.
 """
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ from pyspark.sql import functions as F
 
 from cluster.audit.model import ERROR, INFO, WARNING, ReplicaFacts
 from cluster.audit.plan import DetailPlan
-from cluster.audit.scan import CORRUPT, DIGEST, KEYS, OK, QEDGE, QGAP
+from cluster.audit.metadata import TableEvent
+from cluster.audit.scan import CORRUPT, DIGEST, KEYS, OK, QEDGE, QGAP, TABLE, TABLE_DELETE, TABLE_SNAPSHOT
 from cluster.audit.scan_cq import UDIGEST
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
@@ -118,6 +122,39 @@ def dup_candidates(summary: DataFrame) -> list[tuple[str, int]]:
     rows = (q.withColumn("d", repeated).select("replica", F.explode(pairs).alias("z"))
             .select("replica", c("z.o").alias("phys")).collect())
     return [(r.replica, r.phys) for r in rows]
+
+
+def table_events(summary: DataFrame, bound: int) -> tuple[dict, dict]:
+    """({replica: {table: records}}, {replica: {table: [TableEvent] in log order}}): the
+    events from the newest snapshot below `bound` on (all when there is none), plus every
+    delete record (metadata.replay_replicas with from_snapshot=True)."""
+    t = summary.filter(c("kind") == TABLE)
+    heads = (t.groupBy("replica", "topic")
+             .agg(F.count("*").alias("n"),
+                  F.max(F.when((c("a1") == TABLE_SNAPSHOT) & (c("phys") < bound), c("phys"))).alias("start"))
+             .collect())
+    counts: dict[str, dict[str, int]] = {}
+    keep = c("a1") == TABLE_DELETE
+    for h in heads:
+        counts.setdefault(h.replica, {})[h.topic] = h.n
+        mine = (c("replica") == h.replica) & (c("topic") == h.topic)
+        keep = keep | (mine & (c("phys") >= h.start) if h.start is not None else mine)
+    events: dict[str, dict[str, list[TableEvent]]] = {}
+    for r in t.filter(keep).select("replica", "topic", "phys", "a1", "reason").collect():
+        events.setdefault(r.replica, {}).setdefault(r.topic, []).append(
+            TableEvent(r.phys, r.a1, r.reason.encode("utf-8")))
+    for tables in events.values():
+        for evs in tables.values():
+            evs.sort()
+    return counts, events
+
+
+def queue_records(summary: DataFrame) -> dict[tuple[str, str, int], tuple[int, int]]:
+    """{(replica, topic, queue_id): (first offset, last queue offset)} of the dispatchable
+    valid records of every queue (from the tasks' qedge rows)."""
+    rows = (summary.filter(c("kind") == QEDGE).groupBy("replica", "topic", "queue_id")
+            .agg(F.min("phys").alias("first"), F.max("a1").alias("last")).collect())
+    return {(r.replica, r.topic, r.queue_id): (r.first, r.last) for r in rows}
 
 
 # -- pass 2 and the findings ---------------------------------------------------------------------

@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
-from cluster.audit import checks, model, scan, scan_cq, summarize
+from cluster.audit import checks, metadata, model, scan, scan_cq, summarize
 from cluster.audit.replica_files import ReplicaLayout, split_points
 from cluster.audit.plan import DetailPlan, plan_details
 
@@ -143,9 +143,11 @@ def run(spark, layouts: list[ReplicaLayout], *, split_bytes: int = 256 << 20,
         for a, b in f.cuts:
             keep = keep & ~((c("replica") == name) & (c("phys") > a) & (c("phys") < b))
     summ = summ_all.filter(keep)
-    (rec_digests, unit_digests), dups, stats = _concurrently(
+    (rec_digests, unit_digests), dups, stats, (table_counts, table_events), holding = _concurrently(
         lambda: checks.digests(summ, cqs), lambda: checks.dup_candidates(summ),
-        lambda: cqs.filter(c("kind") == scan_cq.STATS).collect())
+        lambda: cqs.filter(c("kind") == scan_cq.STATS).collect(),
+        lambda: checks.table_events(summ, metadata.group_bound(facts)),
+        lambda: checks.queue_records(summ))
     plan = plan_details(layouts, facts, ref_name, bucket_bytes, rec_digests, unit_digests, dups)
     t1 = time.perf_counter()
     recs, units = pass2(spark, layouts, plan)
@@ -154,8 +156,9 @@ def run(spark, layouts: list[ReplicaLayout], *, split_bytes: int = 256 << 20,
         checks.all_findings(spark, recs, units, summ, facts, ref_name, plan), max_examples)
     queues = model.queue_table([(r.replica, r.topic, r.queue_id, r.queue_offset, r.a1, r.a2, r.a3, r.a4)
                                 for r in stats])
-    qmap = {(q["replica"], q["topic"], q["queue_id"]): (q["min_offset"], q["max_offset"]) for q in queues}
-    driver = model.epoch_findings(facts, ref_name) + model.consumer_offset_findings(facts, ref_name, qmap)
+    meta_findings, consumers, meta = metadata.audit(facts, ref_name, table_events, table_counts, holding,
+                                                    queues, from_snapshot=True)
+    driver = model.epoch_findings(facts, ref_name) + meta_findings
     records = sum(f.records + f.corrupt for f in facts.values())
     cores = _cores(spark)
     result = model.AuditResult(
@@ -167,5 +170,6 @@ def run(spark, layouts: list[ReplicaLayout], *, split_bytes: int = 256 << 20,
               "records_per_s_per_core": round(records / t_scan / cores) if t_scan else None,
               **plan.summary()},
         timings={"scan_s": round(t_scan, 3), "pass2_s": round(t_pass2, 3),
-                 "checks_s": round(time.perf_counter() - t0 - t_scan, 3)})
+                 "checks_s": round(time.perf_counter() - t0 - t_scan, 3)},
+        consumers=consumers, metadata=meta)
     return model.finish_result(result, driver, max_examples)

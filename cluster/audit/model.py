@@ -9,7 +9,8 @@ Findings are dicts (see `finding`); both implementations cap and count them with
 
 Severity rules: a record-level disagreement with the reference is an `error` when the record
 starts below the confirm bound and a `warning` above it; every consume-queue problem is an
-`error`; duplicates and expired consumer offsets are `info`.
+`error`; duplicates and expired consumer offsets are `info`. The metadata findings (routes,
+topic tables, committed offsets) and their severities are in cluster.audit.metadata.
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ SEVERITIES = (ERROR, WARNING, INFO)
 KINDS = ("record_mismatch", "misaligned", "gap", "missing_records", "diverged_tail",
          "corrupt_record", "no_common_epoch", "cq_bad_entry", "cq_missing_entry",
          "queue_offset_gap", "consumer_offset_ahead", "consumer_offset_expired", "duplicate_key",
-         "cq_unverified")
+         "cq_unverified", "unroutable_queue", "topic_table_mismatch", "consumer_offset_mismatch",
+         "table_record_bad")
 
 
 class UnknownReference(ValueError):
@@ -213,24 +215,34 @@ def enrich(examples: list[dict], facts: dict[str, ReplicaFacts], ref_name: str) 
 
 
 def consumer_offset_findings(facts: dict[str, ReplicaFacts], ref_name: str,
-                             queues: dict[tuple[str, str, int], tuple[int, int]]) -> list[dict]:
-    """queues: {(replica, topic, queue_id): (min_offset, max_offset)}. An offset past the
-    replica's queue end is an error when it is past the reference's end too, else a warning
-    (the replica lags); one below the queue's min offset is info (messages expired)."""
+                             queues: dict[tuple[str, str, int], tuple[int, int]],
+                             offsets: dict[str, dict[tuple[str, str, int], dict[int, str]]] | None = None
+                             ) -> list[dict]:
+    """queues: {(replica, topic, queue_id): (min_offset, max_offset)}; offsets: {replica:
+    {(topic, group, queue_id): {offset: source}}} (cluster.audit.metadata.consumer_offsets: the
+    consumer table's committed offsets and the config/consumerOffset.json view; default: the
+    view alone). An offset past the replica's queue end is an error when it is past the
+    reference's end too, else a warning (the replica lags); one below the queue's min offset is
+    info (messages expired)."""
+    if offsets is None:
+        offsets = {name: {(topic, group, qid): {off: "view"}
+                          for (topic, group), table in f.layout.consumer_offsets.items()
+                          for qid, off in table.items()} for name, f in facts.items()}
     out = []
-    for name, f in facts.items():
-        for (topic, group), offsets in sorted(f.layout.consumer_offsets.items()):
-            for qid, off in sorted(offsets.items()):
+    for name in facts:
+        for (topic, group, qid), seen in sorted(offsets.get(name, {}).items()):
+            for off, source in sorted(seen.items()):
                 qmin, qmax = queues.get((name, topic, qid), (0, 0))
                 ref_max = queues.get((ref_name, topic, qid), (0, 0))[1]
                 if off > qmax:
                     out.append(finding(name, "consumer_offset_ahead",
                                        ERROR if off > ref_max else WARNING, None, topic, qid, off,
                                        group=group, queue_min=qmin, queue_max=qmax,
-                                       reference_queue_max=ref_max))
+                                       reference_queue_max=ref_max, source=source))
                 elif off < qmin:
                     out.append(finding(name, "consumer_offset_expired", INFO, None, topic, qid,
-                                       off, group=group, queue_min=qmin, queue_max=qmax))
+                                       off, group=group, queue_min=qmin, queue_max=qmax,
+                                       source=source))
     return out
 
 
@@ -260,6 +272,8 @@ class AuditResult:
     counts: dict[tuple[str, str, str], int]
     queues: list[dict]  # queue_table()
     replicas: list[dict] = field(default_factory=list)  # replica_summary of each
+    consumers: list[dict] = field(default_factory=list)  # metadata.consumer_lag of the reference
+    metadata: dict = field(default_factory=dict)  # metadata.summary
     scan: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
 

@@ -2,17 +2,23 @@
 
 It decodes every record and unit in this process with the executor functions (record rows of
 cluster.audit.scan, units of cluster.audit.scan_cq: no digests, no buckets, no executor-side
-queue checks) and applies the rules of cluster.audit.model with dictionaries.
+queue checks) and applies the rules of cluster.audit.model with dictionaries. The records of the
+table topics are decoded again whole with store.codec and replayed from the first one
+(cluster.audit.metadata, from_snapshot=False).
 """
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import NamedTuple
 
-from cluster.audit import replica_files
+from store import codec
+
+from cluster.audit import metadata, replica_files
 from cluster.audit import model
 from cluster.audit.model import ERROR, INFO, AuditResult, dispatchable, finding, severity
-from cluster.audit.scan import CORRUPT, END, OK, RECORD_COLUMNS, RESPLIT, plan_commitlog_tasks, record_rows
+from cluster.audit.scan import (CORRUPT, END, OK, RECORD_COLUMNS, RESPLIT, TABLE_DELETE, TABLE_OTHER,
+                                TABLE_SNAPSHOT, TABLE_TOPICS, plan_commitlog_tasks, record_rows)
 from cluster.audit.scan_cq import CQ_COLUMNS, STATS, plan_cq_tasks, summarize_cq, unit_rows
 
 Rec = NamedTuple("Rec", [(n, object) for n, _ in RECORD_COLUMNS])
@@ -61,9 +67,44 @@ def audit(layouts: list[replica_files.ReplicaLayout], *, split_bytes: int = 256 
     result = AuditResult(ref_name, facts, examples, counts, queues,
                          scan={"records": sum(f.records + f.corrupt for f in facts.values()),
                                "resplit_files": resplit})
-    qmap = {(q["replica"], q["topic"], q["queue_id"]): (q["min_offset"], q["max_offset"]) for q in queues}
-    driver = model.epoch_findings(facts, ref_name) + model.consumer_offset_findings(facts, ref_name, qmap)
+    events = {lay.name: _table_events(lay, recs[lay.name]) for lay in layouts}
+    counts = {name: {t: len(evs) for t, evs in tables.items()} for name, tables in events.items()}
+    meta_findings, result.consumers, result.metadata = metadata.audit(
+        facts, ref_name, events, counts, _holding(recs), queues, from_snapshot=False)
+    driver = model.epoch_findings(facts, ref_name) + meta_findings
     return model.finish_result(result, driver, max_examples)
+
+
+def _table_events(lay: replica_files.ReplicaLayout, rows: dict[int, Rec]) -> dict[str, list]:
+    """Every valid record of a table topic, decoded whole again (body included)."""
+    paths = {f.base: f.path for f in lay.commitlog}
+    out: dict[str, list] = {}
+    for phys in sorted(rows):
+        r = rows[phys]
+        if r.kind != OK or r.topic not in TABLE_TOPICS:
+            continue
+        with open(paths[r.file_base], "rb") as fh:
+            fh.seek(phys - r.file_base)
+            rec = codec.decode(fh.read(r.size))
+        assert isinstance(rec, codec.MessageRecord), rec
+        try:
+            kind = json.loads(rec.body).get("kind")
+        except (ValueError, AttributeError):
+            kind = None
+        mark = TABLE_SNAPSHOT if kind == "snapshot" else TABLE_DELETE if kind == "delete" else TABLE_OTHER
+        out.setdefault(r.topic, []).append(metadata.TableEvent(phys, mark, rec.body))
+    return out
+
+
+def _holding(recs) -> dict[tuple[str, str, int], tuple[int, int]]:
+    out: dict[tuple[str, str, int], tuple[int, int]] = {}
+    for name, rows in recs.items():
+        for r in rows.values():
+            if r.kind == OK and dispatchable(r.sys_flag):
+                key = (name, r.topic, r.queue_id)
+                first, last = out.get(key, (r.phys, r.queue_offset))
+                out[key] = (min(first, r.phys), max(last, r.queue_offset))
+    return out
 
 
 def _same(r: Rec, g: Rec | None) -> bool:

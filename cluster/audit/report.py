@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 from store.text_output import format_table
 
+from cluster.audit.metadata import group_lag
 from cluster.audit.model import ERROR, INFO, KINDS, SEVERITIES, WARNING, AuditResult
 
 _RANK = {ERROR: 0, WARNING: 1, INFO: 2}
@@ -47,7 +48,9 @@ def build(result: AuditResult, layouts, timings: dict) -> dict:
             "reference": result.reference, "replicas": replicas,
             "counts": {**totals, "by_kind": by_kind, "by_replica": by_replica},
             "findings": findings, "findings_truncated": truncated, "queues": queues,
-            "scan": result.scan, "timings": timings}
+            "consumer_lag": {"replica": result.reference, "groups": group_lag(result.consumers),
+                             "queues": result.consumers},
+            "metadata": result.metadata, "scan": result.scan, "timings": timings}
 
 
 def write_json(report: dict, path: str) -> None:
@@ -67,7 +70,7 @@ def _describe(f: dict) -> str:
     d = f["details"]
     where = f"@{f['offset']}" if f["offset"] is not None else ""
     if f["topic"] is not None:
-        where += f" {f['topic']}-{f['queue_id']}"
+        where += f" {f['topic']}" + (f"-{f['queue_id']}" if f["queue_id"] is not None else "")
         if f["queue_offset"] is not None:
             where += f"#{f['queue_offset']}"
     kind = f["kind"]
@@ -80,15 +83,56 @@ def _describe(f: dict) -> str:
                     f"consistent point {d.get('consistent_point')})"
     elif kind == "cq_bad_entry":
         what = d.get("problem", "")
-    elif kind.startswith("consumer_offset"):
-        what = f"group {d.get('group')}: queue [{d.get('queue_min')}, {d.get('queue_max')})"
+    elif kind in ("consumer_offset_ahead", "consumer_offset_expired"):
+        what = (f"group {d.get('group')}: queue [{d.get('queue_min')}, {d.get('queue_max')}) "
+                f"({d.get('source')})")
     elif kind == "duplicate_key":
         what = f"{d.get('uniq_key')} x{d.get('count')} at {d.get('offsets')}"
+    elif kind == "unroutable_queue":
+        what = d.get("reason", "")
+        if d.get("cq_max_offset") is not None:
+            what += f"; consume queue [{d.get('cq_min_offset')}, {d.get('cq_max_offset')})"
+    elif kind == "topic_table_mismatch":
+        what = f"at {d.get('bound')}: {d.get('fields')}"
+        if d.get("fields") == "dataVersion":
+            what += f" {d.get('data_version')} vs reference {d.get('reference_data_version')}"
+        elif d.get("config") and d.get("reference_config"):
+            diff = [k for k in d["fields"].split(",")]
+            what += " (" + ", ".join(f"{k} {d['config'].get(k)} vs reference "
+                                     f"{d['reference_config'].get(k)}" for k in diff) + ")"
+    elif kind == "consumer_offset_mismatch":
+        what = (f"group {d.get('group')} at {d.get('bound')}: committed {f['queue_offset']}, "
+                f"reference {d.get('reference_committed')}")
+    elif kind == "table_record_bad":
+        what = d.get("reason", "")
     elif kind == "queue_offset_gap":
         what = f"previous queue offset {d.get('previous_queue_offset')} at {d.get('previous_offset')}"
     else:
         what = ", ".join(f"{k}={v}" for k, v in d.items())
     return f"{where} {what}".strip()
+
+
+def _metadata_lines(report: dict, max_queues: int = 5) -> list[str]:
+    """The replicated tables (records, topics, groups) and the consumer lag per group."""
+    lines = []
+    meta = report.get("metadata") or {}
+    if meta.get("replicas"):
+        lines.append(f"Metadata (tables compared below the group's lowest confirm offset "
+                     f"{meta.get('bound')}):")
+        lines += ["  " + x for x in _table(
+            ["REPLICA", "TOPIC_RECORDS", "TOPICS", "STATE_RECORDS", "GROUPS", "GROUP_QUEUES"],
+            [[name, m["topic_table_records"], m["topics"], m["consumer_state_records"],
+              m["consumer_groups"], m["consumer_queues"]] for name, m in meta["replicas"].items()])]
+    lag = report.get("consumer_lag") or {}
+    if lag.get("groups"):
+        lines.append(f"Consumer lag on {lag['replica']} (queue max offset - committed offset):")
+        for g in lag["groups"]:
+            worst = sorted((q for q in lag["queues"] if q["group"] == g["group"] and q["lag"]),
+                           key=lambda q: -q["lag"])[:max_queues]
+            lines.append(f"  {g['group']}: total {g['lag']} over {g['queues']} queue(s)"
+                         + (": " + ", ".join(f"{q['topic']}-{q['queue_id']} {q['lag']}" for q in worst)
+                            if worst else ""))
+    return lines
 
 
 def summary_text(report: dict, examples_per_kind: int = 3) -> str:
@@ -112,6 +156,7 @@ def summary_text(report: dict, examples_per_kind: int = 3) -> str:
         worst = sorted(lagging, key=lambda q: -abs(q["lag"]))[:5]
         lines.append("  queue lag (reference max - replica max): " + ", ".join(
             f"{q['replica']} {q['topic']}-{q['queue_id']} {q['lag']}" for q in worst))
+    lines += _metadata_lines(report)
     c = report["counts"]
     lines.append(f"Findings: {c['error']} error(s), {c['warning']} warning(s), {c['info']} info")
     for kind in KINDS:
@@ -130,14 +175,16 @@ def summary_text(report: dict, examples_per_kind: int = 3) -> str:
                      f"{t.get('scan_s', 0):.1f} s: {sc.get('records_per_s') or 0:,} records/s, "
                      f"{sc.get('records_per_s_per_core') or 0:,} per core ({sc.get('cores')} cores)")
     lines.append("Timings: " + ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in t.items() if k.endswith("_s")))
-    lines.append("Verdict: " + ("FAIL: replicas disagree below the confirm offset or consume queues "
-                                "are damaged" if report["exit_status"] else "OK"))
+    lines.append("Verdict: " + ("FAIL: replicas disagree below the confirm offset, consume queues "
+                                "are damaged, or the metadata does not match the data"
+                                if report["exit_status"] else "OK"))
     return "\n".join(lines)
 
 
 def chart(report: dict, path: str, max_queues: int = 40) -> None:
-    """PNG: lag per queue (reference max offset - replica's), grouped per replica, and the lag
-    in bytes per replica."""
+    """PNG: top, lag per queue (reference max offset - replica's), grouped per replica, and the
+    lag in bytes per replica; bottom, the consumer lag per group on the reference (max offset -
+    committed offset per queue, the group's total in the legend)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -148,8 +195,13 @@ def chart(report: dict, path: str, max_queues: int = 40) -> None:
     queues = sorted({(q["topic"], q["queue_id"]) for q in report["queues"]})
     queues.sort(key=lambda k: -max([abs(lag.get((r, *k), 0)) for r in others] or [0]))
     queues = sorted(queues[:max_queues])
-    width_in = max(8.0, 4 + 0.35 * len(queues) * max(1, len(others)))
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(width_in, 4.5), gridspec_kw={"width_ratios": [3, 1]})
+    consumers = report.get("consumer_lag") or {"groups": [], "queues": []}
+    cq = sorted(consumers["queues"], key=lambda q: -abs(q["lag"]))[:max_queues]
+    cq.sort(key=lambda q: (q["group"], q["topic"], q["queue_id"]))
+    width_in = max(8.0, 4 + 0.35 * max(len(queues) * max(1, len(others)), len(cq)))
+    fig = plt.figure(figsize=(width_in, 9))
+    grid = fig.add_gridspec(2, 2, width_ratios=[3, 1])
+    ax1, ax2, ax3 = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])
     width = 0.8 / max(1, len(others))
     for i, rep in enumerate(others):
         xs = [j + i * width for j in range(len(queues))]
@@ -167,6 +219,20 @@ def chart(report: dict, path: str, max_queues: int = 40) -> None:
     ax2.bar(names, [s["lag_bytes"] for s in report["replicas"]], color="tab:gray")
     ax2.set_title("Commitlog lag (bytes)")
     ax2.tick_params(axis="x", rotation=30)
+    totals = {g["group"]: g["lag"] for g in consumers["groups"]}
+    for group in sorted({q["group"] for q in cq}):
+        idx = [j for j, q in enumerate(cq) if q["group"] == group]
+        ax3.bar(idx, [cq[j]["lag"] for j in idx], 0.8, label=f"{group} (total {totals.get(group, 0)})")
+    ax3.set_xticks(range(len(cq)))
+    ax3.set_xticklabels([f"{q['topic']}-{q['queue_id']}" for q in cq], rotation=60, ha="right", fontsize=7)
+    ax3.axhline(0, color="black", linewidth=0.8)
+    ax3.set_ylabel("messages not consumed")
+    ax3.set_title(f"Consumer lag per group and queue on {consumers.get('replica', ref)} "
+                  f"(max offset - committed)")
+    if cq:
+        ax3.legend(fontsize=8)
+    else:
+        ax3.text(0.5, 0.5, "no consumer offsets", transform=ax3.transAxes, ha="center", va="center")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

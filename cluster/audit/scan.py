@@ -24,6 +24,11 @@ task:
              and offset of its last (the checks stitch consecutive tasks)
     keys     per queue: phys = first offset, hashes = digest.key_hash of each unique key,
              offsets = the records' offsets (duplicate candidates)
+    table    a record of a replicated table's internal topic (TABLE_TOPICS: the topic table,
+             the consumer state): phys, topic, queue_id, queue_offset, a1 = TABLE_SNAPSHOT /
+             TABLE_DELETE / TABLE_OTHER from its tag (the event kind), a2 = size, reason = the
+             body (the event's JSON; bodies are small). Every valid one is emitted; the driver
+             decides which it replays (cluster.audit.metadata).
 `record_rows` (pass 2, dirty buckets and single records; the reference) emits RECORD_COLUMNS
 rows: kind ok (a valid record) or corrupt (size, rec_crc and the dispatch fields filled when
 only the body CRC is wrong), plus the end/resplit rows of the summary (same columns).
@@ -42,6 +47,9 @@ from store.commitlog_walk import CommitLogWalk, Stop, stop_reason
 from store.config import StoreConfig
 from store.dispatch import SCHEDULE_TOPIC, delay_level_lookup, schedule_tags_code
 
+from cluster.consume.records import STATE_TOPIC
+from cluster.metadata.topic_state import TOPIC_TABLE_TOPIC
+
 
 SUMMARY_COLUMNS = (
     ("replica", "string"), ("file_base", "bigint"), ("kind", "string"), ("phys", "bigint"),
@@ -55,7 +63,10 @@ RECORD_COLUMNS = (
     ("uniq_key", "string"), ("tag_hash", "bigint"), ("kind", "string"), ("reason", "string"),
     ("a1", "bigint"), ("a2", "bigint"))
 OK, CORRUPT, END, RESPLIT = "ok", "corrupt", "end", "resplit"
-DIGEST, QGAP, QEDGE, KEYS = "digest", "qgap", "qedge", "keys"
+DIGEST, QGAP, QEDGE, KEYS, TABLE = "digest", "qgap", "qedge", "keys", "table"
+# The replicated tables whose records the audit replays (cluster.audit.metadata).
+TABLE_TOPICS = frozenset({TOPIC_TABLE_TOPIC, STATE_TOPIC})
+TABLE_OTHER, TABLE_SNAPSHOT, TABLE_DELETE = 0, 1, 2  # a1 of a table row
 # Where the scan of a file stopped for good (RANGE and END are not stops inside the data).
 DATA_STOPS = ("BLANK", "EMPTY", "CORRUPT", "NEED_MORE")
 # Schedule-topic units carry a delivery time instead of a tag hash (computed with the default
@@ -97,6 +108,16 @@ def _tag_hash(topic: str, props: dict, store_ts: int, cache: dict, delay_ms) -> 
     if h is None:
         h = cache[tag] = codec.tags_code(tag)
     return h
+
+
+def table_row(task: CommitLogTask, view, pos: int, n: int, topic: str, qid: int, qo: int,
+              props: dict) -> tuple:
+    """The table row of a valid record of a table topic (SUMMARY_COLUMNS order)."""
+    tag = props.get(codec.PROPERTY_TAGS)
+    mark = TABLE_SNAPSHOT if tag == "snapshot" else TABLE_DELETE if tag == "delete" else TABLE_OTHER
+    body = codec.decode(view, pos, pos + n, check_crc=False).body
+    return (task.replica, task.base, TABLE, task.base + pos, topic, qid, qo, mark, n, None, None,
+            None, body.decode("utf-8", "replace"), None, None)
 
 
 def _opened(task: CommitLogTask, body, width: int = 0):

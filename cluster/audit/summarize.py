@@ -1,6 +1,6 @@
 """Executor side, pass 1: one sweep over every record that keeps record data in the task and
 emits only the SUMMARY_COLUMNS rows described in cluster.audit.scan (end, resplit, corrupt,
-digest, qgap, qedge, keys). Records are checked and parsed by store.codec only, along
+digest, qgap, qedge, keys, table). Records are checked and parsed by store.codec only, along
 store.commitlog_walk."""
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from store.dispatch import delay_level_lookup
 from store.commitlog_walk import CommitLogWalk
 
 from cluster.audit import digest
-from cluster.audit.scan import (CORRUPT, DEFAULT_DELAY_LEVELS_MS, DIGEST, KEYS, QEDGE, QGAP, CommitLogTask,
-                   _bad_start, _end, _opened, _range_end, _resplit, _stop, _tag_hash)
+from cluster.audit.scan import (CORRUPT, DEFAULT_DELAY_LEVELS_MS, DIGEST, KEYS, QEDGE, QGAP, TABLE_TOPICS,
+                   CommitLogTask, _bad_start, _end, _opened, _range_end, _resplit, _stop, _tag_hash,
+                   table_row)
 
 _TX_MASK = codec.SysFlag.TRANSACTION_MASK
 _PREPARED, _ROLLBACK = codec.SysFlag.TRANSACTION_PREPARED_TYPE, codec.SysFlag.TRANSACTION_ROLLBACK_TYPE
@@ -33,6 +34,7 @@ def summarize(task: CommitLogTask, bucket_bytes: int,
         record_hash, cq_hash, key_hash = digest.record_hash, digest.cq_hash, digest.key_hash
         uniq = codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
         delay_ms = delay_level_lookup(delay_levels)
+        tables = TABLE_TOPICS
         digest.require_fixed_seed()
         tags: dict[str, int] = {}
         # (topic, queue) -> [first phys, first qo, last qo, last phys, key hashes, offsets]
@@ -67,6 +69,8 @@ def summarize(task: CommitLogTask, bucket_bytes: int,
                     yield (replica, base, QGAP, phys, topic, qid, qo, q[2], q[3], None, None, None,
                            None, None, None)
                 q[2], q[3] = qo, phys
+                if topic in tables:
+                    yield table_row(task, view, pos, n, topic, qid, qo, props)
                 key = props.get(uniq)
                 if key is not None:
                     q[4].append(key_hash(key))

@@ -35,12 +35,13 @@ def test_flush_stats_and_cleanup(nodes):
 
     s = c.store_stats()
     assert (s.node_id, s.role, s.writable) == ("broker-a:0", "ASYNC_MASTER", True)
-    assert (s.put_messages, s.put_failures) == (300, 0)
+    assert (s.put_messages, s.put_failures) == (301, 0)  # and the topic table's record of StatsTopic
     assert s.put_bytes == s.max_offset == store.max_phy_offset()
     assert s.commitlog_files == len(os.listdir(store.config.commit_log_dir)) >= 5
     assert s.commitlog_file_size == 64 * 1024 and s.dispatch_behind_bytes == 0
     assert 0 <= s.disk_usage_ratio <= 1 and s.disk_usage_path
-    assert [(t.topic, t.queues, t.messages) for t in s.topics] == [("StatsTopic", 4, 300)]
+    assert [(t.topic, t.queues, t.messages) for t in s.topics] == [("StatsTopic", 4, 300),
+                                                                    ("rmq_sys_TOPIC_TABLE", 1, 1)]
     assert s.store_path == store.config.store_path_root_dir
 
     # young files are kept, whatever the trigger says

@@ -122,3 +122,21 @@ def test_a_slave_refuses_topic_writes_naming_its_master(cluster):
     assert slave.messaging.topics.get("OnSlave") is None
     assert master.messaging.topics.get("OnMaster").perm == 6
     s.list_topics()  # reads work on a slave
+
+
+def test_admin_send_to_an_unknown_topic_records_it_in_the_table_first(cluster):
+    """Admin SendMessages bypasses SendMessage's auto-creation; without this the messages sat in
+    a topic no route listed (the audit's unroutable_queue)."""
+    master, _, m, s = cluster
+    assert m.send(messages("SentOnly", 12, queues=6)).status == "PUT_OK"
+    learnt = master.messaging.topics.get("SentOnly")
+    n = max(master.config.default_topic_queue_nums, 6)
+    assert (learnt.read_queue_nums, learnt.write_queue_nums) == (n, n)
+    [listed] = m.list_topics(topic="SentOnly").topics
+    assert listed.configured and listed.read_queue_nums == n
+    m.create_topic("Narrow", queue_nums=2)
+    assert m.send(messages("Narrow", 2, queues=2)).status == "PUT_OK"
+    assert master.messaging.topics.get("Narrow").read_queue_nums == 2  # a known topic is left alone
+    code, _ = code_of(lambda: s.send(messages("OnSlaveOnly", 1)))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
+    assert master.messaging.topics.get("OnSlaveOnly") is None

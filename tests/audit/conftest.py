@@ -1,5 +1,6 @@
 """Session fixtures of the audit tests: ONE local[2] SparkSession, the replica stores of ONE
-real replicated run, and the audits of a clean and of a damaged copy (each computed once)."""
+real replicated run, and the audits of a clean copy, a damaged copy and a copy with damaged
+metadata (each computed once)."""
 from __future__ import annotations
 
 import os
@@ -9,6 +10,9 @@ import sys
 import pytest
 
 from cluster.audit import job, replica_files
+from cluster.consume.records import CONSUMER_STATE_RECORDS
+from cluster.metadata.topic_state import TOPIC_RECORDS
+from store.codec import Message
 
 from tests.support import audit_stores as stores
 from tests.support.audit_stores import BUCKET, REPO_ROOT, SPLIT, layouts_of
@@ -83,4 +87,39 @@ def damaged(replica_stores, tmp_path_factory):
 @pytest.fixture(scope="session")
 def damaged_result(spark, damaged):
     dirs, _ = damaged
+    return job.run(spark, layouts_of(dirs), split_bytes=SPLIT, bucket_bytes=BUCKET)
+
+
+@pytest.fixture(scope="session")
+def meta_damaged(replica_stores, tmp_path_factory):
+    """A copy whose metadata is damaged; returns the copies and where the damage lies:
+    all:    a consumer state `offset` record (group audit-ahead, AuditOrders queue 2 -> 9999)
+            past the queue's end (375), the same on every replica;
+    slave1: lost a topic table update (AuditLogs from 2 to 4 queues) that master and slave2
+            hold (the same bytes at the same offset);
+    master: a consumer state `offset` record (group audit-lost, AuditOrders queue 1 -> 7) that
+            neither slave holds; the confirm offsets of all three are then set past it, so both
+            records lie below the group's lowest confirm offset (`bound`);
+    master: above that, records the store alone wrote: 3 in AuditPayments queue 3 (the topic
+            has 3 queues) and 2 in AuditGhost (not in the topic table)."""
+    dirs = stores.copy_stores(replica_stores, str(tmp_path_factory.mktemp("meta-damaged")))
+    info = {"end": replica_files.discover(dirs["master"], "m").confirm_offset}
+    info["ahead"] = stores.append_table_event([dirs[n] for n in stores.NAMES], CONSUMER_STATE_RECORDS,
+                                              stores.offset_event("audit-ahead", "AuditOrders", 2, 9999))
+    info["update"] = stores.append_table_event([dirs["master"], dirs["slave2"]], TOPIC_RECORDS,
+                                               stores.topic_upsert("AuditLogs", 4))
+    info["offset"] = stores.append_table_event([dirs["master"]], CONSUMER_STATE_RECORDS,
+                                               stores.offset_event("audit-lost", "AuditOrders", 1, 7))
+    info["bound"] = info["offset"][1]
+    info["unroutable"] = stores.put_raw(dirs["master"], [
+        *[Message("AuditPayments", f"beyond the table, #{i}".encode(), 3, {"TAGS": "TagA"}) for i in range(3)],
+        *[Message("AuditGhost", f"no topic, #{i}".encode(), 0, {"TAGS": "TagA"}) for i in range(2)]])
+    for d in dirs.values():
+        stores.set_confirm_offset(d, info["bound"])
+    return dirs, info
+
+
+@pytest.fixture(scope="session")
+def meta_result(spark, meta_damaged):
+    dirs, _ = meta_damaged
     return job.run(spark, layouts_of(dirs), split_bytes=SPLIT, bucket_bytes=BUCKET)

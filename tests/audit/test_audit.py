@@ -1,6 +1,7 @@
 """The Spark consistency audit on stores of a real replicated run (see conftest.py): clean
 replicas agree; each injected divergence is found with the right kind and severity; Spark
-equals the plain-Python reference; the CLI's exit status."""
+equals the plain-Python reference; the CLI's exit status. The metadata checks (topic tables,
+routes, committed offsets, consumer lag) have their own module, test_audit_metadata.py."""
 from __future__ import annotations
 
 import json
@@ -27,14 +28,18 @@ def test_clean_stores_agree(clean_result):
     r = clean_result
     assert r.reference == "master"
     assert not errors(r) and not [k for k in r.counts if k[2] == "warning"], r.counts
-    total = len(TOPICS) * PER_TOPIC + 2
+    messages = len(TOPICS) * PER_TOPIC + 2
+    tables = {name: m["topic_table_records"] + m["consumer_state_records"]
+              for name, m in r.metadata["replicas"].items()}
+    assert len(set(tables.values())) == 1 and tables["master"] > 1000, tables  # one snapshot at least
     for name in NAMES:
         s = summary(r, name)
+        total = messages + tables[name]  # the replicated tables' records are records too
         assert s["lag_bytes"] == 0 and s["records"] == total and s["corrupt_records"] == 0, s
         assert s["valid_end"] == s["max_end"] == s["confirm_offset"] and s["commitlog_files"] >= 3, s
         assert s["cq_entries"] == total and s["epochs"] == [[1, 0]], s
     assert {q["max_offset"] for q in r.queues if q["topic"] == "AuditOrders"} == {PER_TOPIC // 4}
-    assert r.scan["records"] == 3 * total and r.scan["resplit_files"] == 0
+    assert r.scan["records"] == sum(messages + n for n in tables.values()) and r.scan["resplit_files"] == 0
 
 
 def test_duplicate_unique_key_is_info_only(clean, clean_result):
@@ -102,14 +107,16 @@ def test_split_boundary_bait_rescans_the_file(damaged_result, damaged):
     assert bad[info["bait"]]["details"]["problem"] == "no record at this offset"
 
 
-def test_spark_equals_reference(clean, clean_result, damaged, damaged_result):
-    for dirs, got, split in ((clean, clean_result, 256 << 20), (damaged[0], damaged_result, SPLIT)):
+def test_spark_equals_reference(clean, clean_result, damaged, damaged_result, meta_damaged, meta_result):
+    for dirs, got, split in ((clean, clean_result, 256 << 20), (damaged[0], damaged_result, SPLIT),
+                             (meta_damaged[0], meta_result, SPLIT)):
         want = reference.audit(layouts_of(dirs), split_bytes=split)
         assert want.reference == got.reference
         assert want.counts == got.counts
         assert want.examples == got.examples
         assert want.replicas == got.replicas
         assert want.queues == got.queues
+        assert want.consumers == got.consumers and want.metadata == got.metadata
         assert want.scan["resplit_files"] == got.scan["resplit_files"]
 
 

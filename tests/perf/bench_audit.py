@@ -5,7 +5,8 @@
     .venv/bin/python -m tests.perf.bench_audit --reuse DIR     # build into DIR once, reuse after
 
 One store is filled with MessageStore puts of 1 KiB messages (TAGS, KEYS, a 32-hex UNIQ_KEY,
-8 queues, default 1 GiB commitlog files); its checkpoint gets confirm offset = end and its epoch
+8 queues, default 1 GiB commitlog files), after the topic table's record of the topic (the audit
+checks that every queue holding messages is routed); its checkpoint gets confirm offset = end and its epoch
 file one epoch, then it is copied twice (the audit does the same work on identical replicas).
 The audit runs on local[2]; the figures are printed (total target < 90 s), nothing is asserted.
 Stores live in a temporary directory (--tmpdir) removed at the end unless --reuse is given.
@@ -22,11 +23,13 @@ import time
 import uuid
 
 from cluster.audit import job, replica_files, report
+from cluster.metadata.topic_state import TOPIC_RECORDS, upsert_event
 from ha.epoch import EpochCache, EpochEntry
 from store.checkpoint import StoreCheckpoint
 from store.codec import Message
 from store.config import StoreConfig
 from store.epoch_file import EpochFile
+from store.json_config import TopicConfig
 from store.layout import CHECKPOINT_FILE, COMMITLOG_DIR, EPOCH_FILE
 from store.message_store import MessageStore
 from store.put_result import PutStatus
@@ -45,6 +48,11 @@ def fill(store_dir: str, size: int) -> tuple[int, int, float]:
     n = 0
     try:
         born = int(time.time() * 1000)
+        topic = upsert_event(TopicConfig(topic_name=TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES),
+                             born, "admin")
+        if store.put_messages([TOPIC_RECORDS.to_message(topic)], allow_system_topic=True).status \
+                is not PutStatus.PUT_OK:
+            raise RuntimeError("fill failed: the topic table's record")
         while store.max_phy_offset() < size:
             batch = [Message(TOPIC, BODY, (n + i) % QUEUES,
                              {"TAGS": f"Tag{(n + i) % 3}", "KEYS": f"order-{n + i:012d}",

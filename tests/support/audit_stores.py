@@ -1,23 +1,33 @@
 """Replica stores for the audit tests: produced once by a REAL replicated run (a SYNC_MASTER and
 two slaves as `python -m cluster node` processes, stopped cleanly with SIGTERM), then copied per
-test and damaged in the copy. Helpers here inject the damage the audit must find."""
+test and damaged in the copy. Helpers here inject the damage the audit must find.
+
+The run creates its topics with Admin CreateTopic (records of the replicated topic table), sends
+over the Admin API, then one consumer group receives and acks part of AuditOrders through the
+RocketMQ 5 API (enough events for a consumer-state snapshot) and another group's offset of one
+AuditPayments queue is reset over the Admin API (records of the consumer state table)."""
 from __future__ import annotations
 
 import json
 import os
 import shutil
 import struct
+import time
 import uuid
 
 from cluster.audit import replica_files
+from cluster.client import ClientConfig, Connection, SimpleConsumer
+from cluster.metadata.topic_state import upsert_event
 from ha.epoch import EpochCache
 from proto import admin_pb2 as pb
 from store import codec
 from store.codec import Message
 from store.config import StoreConfig
+from store.checkpoint import StoreCheckpoint
 from store.epoch_file import EpochFile
-from store.layout import (COMMITLOG_DIR, CONFIG_DIR, CONSUME_QUEUE_DIR, CONSUMER_OFFSET_FILE,
-                          EPOCH_FILE, LOCK_FILE)
+from store.json_config import TopicConfig
+from store.layout import (CHECKPOINT_FILE, COMMITLOG_DIR, CONFIG_DIR, CONSUME_QUEUE_DIR,
+                          CONSUMER_OFFSET_FILE, EPOCH_FILE, LOCK_FILE)
 from store.message_store import MessageStore
 from store.readonly import StoreReader
 from tests.integration.harness import FAST_HA, Group, free_port, in_sync, wait_until
@@ -26,6 +36,8 @@ TOPICS = {"AuditOrders": 4, "AuditPayments": 3, "AuditLogs": 2}
 PER_TOPIC = 1500
 DUP_KEY = "AUDIT-DUPLICATE-UNIQ-KEY"
 NAMES = ("master", "slave1", "slave2")
+CONSUMERS = ("audit-consumers", "AuditOrders", 1100)  # group, topic, messages received and acked
+RESET = ("audit-resetters", "AuditPayments", 0, 100)  # group, topic, queue, offset set by a reset
 # Small files: 1 MiB commitlog files (several per store), 300-unit consume queue files (several
 # per queue) and a small index, so that copying three stores per test stays cheap.
 SMALL = {"mappedFileSizeConsumeQueue": str(300 * 20), "maxHashSlotNum": "1000",
@@ -49,6 +61,8 @@ def produce(root: str) -> dict[str, str]:
         slaves = [group.slave(m, 1, **SMALL), group.slave(m, 2, **SMALL)]
         wait_until(in_sync(m, 2), 30, "both slaves in sync")
         client = m.admin()
+        for topic, queues in TOPICS.items():
+            client.create_topic(topic, queue_nums=queues)
         for start in range(0, PER_TOPIC, 100):
             for topic, queues in TOPICS.items():
                 r = client.send(_batch(topic, queues, start, 100))
@@ -57,6 +71,12 @@ def produce(root: str) -> dict[str, str]:
                           body=b"sent twice by an at-least-once producer") for _ in range(2)]
         for msg in dup:
             assert client.send([msg]).status == "PUT_OK"
+        consumers, topic, count = CONSUMERS
+        assert consume(m.address, consumers, topic, count) == count
+        resetters, topic, qid, offset = RESET
+        client.upsert_group(resetters)
+        client.reset_offset(resetters, topic, queue_id=qid, offset=offset)
+        time.sleep(2.5)  # the table service (one step a second) writes the due snapshot
         top = m.status().max_offset
         nodes = [m, *slaves]
         wait_until(lambda: all(n.status().max_offset == top and n.status().confirm_offset == top
@@ -68,6 +88,19 @@ def produce(root: str) -> dict[str, str]:
         return {name: node.store_dir for name, node in zip(NAMES, nodes)}
     finally:
         group.close()
+
+
+def consume(address: str, group: str, topic: str, count: int, timeout: float = 60) -> int:
+    """Receive and ack `count` messages of `topic` for `group` (RocketMQ 5 SimpleConsumer)."""
+    got = 0
+    with Connection(ClientConfig(address, request_timeout=10)) as conn:
+        consumer = SimpleConsumer(conn, group, {topic: "*"}, await_duration=1, invisible_duration=60)
+        deadline = time.monotonic() + timeout
+        while got < count and time.monotonic() < deadline:
+            msgs = consumer.receive(min(32, count - got))
+            assert not any(consumer.ack_many(msgs))
+            got += len(msgs)
+    return got
 
 
 def copy_stores(stores: dict[str, str], dest: str) -> dict[str, str]:
@@ -163,6 +196,66 @@ def write_after_failover(store_dir: str, epoch: int, n: int, topic: str = "Audit
     cache = EpochCache.from_entries(epochs.load())
     cache.append(epoch, start)
     epochs.save(cache)
+    return start, end
+
+
+def append_table_event(store_dirs: list[str], records, event: dict) -> tuple[int, int]:
+    """Append one event of a replicated table (its record format, table_records.py) at the end
+    of the first store, and the same bytes verbatim at the same offset of the others (as
+    replication would: every store must end at the same offset). Returns (start, end)."""
+    msg = records.to_message(event)
+    data = None
+    for i, store_dir in enumerate(store_dirs):
+        store = MessageStore(store_config(store_dir))
+        store.start()
+        try:
+            if i == 0:
+                start = store.max_phy_offset()
+                r = store.put_messages([msg], allow_system_topic=True)
+                assert r.status.name == "PUT_OK" and r.appends[0].wrote_offset == start, r
+                end = store.max_phy_offset()
+                path, pos = _commitlog_file(store_dir, start)
+                with open(path, "rb") as f:
+                    f.seek(pos)
+                    data = f.read(end - start)
+            else:
+                assert store.max_phy_offset() == start, (store_dir, store.max_phy_offset(), start)
+                store.append_raw(start, data)
+            wait_until(lambda: store.reput.behind() == 0, 10, "the table record dispatched")
+        finally:
+            store.shutdown()
+    return start, end
+
+
+def topic_upsert(topic: str, queues: int) -> dict:
+    """A topic table `upsert` event (Admin UpdateTopic's) for `topic` with `queues` queues."""
+    config = TopicConfig(topic_name=topic, read_queue_nums=queues, write_queue_nums=queues)
+    return upsert_event(config, int(time.time() * 1000), "admin")
+
+
+def offset_event(group: str, topic: str, queue_id: int, offset: int) -> dict:
+    """A consumer state `offset` event (UpdateOffset / a reset)."""
+    return {"kind": "offset", "group": group, "topic": topic, "queue": queue_id, "offset": offset}
+
+
+def set_confirm_offset(store_dir: str, offset: int) -> None:
+    """Write the checkpoint's confirm offset as is (even past the store's end: damage)."""
+    cp = StoreCheckpoint.load(os.path.join(store_dir, CHECKPOINT_FILE))
+    cp.confirm_phy_offset = offset
+    cp.flush()
+
+
+def put_raw(store_dir: str, msgs: list[Message]) -> tuple[int, int]:
+    """Append messages with MessageStore alone (no topic table, no replication): (start, end)."""
+    store = MessageStore(store_config(store_dir))
+    store.start()
+    try:
+        start = store.max_phy_offset()
+        assert store.put_messages(msgs).status.name == "PUT_OK"
+        end = store.max_phy_offset()
+        wait_until(lambda: store.reput.behind() == 0, 10, "the new records dispatched")
+    finally:
+        store.shutdown()
     return start, end
 
 
