@@ -443,10 +443,13 @@ class LocalCluster:
             return json.load(f)
 
     def node_pids(self) -> list[int]:
+        """The pids of the nodes and of the controller."""
         try:
-            return [n["pid"] for n in self.info()["nodes"]]
+            info = self.info()
         except (OSError, ValueError):
             return []
+        controller = [info["controller"]["pid"]] if "controller" in info else []
+        return [n["pid"] for n in info["nodes"]] + controller
 
     def kill_all(self) -> None:
         """Teardown: whatever still runs dies, by pid (nodes are in their own sessions)."""

@@ -115,11 +115,11 @@ def test_local_cluster_status_auth_health_and_clean_stop(local_cluster):
         assert admin.status().max_offset == top  # the refused send wrote nothing
 
     pids = lc.node_pids()
-    assert len(pids) == 3
+    assert len(pids) == 4  # three nodes and the controller
     os.kill(lc.proc.pid, signal.SIGINT)
     assert lc.proc.wait(60) == 0
     lc.wait_for("local cluster stopped")
-    wait_until(lambda: all(pid_gone(pid) for pid in pids), 10, "node processes gone")
+    wait_until(lambda: all(pid_gone(pid) for pid in pids), 10, "node and controller processes gone")
     for name in names:
         store = os.path.join(lc.root, name)
         assert os.path.isdir(os.path.join(store, COMMITLOG_DIR))
