@@ -15,9 +15,9 @@ per message exactly when the batch was appended (cluster/messaging/send.py), so:
   - validation codes (ILLEGAL_*, MESSAGE_BODY_*, ...)                         never
   - no answer at all (TransportError: deadline, connection lost)              never: the
     outcome is unknown; the caller decides (a resend keeps the message id)
-One case stays ambiguous: a slave that forwarded the write and lost its master's answer also
-answers INTERNAL_SERVER_ERROR; a retry then may store a second copy with the same message id
-(RocketMQ's at-least-once contract; consumers can drop it by id).
+A slave that forwarded the write and lost its master's answer says so with PROXY_TIMEOUT
+("outcome unknown", never retried here); INTERNAL_SERVER_ERROR from a slave means the request
+never reached a master.
 """
 from __future__ import annotations
 

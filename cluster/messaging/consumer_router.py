@@ -21,6 +21,7 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 from cluster.consume.consumer_calls import ConsumerCalls
 from cluster.messaging.convert import check_group_resource, check_topic_resource
 from cluster.messaging.route import endpoints, message_queues
+from cluster.messaging.send import forward_error
 from cluster.messaging.v2_status import V2Error, v2_route
 from cluster.node.node_role import Forward
 
@@ -71,12 +72,7 @@ class ConsumerRouter:
                 metadata=forwarder.metadata(client_id))
             return list(stream)
         except grpc.RpcError as e:
-            code = e.code() if hasattr(e, "code") else None
-            if code is grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise V2Error(d.PROXY_TIMEOUT, f"the master {address} did not answer {method} "
-                                               f"in time") from None
-            raise V2Error(d.INTERNAL_SERVER_ERROR, f"cannot forward {method} to the master "
-                                                   f"{address}: {e}") from None
+            raise forward_error(e, address, method) from None
 
     def query_assignment(self, request: s.QueryAssignmentRequest) -> s.QueryAssignmentResponse:
         try:

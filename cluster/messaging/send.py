@@ -120,6 +120,29 @@ def send_response(result: PutResult, msgs: Sequence[Message],
     return response
 
 
+# gRPC's words when no connection could be made, so the request never left this node.
+_NEVER_SENT = "failed to connect to all addresses"
+
+
+def forward_error(e: grpc.RpcError, address: str, method: str) -> V2Error:
+    """The status a slave answers when forwarding `method` to its master failed. Only a call
+    that never reached the master is INTERNAL_SERVER_ERROR (nothing stored: the client may
+    retry); a deadline or a connection lost mid-call is PROXY_TIMEOUT, "outcome unknown",
+    because the master may have stored the write before it went away. Answering "failed" there
+    would let a stored message look like a failed send (a phantom to the client)."""
+    code = e.code() if hasattr(e, "code") else None
+    details = e.details() if hasattr(e, "details") else str(e)
+    if code is grpc.StatusCode.UNAVAILABLE and _NEVER_SENT in (details or ""):
+        return V2Error(d.INTERNAL_SERVER_ERROR, f"cannot forward {method} to the master "
+                                                f"{address}: {details}")
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return V2Error(d.PROXY_TIMEOUT, f"the master {address} did not answer {method} in time; "
+                                        f"the outcome is unknown")
+    return V2Error(d.PROXY_TIMEOUT, f"forwarding {method} to the master {address} failed "
+                                    f"mid-call ({code.name if code else ''} {details}); the "
+                                    f"outcome is unknown")
+
+
 class MasterForwarder:
     """A slave's one channel to its current master's MessagingService."""
 
@@ -153,14 +176,7 @@ class MasterForwarder:
             return getattr(self.stub(address), method)(request, timeout=max(timeout, 0.05),
                                                        metadata=self.metadata(client_id))
         except grpc.RpcError as e:
-            code = e.code() if hasattr(e, "code") else None
-            if code is grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise V2Error(d.PROXY_TIMEOUT, f"the master {address} did not answer {method} "
-                                               f"in time") from None
-            details = e.details() if hasattr(e, "details") else str(e)
-            raise V2Error(d.INTERNAL_SERVER_ERROR, f"cannot forward {method} to the master "
-                                                   f"{address}: {code.name if code else ''} "
-                                                   f"{details}") from None
+            raise forward_error(e, address, method) from None
 
     def close(self) -> None:
         with self._lock:
