@@ -1,0 +1,229 @@
+"""The drill's verdict: what the History says about the cluster's promises.
+
+Owns the rules (in the spirit of Jepsen / OpenChaos): an acknowledged send must reach every
+consumer group of its topic (lost), nothing may be read that was not sent or whose send failed
+(phantom), extra deliveries are counted by cause (duplicates), FIFO groups see each message
+group in send order (order), and after each fault writes are acknowledged again (recovery) --
+or, for a drill that expects the group to become unavailable, they are not until it is healed.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from cluster.drills.history import Ack, Fault, History, Receive, Send, SendOutcome
+
+SHOWN = 5   # keys named per problem in a failure line
+
+STORED_TWICE = "stored twice (another message id)"
+AFTER_ACK = "redelivered after an ack"
+NOT_ACKED = "redelivered (not acked in time)"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    # False for the drill where the group must become UNAVAILABLE, not lossy: then no send
+    # started after a fault's start may finish OK before that fault's `healed`.
+    recovers: bool = True
+    fifo_groups: frozenset[str] = frozenset()   # consumer groups whose order is checked
+    groups: tuple[str, ...] = ()                # groups that must receive every acked message
+    topics_of_group: Mapping[str, str] = field(default_factory=dict)   # group -> its topic
+
+    def __post_init__(self) -> None:
+        missing = [g for g in self.groups if g not in self.topics_of_group]
+        if missing:
+            raise ValueError(f"no topic for consumer group(s) {', '.join(missing)}")
+        # Read-only copy: the dataclass is frozen, its mapping must not change under the checker.
+        object.__setattr__(self, "topics_of_group", MappingProxyType(dict(self.topics_of_group)))
+
+
+@dataclass(frozen=True)
+class DrillResult:
+    sends_ok: int
+    sends_failed: int
+    sends_unknown: int
+    received: int                                  # distinct (group, key) pairs received
+    lost: tuple[tuple[str, str], ...]              # (group, key) acked but never received
+    phantom: tuple[tuple[str, str, str], ...]      # (group, key, why) received but not sent ok
+    unknown_delivered: int                         # UNKNOWN sends received anyway (legal)
+    unknown_never_delivered: int                   # UNKNOWN sends never received (legal)
+    duplicates: Mapping[str, int]                  # why -> extra deliveries
+    order_violations: tuple[str, ...]              # FIFO groups only
+    recovery_s: tuple[float | None, ...]           # per fault
+    longest_outage_s: float
+    failures: tuple[str, ...]                      # empty = passed
+    fifo_checked: bool = False                     # some group was checked for order
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+def check(history: History, expect: Expectation) -> DrillResult:
+    sends, receives = history.sends(), history.receives()
+    acks, faults = history.acks(), history.faults()
+    sends_of: dict[str, list[Send]] = defaultdict(list)
+    for s in sends:
+        sends_of[s.key].append(s)
+    received_keys: dict[str, set[str]] = defaultdict(set)     # group -> keys it received
+    for r in receives:
+        if r.key is not None:
+            received_keys[r.group].add(r.key)
+
+    lost = _lost(sends, received_keys, expect)
+    phantom = _phantom(receives, sends_of)
+    deliveries_of = _deliveries(receives)
+    duplicates = _duplicates(deliveries_of, acks)
+    order = _order_violations(deliveries_of, sends_of, expect.fifo_groups)
+    recovery = tuple(_recovery(sends, fault) for fault in faults)
+    delivered_anywhere = set().union(*received_keys.values())
+    unknown = [s for s in sends if s.outcome is SendOutcome.UNKNOWN]
+    unknown_delivered = sum(1 for s in unknown if s.key in delivered_anywhere)
+
+    failures: list[str] = []
+    for group in expect.groups:
+        keys = [k for g, k in lost if g == group]
+        if keys:
+            failures.append(f"{len(keys)} acknowledged messages never consumed "
+                            f"(group {group}: {first_of(keys)})")
+    if phantom:
+        failures.append(f"{len(phantom)} phantom reads "
+                        f"({first_of([f'{g} {k}: {why}' for g, k, why in phantom], sep='; ')})")
+    if order:
+        failures.append(f"{len(order)} order violations ({first_of(list(order), sep='; ')})")
+    if expect.recovers:
+        failures += [f"no acknowledged write after {f.name}"
+                     for f, rec in zip(faults, recovery) if rec is None]
+    else:
+        failures += _available_while_faulted(sends, faults)
+
+    outcomes = Counter(s.outcome for s in sends)
+    return DrillResult(
+        sends_ok=outcomes[SendOutcome.OK], sends_failed=outcomes[SendOutcome.FAILED],
+        sends_unknown=outcomes[SendOutcome.UNKNOWN],
+        received=sum(len(keys) for keys in received_keys.values()),
+        lost=lost, phantom=phantom,
+        unknown_delivered=unknown_delivered,
+        unknown_never_delivered=len(unknown) - unknown_delivered,
+        duplicates=duplicates, order_violations=order, recovery_s=recovery,
+        longest_outage_s=_longest_outage(sends, faults), failures=tuple(failures),
+        fifo_checked=bool(expect.fifo_groups))
+
+
+def first_of(items: list[str], sep: str = ", ") -> str:
+    """The first SHOWN items joined, and how many more there are."""
+    more = len(items) - SHOWN
+    return sep.join(items[:SHOWN]) + (f"{sep}... (+{more} more)" if more > 0 else "")
+
+
+def _lost(sends: list[Send], received_keys: Mapping[str, set[str]],
+          expect: Expectation) -> tuple[tuple[str, str], ...]:
+    lost: list[tuple[str, str]] = []
+    for group in expect.groups:
+        topic, got = expect.topics_of_group[group], received_keys.get(group, set())
+        # dict: keys in send order, once each even if a key was sent (and acked) twice
+        acked = dict.fromkeys(s.key for s in sends
+                              if s.topic == topic and s.outcome is SendOutcome.OK)
+        lost += [(group, key) for key in acked if key not in got]
+    return tuple(lost)
+
+
+def _phantom(receives: list[Receive],
+             sends_of: Mapping[str, list[Send]]) -> tuple[tuple[str, str, str], ...]:
+    phantom: dict[tuple[str, str], str] = {}    # (group, key) -> why; first receive's order
+    for r in receives:
+        if r.key is None:
+            # A foreign body has no key: its message id names it (one entry per message).
+            phantom.setdefault((r.group, r.message_id), "not a drill message")
+            continue
+        sent = sends_of.get(r.key, [])
+        if not sent:
+            phantom.setdefault((r.group, r.key), "never sent")
+        elif all(s.outcome is SendOutcome.FAILED for s in sent):
+            last = max(sent, key=lambda s: s.finished)
+            phantom.setdefault((r.group, r.key), f"send failed: {last.detail}")
+    return tuple((g, k, why) for (g, k), why in phantom.items())
+
+
+def _deliveries(receives: list[Receive]) -> dict[tuple[str, str], list[Receive]]:
+    """(group, key) -> its deliveries ordered by time (stable: history order breaks ties)."""
+    by_pair: dict[tuple[str, str], list[Receive]] = defaultdict(list)
+    for r in sorted(receives, key=lambda r: r.at):
+        if r.key is not None:
+            by_pair[(r.group, r.key)].append(r)
+    return by_pair
+
+
+def _duplicates(deliveries_of: Mapping[tuple[str, str], list[Receive]],
+                acks: list[Ack]) -> Mapping[str, int]:
+    first_ok_ack: dict[tuple[str, str, str], float] = {}
+    for a in acks:
+        if a.ok:
+            k = (a.group, a.key, a.message_id)
+            first_ok_ack[k] = min(a.at, first_ok_ack.get(k, a.at))
+    counts: Counter[str] = Counter()
+    for (group, key), deliveries in deliveries_of.items():
+        first = deliveries[0]
+        acked_at = first_ok_ack.get((group, key, first.message_id))
+        for d in deliveries[1:]:
+            if d.message_id != first.message_id:
+                counts[STORED_TWICE] += 1        # the producer's retry stored a second copy
+            elif acked_at is not None and acked_at < d.at:
+                counts[AFTER_ACK] += 1           # the ack was answered but lost (e.g. failover)
+            else:
+                counts[NOT_ACKED] += 1           # invisible time ran out first: at-least-once
+    return MappingProxyType({why: n for why, n in counts.items() if n})
+
+
+def _order_violations(deliveries_of: Mapping[tuple[str, str], list[Receive]],
+                      sends_of: Mapping[str, list[Send]],
+                      fifo_groups: frozenset[str]) -> tuple[str, ...]:
+    firsts: dict[tuple[str, str], list[tuple[int, str]]] = defaultdict(list)  # -> [(seq, key)]
+    for group, key in deliveries_of:
+        sent = sends_of.get(key)
+        if group not in fifo_groups or not sent or sent[0].message_group is None:
+            continue    # phantom or not FIFO: nothing to order against
+        firsts[(group, sent[0].message_group)].append((sent[0].seq, key))
+    # deliveries_of is keyed in first-delivery order, so each list is in first-delivery order.
+    violations: list[str] = []
+    for (group, message_group), seqs in firsts.items():
+        highest: int | None = None
+        for seq, _key in seqs:
+            # Strictly lower only: an equal seq is a resend of the same position, not a reorder.
+            if highest is not None and seq < highest:
+                violations.append(f"group {group}, message group {message_group}: "
+                                  f"seq {seq} delivered after seq {highest}")
+            highest = seq if highest is None else max(highest, seq)
+    return tuple(violations)
+
+
+def _recovery(sends: list[Send], fault: Fault) -> float | None:
+    after = [s for s in sends if s.outcome is SendOutcome.OK and s.started >= fault.started]
+    if not after:
+        return None
+    first = min(after, key=lambda s: s.started)
+    return first.finished - fault.started
+
+
+def _longest_outage(sends: list[Send], faults: list[Fault]) -> float:
+    if not faults:
+        return 0.0
+    start = min(f.started for f in faults)
+    finishes = sorted(s.finished for s in sends
+                      if s.outcome is SendOutcome.OK and s.finished >= start)
+    points = [start, *finishes]
+    return max((b - a for a, b in zip(points, points[1:])), default=0.0)
+
+
+def _available_while_faulted(sends: list[Send], faults: list[Fault]) -> list[str]:
+    failures = []
+    for fault in faults:
+        healed = float("inf") if fault.healed is None else fault.healed
+        bad = [s.key for s in sends if s.outcome is SendOutcome.OK
+               and s.started >= fault.started and s.finished < healed]
+        if bad:
+            failures.append(f"{len(bad)} sends acknowledged while it should be unavailable "
+                            f"({fault.name}: {first_of(bad)})")
+    return failures

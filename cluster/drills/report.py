@@ -1,0 +1,89 @@
+"""Rendering of drill results: one summary row per drill, the table of rows (plain text for the
+terminal, GitHub markdown for the README) and a few detail lines naming what went wrong."""
+from __future__ import annotations
+
+from statistics import median
+
+from cluster.drills.checker import AFTER_ACK, NOT_ACKED, STORED_TWICE, DrillResult, first_of
+
+COLUMNS = ("drill", "acked", "failed", "unknown", "lost", "phantom", "duplicates", "order",
+           "recovery", "verdict")
+# The table cell is narrow: each duplicate cause gets one word.
+_SHORT_WHY = {STORED_TWICE: "stored twice", AFTER_ACK: "after ack", NOT_ACKED: "redelivered"}
+
+
+def summary_row(name: str, r: DrillResult, recovers: bool = True) -> dict[str, str]:
+    """The table row of one drill, columns in COLUMNS order."""
+    row = dict.fromkeys(COLUMNS, "")
+    row.update(drill=name, acked=str(r.sends_ok), failed=str(r.sends_failed),
+               unknown=str(r.sends_unknown), lost=str(len(r.lost)), phantom=str(len(r.phantom)),
+               duplicates=_duplicates_cell(r),
+               order=str(len(r.order_violations)) if r.fifo_checked else "-",
+               recovery=_recovery_cell(r, recovers), verdict="PASS" if r.passed else "FAIL")
+    return row
+
+
+def _duplicates_cell(r: DrillResult) -> str:
+    total = sum(r.duplicates.values())
+    if not total:
+        return "0"
+    whys = ", ".join(f"{_SHORT_WHY.get(why, why)} {n}" for why, n in r.duplicates.items())
+    return f"{total} ({whys})"
+
+
+def _recovery_cell(r: DrillResult, recovers: bool) -> str:
+    if not recovers:
+        return "unavailable"
+    if not r.recovery_s:
+        return "-"    # no fault was injected
+    values = [v for v in r.recovery_s if v is not None]
+    missing = len(r.recovery_s) - len(values)
+    if not values:
+        return "none"
+    if len(r.recovery_s) == 1:
+        return f"{values[0]:.2f} s"
+    cell = f"{min(values):.1f}/{median(values):.1f}/{max(values):.1f} s"
+    return cell + (f" ({missing} none)" if missing else "")
+
+
+def render_table(rows: list[dict[str, str]], markdown: bool = False) -> str:
+    """An aligned plain-text table (the first column left-aligned, counts right-aligned), or a
+    GitHub markdown table."""
+    if not rows:
+        return ""
+    columns = list(dict.fromkeys(c for row in rows for c in row))
+    cells = [columns] + [[row.get(c, "") for c in columns] for row in rows]
+    if markdown:
+        lines = ["| " + " | ".join(line) + " |" for line in cells]
+        rule = "|" + "|".join(":---" if i == 0 else "---:" for i in range(len(columns))) + "|"
+        return "\n".join([lines[0], rule, *lines[1:]])
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+
+    def fmt(line: list[str]) -> str:
+        return "  ".join(v.ljust(w) if i == 0 else v.rjust(w)
+                         for i, (v, w) in enumerate(zip(line, widths))).rstrip()
+
+    return "\n".join([fmt(cells[0]), fmt(["-" * w for w in widths]), *map(fmt, cells[1:])])
+
+
+def render_detail(name: str, r: DrillResult) -> str:
+    """A few lines for the CLI after the table: the verdict, each failure, and the first keys of
+    each kind of problem."""
+    lines = [f"{name}: {'PASS' if r.passed else 'FAIL'}"]
+    lines += [f"  failure: {f}" for f in r.failures]
+    if r.lost:
+        lines.append(f"  lost: {first_of([f'{g}/{k}' for g, k in r.lost])}")
+    if r.phantom:
+        lines.append(f"  phantom: {first_of([f'{g}/{k} ({why})' for g, k, why in r.phantom])}")
+    if r.order_violations:
+        lines.append(f"  order: {first_of(list(r.order_violations), sep='; ')}")
+    if r.duplicates:
+        lines.append("  duplicates: " + ", ".join(f"{why}: {n}" for why, n in r.duplicates.items()))
+    if r.sends_unknown:
+        lines.append(f"  unknown sends: {r.unknown_delivered} delivered, "
+                     f"{r.unknown_never_delivered} never delivered")
+    if r.recovery_s:
+        recovery = ", ".join("none" if v is None else f"{v:.2f} s" for v in r.recovery_s)
+        lines.append(f"  recovery per fault: {recovery}; longest outage {r.longest_outage_s:.2f} s")
+    return "\n".join(lines)
+
