@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 from store.broker_role import BrokerRole
 from store.layout import ADMIN_TOKEN_FILE
@@ -81,11 +82,13 @@ def write_configs(root: str, base_port: int, role: str, token_file: str,
     return out
 
 
-def _start(argv: list[str], log_path: str, what: str) -> tuple[subprocess.Popen, dict]:
-    """Start a process that prints one JSON line when it serves; (process, that line)."""
-    log = open(log_path, "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "cluster", *argv],
-                            stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+def _start(argv: list[str], log_path: str, what: str,
+           **popen: Any) -> tuple[subprocess.Popen, dict]:
+    """Start a process that prints one JSON line when it serves; (process, that line).
+    `popen`: more subprocess.Popen arguments (env, preexec_fn)."""
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "cluster", *argv], stdout=subprocess.PIPE,
+                                stderr=log, start_new_session=True, **popen)
     line = proc.stdout.readline() if proc.stdout else b""
     if not line:
         proc.wait(10)
@@ -93,8 +96,9 @@ def _start(argv: list[str], log_path: str, what: str) -> tuple[subprocess.Popen,
     return proc, json.loads(line)
 
 
-def start_node(config_path: str, log_path: str) -> tuple[subprocess.Popen, dict]:
-    return _start(["node", "--config", config_path], log_path, f"node with {config_path}")
+def start_node(config_path: str, log_path: str, **popen: Any) -> tuple[subprocess.Popen, dict]:
+    return _start(["node", "--config", config_path], log_path, f"node with {config_path}",
+                  **popen)
 
 
 def write_controller_config(root: str, port: int, token_file: str) -> str:
@@ -106,9 +110,10 @@ def write_controller_config(root: str, port: int, token_file: str) -> str:
     return path
 
 
-def start_controller(config_path: str, log_path: str) -> tuple[subprocess.Popen, dict]:
+def start_controller(config_path: str, log_path: str,
+                     **popen: Any) -> tuple[subprocess.Popen, dict]:
     return _start(["controller", "--config", config_path], log_path,
-                  f"controller with {config_path}")
+                  f"controller with {config_path}", **popen)
 
 
 def _wait_for_roles(cluster_info: dict, token_file: str, timeout: float = 20.0) -> None:

@@ -1,0 +1,129 @@
+"""One drill from start to verdict: start a fresh cluster, create the workload's topics (8
+queues) and its FIFO group, run the load, play the scenario, stop producing, drain (consumers
+go on until every acknowledged message arrived or `drain_s` passed), check the History, stop
+everything by pid. The History is saved next to the cluster's data as history.jsonl.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from cluster.drills.checker import DrillResult, Expectation, check
+from cluster.drills.drill_cluster import DrillCluster
+from cluster.drills.history import History, SendOutcome
+from cluster.drills.scenarios import (METADATA_QUEUES, DrillContext, Drill, Timing,
+                                      read_only_trigger)
+from cluster.drills.workload import Workload, WorkloadConfig
+from store import failpoints
+
+HISTORY_FILE = "history.jsonl"
+
+
+@dataclass(frozen=True)
+class DrillOptions:
+    root: str
+    base_port: int
+    timing: Timing = Timing()
+    workload: WorkloadConfig = WorkloadConfig()
+    role: str = "SYNC_MASTER"
+    controller_props: Mapping[str, str] = field(default_factory=dict)
+    drain_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class DrillRun:
+    drill: Drill
+    result: DrillResult
+    notes: tuple[str, ...]
+    history_path: str
+    seconds: float
+
+
+def free_base_port() -> int:
+    """A base port whose node and controller ports (base, +10, +20, +30) are all free now."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + 30 > 65535:
+            continue
+        try:
+            for offset in (10, 20, 30):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", base + offset))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no free base port found")
+
+
+def _all_consumed(history: History, groups: Mapping[str, str]) -> bool:
+    acked: dict[str, set[str]] = {}
+    for s in history.sends():
+        if s.outcome is SendOutcome.OK:
+            acked.setdefault(s.topic, set()).add(s.key)
+    got: dict[str, set[str]] = {g: set() for g in groups}
+    for r in history.receives():
+        if r.group in got and r.key is not None:
+            got[r.group].add(r.key)
+    return all(acked.get(topic, set()) <= got[group] for group, topic in groups.items())
+
+
+def _prepare(cluster: DrillCluster, workload: WorkloadConfig) -> None:
+    master = cluster.current_master()
+    assert master is not None
+    with cluster.admin(master, timeout=10) as client:
+        client.create_topic(workload.topic, queue_nums=METADATA_QUEUES)
+        if workload.fifo_producers:
+            client.create_topic(workload.fifo_topic, queue_nums=METADATA_QUEUES)
+            client.upsert_group(workload.fifo_group, fifo=True)
+        client.upsert_group(workload.group, fifo=False)
+
+
+def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
+    started = time.monotonic()
+    node_env = None
+    cluster_root = os.path.abspath(options.root)
+    if drill.read_only:
+        node_env = {name: {failpoints.ENV: "fileio.write=fail_while:"
+                                           + read_only_trigger(cluster_root, name)}
+                    for name in ("master", "slave1", "slave2")}
+    cluster = DrillCluster(cluster_root, options.base_port, options.role,
+                           options.controller_props, node_env, partitions=drill.partitions)
+    history = History()
+    ctx = DrillContext(cluster, history, options.workload, options.timing)
+    groups = options.workload.groups()
+    workload = Workload([p.address for p in cluster.nodes], history, options.workload)
+    try:
+        cluster.start_all()
+        _prepare(cluster, options.workload)
+        workload.start()
+        time.sleep(options.timing.warmup_s)
+        try:
+            drill.run(ctx)
+        except Exception as e:  # noqa: BLE001 - a step that did not happen is a finding
+            ctx.problems.append(f"the drill could not complete: {e}")
+        time.sleep(options.timing.after_s)
+        workload.stop_producers()
+        deadline = time.monotonic() + options.drain_s
+        while time.monotonic() < deadline and not _all_consumed(history, groups):
+            time.sleep(0.5)
+    finally:
+        workload.stop()
+        cluster.close()
+        history_path = os.path.join(cluster_root, HISTORY_FILE)
+        history.save(history_path)
+    result = check(history, Expectation(recovers=drill.recovers, groups=tuple(groups),
+                                        topics_of_group=dict(groups),
+                                        fifo_groups=frozenset(
+                                            {options.workload.fifo_group}
+                                            if options.workload.fifo_producers else ())))
+    top = sorted(workload.consumer_errors.items(), key=lambda kv: -kv[1])[:3]
+    ctx.notes.extend(f"consumer error x{n}: {text}" for text, n in top)
+    if ctx.problems:
+        result = dataclasses.replace(result, failures=result.failures + tuple(ctx.problems))
+    return DrillRun(drill, result, tuple(ctx.notes), history_path, time.monotonic() - started)

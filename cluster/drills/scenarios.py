@@ -1,0 +1,244 @@
+"""The drills: each is a fault (and its repair) played against a running DrillCluster while the
+workload runs. A scenario records when its fault started and was healed in the History, and
+adds findings of its own (the metadata drill's routes) as `notes` / `problems`.
+
+Timing comes from `DrillContext.timing`; the defaults fit the local cluster's controller
+(failover after 3 s without a master heartbeat, 2 s lease).
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from cluster.drills.drill_cluster import DrillCluster, DrillProcess
+from cluster.drills.history import History
+from cluster.drills.workload import WorkloadConfig
+
+
+@dataclass(frozen=True)
+class Timing:
+    warmup_s: float = 4.0       # load before the fault
+    fault_s: float = 8.0        # how long a pause/partition/read-only lasts (> failover timeout)
+    after_s: float = 6.0        # load after the repair
+    soak_s: float = 600.0       # the soak's length
+    soak_every_s: float = 30.0  # one master kill per this many seconds
+
+
+@dataclass
+class DrillContext:
+    cluster: DrillCluster
+    history: History
+    workload: WorkloadConfig
+    timing: Timing
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # findings that fail the drill
+
+    def master(self, timeout: float = 30.0) -> DrillProcess:
+        found: list[DrillProcess] = []
+
+        def has_master() -> bool:
+            m = self.cluster.current_master()
+            if m is not None:
+                found.append(m)
+            return m is not None
+        self.cluster.wait_for(has_master, timeout, "a master")
+        return found[-1]
+
+    def wait_new_master(self, old: DrillProcess, timeout: float = 30.0) -> DrillProcess:
+        self.cluster.wait_for(lambda: self.cluster.current_master() not in (None, old), timeout,
+                              f"a master other than {old.name}")
+        new = self.cluster.current_master()
+        assert new is not None
+        self.notes.append(f"{new.name} became master")
+        return new
+
+    def rejoin(self, proc: DrillProcess, timeout: float = 30.0) -> None:
+        """Start `proc` again and wait until it follows the master in sync."""
+        self.cluster.start(proc)
+        self.cluster.wait_for(lambda: self.cluster.in_sync_count() == 2, timeout,
+                              f"{proc.name} back in sync")
+
+
+Scenario = Callable[[DrillContext], None]
+
+
+def kill_master(ctx: DrillContext) -> None:
+    master = ctx.master()
+    i = ctx.history.fault_started(f"kill -9 {master.name} (pid {master.pid})")
+    master.kill()
+    ctx.wait_new_master(master)
+    ctx.history.fault_healed(i)
+    time.sleep(ctx.timing.after_s / 2)
+    ctx.rejoin(master)
+
+
+def pause_master(ctx: DrillContext) -> None:
+    master = ctx.master()
+    i = ctx.history.fault_started(f"SIGSTOP {master.name} for {ctx.timing.fault_s:.0f} s")
+    master.pause()
+    time.sleep(ctx.timing.fault_s)
+    master.resume()
+    ctx.history.fault_healed(i)
+    ctx.cluster.wait_for(lambda: ctx.cluster.in_sync_count() == 2, 30,
+                         f"{master.name} following again")
+
+
+def partition_master(ctx: DrillContext) -> None:
+    master = ctx.master()
+    others = [p for p in (ctx.cluster.controller, *ctx.cluster.nodes) if p is not master]
+    i = ctx.history.fault_started(f"partition {master.name} from the controller and the slaves "
+                                  f"for {ctx.timing.fault_s:.0f} s")
+    ctx.cluster.partition([master], others)
+    time.sleep(ctx.timing.fault_s)
+    ctx.cluster.heal_partitions()
+    ctx.history.fault_healed(i)
+    ctx.cluster.wait_for(lambda: ctx.cluster.in_sync_count() == 2, 30, "the group whole again")
+
+
+def partition_slave(ctx: DrillContext) -> None:
+    master = ctx.master()
+    slave = ctx.cluster.slaves()[0]
+    i = ctx.history.fault_started(f"partition {slave.name} from the master and the controller "
+                                  f"for {ctx.timing.fault_s:.0f} s")
+    ctx.cluster.partition([slave], [master, ctx.cluster.controller])
+    time.sleep(ctx.timing.fault_s)
+    ctx.cluster.heal_partitions()
+    ctx.history.fault_healed(i)
+    ctx.cluster.wait_for(lambda: ctx.cluster.in_sync_count() == 2, 30, f"{slave.name} in sync")
+
+
+def kill_controller_and_master(ctx: DrillContext) -> None:
+    master = ctx.master()
+    ctrl = ctx.cluster.controller
+    i = ctx.history.fault_started(f"kill -9 the controller and {master.name}")
+    ctrl.kill()
+    master.kill()
+    time.sleep(1.0)
+    ctx.cluster.start(ctrl)  # its state file says who was in sync
+    ctx.wait_new_master(master)
+    ctx.history.fault_healed(i)
+    ctx.rejoin(master)
+
+
+def restart_all(ctx: DrillContext) -> None:
+    procs = [ctx.cluster.controller, *ctx.cluster.nodes]
+    i = ctx.history.fault_started("kill -9 every process, then start them all")
+    for p in procs:
+        p.kill()
+    for p in procs:
+        ctx.cluster.start(p)
+    ctx.master(60)
+    ctx.history.fault_healed(i)
+    ctx.cluster.wait_for(lambda: ctx.cluster.in_sync_count() == 2, 60, "both slaves in sync")
+
+
+def read_only_master(ctx: DrillContext) -> None:
+    """The master's disk turns read-only (the `fileio.write` failpoint, armed in every node's
+    environment at start, fires while its trigger file exists)."""
+    master = ctx.master()
+    trigger = read_only_trigger(ctx.cluster.root, master.name)
+    i = ctx.history.fault_started(f"{master.name}'s store turns read-only")
+    open(trigger, "w").close()
+    ctx.wait_new_master(master)
+    ctx.history.fault_healed(i)
+    time.sleep(ctx.timing.after_s / 2)
+    # the operator's repair: a writable disk and a restart; it rejoins as a slave
+    os.unlink(trigger)
+    master.stop()
+    ctx.rejoin(master)
+
+
+def read_only_trigger(root: str, name: str) -> str:
+    """The file whose existence makes node `name`'s disk writes fail (EROFS)."""
+    return os.path.join(root, f"{name}.readonly")
+
+
+def lagging_slave_then_kill_master(ctx: DrillContext) -> None:
+    """One slave is down, the other paused until it leaves the in-sync set; then the master dies.
+    No in-sync slave is left, so the group must refuse writes (unavailable) rather than elect the
+    lagging slave and lose what the master acknowledged alone; the master's restart heals it."""
+    master = ctx.master()
+    lagging, down = ctx.cluster.slaves()
+    down.kill()
+    lagging.pause()
+    ctx.cluster.wait_for(lambda: ctx.cluster.in_sync_count() == 0, 30,
+                         "both slaves out of the in-sync set")
+    time.sleep(ctx.timing.warmup_s)  # writes the lagging slave does not have
+    i = ctx.history.fault_started(f"kill -9 {master.name} with {lagging.name} lagging and "
+                                  f"{down.name} down")
+    master.kill()
+    lagging.resume()
+    time.sleep(ctx.timing.fault_s)
+    elected = ctx.cluster.current_master()
+    ctx.notes.append(f"master {ctx.timing.fault_s:.0f} s after the kill: "
+                     f"{elected.name if elected else 'none (writes refused)'}")
+    ctx.cluster.start(master)
+    ctx.history.fault_healed(i)
+    ctx.master(60)
+    ctx.cluster.start(down)
+    ctx.cluster.wait_for(lambda: ctx.cluster.in_sync_count() == 2, 60, "the group whole again")
+
+
+def metadata(ctx: DrillContext) -> None:
+    """Two failovers in a row; afterwards every node routes the topic with its 8 queues (the
+    workload's topic is created with 8 queues before the load starts) and the checker finds
+    every acknowledged message consumed, queues 4-7 included."""
+    for _ in range(2):
+        kill_master(ctx)
+        time.sleep(ctx.timing.after_s / 2)
+    for proc in ctx.cluster.nodes:
+        with ctx.cluster.admin(proc, timeout=5) as client:
+            topics = {t.name: t for t in client.list_topics().topics}
+        topic = topics.get(ctx.workload.topic)
+        queues = topic.write_queue_nums if topic else 0
+        ctx.notes.append(f"{proc.name}: {ctx.workload.topic} has {queues} queues")
+        if queues != METADATA_QUEUES:
+            ctx.problems.append(f"{proc.name} routes {ctx.workload.topic} with {queues} queues, "
+                                f"not {METADATA_QUEUES}")
+
+
+METADATA_QUEUES = 8
+
+
+def soak(ctx: DrillContext) -> None:
+    """Kill the master every `soak_every_s` for `soak_s`; each killed master restarts after
+    a third of the interval and rejoins as a slave."""
+    end = time.monotonic() + ctx.timing.soak_s
+    while time.monotonic() + ctx.timing.soak_every_s <= end + 1:
+        round_start = time.monotonic()
+        kill_master(ctx)
+        rest = ctx.timing.soak_every_s - (time.monotonic() - round_start)
+        if rest > 0:
+            time.sleep(rest)
+
+
+@dataclass(frozen=True)
+class Drill:
+    name: str
+    run: Scenario
+    about: str
+    recovers: bool = True       # False: the group must stay unavailable until healed
+    partitions: bool = False    # needs root, iptables and cgroup v2
+    read_only: bool = False     # nodes start with the read-only failpoint armed
+
+
+DRILLS = {d.name: d for d in (
+    Drill("kill-master", kill_master, "kill -9 the master; it restarts and rejoins"),
+    Drill("pause-master", pause_master, "SIGSTOP the master past the failover timeout, resume it"),
+    Drill("partition-master", partition_master,
+          "cut the master from the controller and the slaves", partitions=True),
+    Drill("partition-slave", partition_slave, "cut one slave from the master and controller",
+          partitions=True),
+    Drill("kill-controller-and-master", kill_controller_and_master,
+          "kill -9 the controller and the master together"),
+    Drill("restart-all", restart_all, "kill -9 everything and start it all again"),
+    Drill("read-only-master", read_only_master, "the master's store turns read-only",
+          read_only=True),
+    Drill("lagging-slave", lagging_slave_then_kill_master,
+          "one slave down, one lagging, then kill the master: unavailable, not lossy",
+          recovers=False),
+    Drill("metadata", metadata, "an 8-queue topic through two failovers"),
+    Drill("soak", soak, "kill the master every 30 s for 10 minutes"),
+)}

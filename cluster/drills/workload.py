@@ -1,0 +1,223 @@
+"""The drill's load: producers and consumers speaking the RocketMQ 5 protocol (cluster/client)
+to the nodes, every send and every receive recorded into a History.
+
+Producers send one message per request (so each send has one outcome) at a steady rate; FIFO
+producers send their message groups in sequence, the next message only after the previous
+one's answer, as an ordered producer must. Consumers are SimpleConsumers: receive, record, ack,
+record the ack. Like a client given several endpoints, each worker talks to one node and moves
+to the next one when a call fails, so it finds the new master (or a slave that forwards to it)
+after a failover.
+
+Outcomes (the checker's three kinds):
+  OK       the send answered OK: acknowledged as stored with the promised durability
+  FAILED   the server answered that nothing was stored (a status without entries)
+  UNKNOWN  no answer (deadline, connection lost), PROXY_TIMEOUT from a forwarding slave, or
+           stored-but-not-durable (NotDurableError): it may or may not survive
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+
+from cluster.client.client_errors import ClientError, NotDurableError, TransportError
+from cluster.client.connection import ClientConfig, Connection
+from cluster.client.message import Message
+from cluster.client.producer import Producer
+from cluster.client.simple_consumer import SimpleConsumer
+from cluster.drills.history import Ack, History, Receive, Send, SendOutcome, body_for, key_of
+
+# Answers that do not say whether the message was stored.
+UNKNOWN_CODES = frozenset({d.PROXY_TIMEOUT, d.REQUEST_TIMEOUT, d.CODE_UNSPECIFIED})
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    topic: str = "DrillTopic"
+    fifo_topic: str = "DrillFifoTopic"
+    group: str = "drill-group"
+    fifo_group: str = "drill-fifo-group"
+    producers: int = 3
+    fifo_producers: int = 1
+    message_groups: int = 4          # per FIFO producer
+    consumers: int = 2               # per consumer group
+    rate: float = 60.0               # sends per second per producer
+    body_size: int = 256
+    send_timeout: float = 3.0
+    invisible_s: float = 10.0        # not acked in time: back after this (server min 10 s)
+
+    def __post_init__(self) -> None:
+        if self.producers < 1 or self.consumers < 1 or self.fifo_producers < 0:
+            raise ValueError("need at least one producer and one consumer per group")
+        if self.rate <= 0 or self.send_timeout <= 0 or self.invisible_s <= 0:
+            raise ValueError("rate, send_timeout and invisible_s must be > 0")
+
+    def groups(self) -> dict[str, str]:
+        """consumer group -> its topic."""
+        out = {self.group: self.topic}
+        if self.fifo_producers:
+            out[self.fifo_group] = self.fifo_topic
+        return out
+
+
+def send_outcome(error: Exception | None) -> SendOutcome:
+    if error is None:
+        return SendOutcome.OK
+    if isinstance(error, (NotDurableError, TransportError)):
+        return SendOutcome.UNKNOWN
+    if isinstance(error, ClientError) and error.code in UNKNOWN_CODES:
+        return SendOutcome.UNKNOWN
+    return SendOutcome.FAILED
+
+
+class _Endpoints:
+    """A worker's connections, one per node, and the node it uses now."""
+
+    def __init__(self, addresses: Sequence[str], start: int, timeout: float) -> None:
+        self.connections = [Connection(ClientConfig(endpoints=a, request_timeout=timeout))
+                            for a in addresses]
+        self.index = start % len(addresses)
+
+    @property
+    def current(self) -> Connection:
+        return self.connections[self.index]
+
+    def next(self) -> None:
+        self.index = (self.index + 1) % len(self.connections)
+
+    def close(self) -> None:
+        for c in self.connections:
+            c.close()
+
+
+class Workload:
+    """Threads producing and consuming until stop_producers() / stop(). Owns its threads and
+    connections; everything it sees goes into `history`."""
+
+    def __init__(self, addresses: Sequence[str], history: History,
+                 config: WorkloadConfig = WorkloadConfig()) -> None:
+        self.addresses = list(addresses)
+        self.history = history
+        self.config = config
+        self._producing = threading.Event()
+        self._consuming = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._errors_lock = threading.Lock()
+        self.consumer_errors: dict[str, int] = {}  # error text -> count, for the drill's notes
+
+    def start(self) -> None:
+        self._producing.set()
+        self._consuming.set()
+        c = self.config
+        for i in range(c.producers):
+            self._spawn(f"producer-{i}", lambda i=i: self._produce(i, None))
+        for i in range(c.fifo_producers):
+            self._spawn(f"fifo-producer-{i}", lambda i=i: self._produce(i, c.message_groups))
+        for group, topic in c.groups().items():
+            for i in range(c.consumers):
+                self._spawn(f"{group}-{i}", lambda g=group, t=topic, i=i: self._consume(g, t, i))
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        t = threading.Thread(target=target, name=f"drill-{name}", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def stop_producers(self) -> None:
+        self._producing.clear()
+
+    def stop(self) -> None:
+        self._producing.clear()
+        self._consuming.clear()
+        for t in self._threads:
+            t.join(self.config.send_timeout + 30)
+
+    # -- producing -----------------------------------------------------------------------------
+    def _produce(self, index: int, message_groups: int | None) -> None:
+        c = self.config
+        fifo = message_groups is not None
+        ends = _Endpoints(self.addresses, index, c.send_timeout)
+        seqs = [0] * (message_groups or 1)
+        interval = 1.0 / c.rate
+        next_at = time.monotonic()
+        n = 0
+        try:
+            while self._producing.is_set():
+                slot = n % len(seqs)
+                n += 1
+                group = f"mg{index}-{slot}" if fifo else None
+                key = f"{'f' if fifo else 'p'}{index}-{slot}-{seqs[slot]}" if fifo \
+                    else f"p{index}-{seqs[slot]}"
+                msg = Message(topic=c.fifo_topic if fifo else c.topic,
+                              body=body_for(key, c.body_size), keys=(key,), message_group=group)
+                started = time.monotonic()
+                error: Exception | None = None
+                message_id = ""
+                try:
+                    message_id = Producer(ends.current).send(msg, c.send_timeout).message_id
+                except ClientError as e:
+                    error = e
+                outcome = send_outcome(error)
+                self.history.record_send(Send(
+                    key=key, topic=msg.topic, message_group=group, seq=seqs[slot],
+                    started=started, finished=time.monotonic(), outcome=outcome,
+                    detail="" if error is None else str(error)[:200],
+                    message_id=message_id or (msg.message_id or "")))
+                seqs[slot] += 1
+                if outcome is not SendOutcome.OK:
+                    ends.next()
+                next_at = max(next_at + interval, time.monotonic() - 1.0)
+                delay = next_at - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+        finally:
+            ends.close()
+
+    def _count_error(self, error: ClientError) -> None:
+        text = str(error)[:120]
+        with self._errors_lock:
+            self.consumer_errors[text] = self.consumer_errors.get(text, 0) + 1
+
+    # -- consuming -----------------------------------------------------------------------------
+    def _consume(self, group: str, topic: str, index: int) -> None:
+        c = self.config
+        ends = _Endpoints(self.addresses, index, c.send_timeout)
+        consumers = [SimpleConsumer(conn, group, {topic: "*"}, await_duration=1.0,
+                                    invisible_duration=c.invisible_s)
+                     for conn in ends.connections]
+        try:
+            while self._consuming.is_set():
+                consumer = consumers[ends.index]
+                try:
+                    got = consumer.receive(16)
+                except ClientError as e:
+                    self._count_error(e)
+                    ends.next()
+                    time.sleep(0.1)
+                    continue
+                now = time.monotonic()
+                for m in got:
+                    self.history.record_receive(Receive(
+                        key=key_of(m.body), topic=m.topic, group=group, queue_id=m.queue_id,
+                        queue_offset=m.queue_offset, message_id=m.message_id or "",
+                        delivery_attempt=m.delivery_attempt, at=now))
+                if not got:
+                    continue
+                try:
+                    errors = consumer.ack_many(got)
+                except ClientError as e:
+                    errors = [e] * len(got)
+                    self._count_error(e)
+                    ends.next()
+                now = time.monotonic()
+                for m, err in zip(got, errors):
+                    key = key_of(m.body)
+                    if key is not None:
+                        self.history.record_ack(Ack(key=key, group=group,
+                                                    message_id=m.message_id or "",
+                                                    ok=err is None, at=now,
+                                                    detail="" if err is None else str(err)[:200]))
+        finally:
+            ends.close()
