@@ -203,8 +203,10 @@ def _recovery(sends: list[Send], fault: Fault) -> float | None:
     after = [s for s in sends if s.outcome is SendOutcome.OK and s.started >= fault.started]
     if not after:
         return None
-    first = min(after, key=lambda s: s.started)
-    return first.finished - fault.started
+    # The first acknowledgement among sends begun after the fault: a send begun earlier may be
+    # answered by the old master just before it went away; one begun later and stuck on a
+    # dead node for its whole timeout must not hide a faster one on the new master.
+    return min(s.finished for s in after) - fault.started
 
 
 def _longest_outage(sends: list[Send], faults: list[Fault]) -> float:

@@ -64,6 +64,11 @@ class DrillContext:
 Scenario = Callable[[DrillContext], None]
 
 
+def note_master(ctx: DrillContext, when: str) -> None:
+    m = ctx.cluster.current_master()
+    ctx.notes.append(f"master {when}: {m.name if m else 'none'}")
+
+
 def kill_master(ctx: DrillContext) -> None:
     master = ctx.master()
     i = ctx.history.fault_started(f"kill -9 {master.name} (pid {master.pid})")
@@ -79,6 +84,7 @@ def pause_master(ctx: DrillContext) -> None:
     i = ctx.history.fault_started(f"SIGSTOP {master.name} for {ctx.timing.fault_s:.0f} s")
     master.pause()
     time.sleep(ctx.timing.fault_s)
+    note_master(ctx, "at the end of the pause")
     master.resume()
     ctx.history.fault_healed(i)
     ctx.cluster.wait_for(lambda: ctx.cluster.in_sync_count() == 2, 30,
@@ -88,10 +94,11 @@ def pause_master(ctx: DrillContext) -> None:
 def partition_master(ctx: DrillContext) -> None:
     master = ctx.master()
     others = [p for p in (ctx.cluster.controller, *ctx.cluster.nodes) if p is not master]
+    ctx.cluster.partition([master], others)  # in force once the rules are in: the fault starts
     i = ctx.history.fault_started(f"partition {master.name} from the controller and the slaves "
                                   f"for {ctx.timing.fault_s:.0f} s")
-    ctx.cluster.partition([master], others)
     time.sleep(ctx.timing.fault_s)
+    note_master(ctx, "at the end of the partition")
     ctx.cluster.heal_partitions()
     ctx.history.fault_healed(i)
     ctx.cluster.wait_for(lambda: ctx.cluster.in_sync_count() == 2, 30, "the group whole again")
@@ -100,9 +107,9 @@ def partition_master(ctx: DrillContext) -> None:
 def partition_slave(ctx: DrillContext) -> None:
     master = ctx.master()
     slave = ctx.cluster.slaves()[0]
+    ctx.cluster.partition([slave], [master, ctx.cluster.controller])
     i = ctx.history.fault_started(f"partition {slave.name} from the master and the controller "
                                   f"for {ctx.timing.fault_s:.0f} s")
-    ctx.cluster.partition([slave], [master, ctx.cluster.controller])
     time.sleep(ctx.timing.fault_s)
     ctx.cluster.heal_partitions()
     ctx.history.fault_healed(i)
@@ -171,9 +178,7 @@ def lagging_slave_then_kill_master(ctx: DrillContext) -> None:
     master.kill()
     lagging.resume()
     time.sleep(ctx.timing.fault_s)
-    elected = ctx.cluster.current_master()
-    ctx.notes.append(f"master {ctx.timing.fault_s:.0f} s after the kill: "
-                     f"{elected.name if elected else 'none (writes refused)'}")
+    note_master(ctx, f"{ctx.timing.fault_s:.0f} s after the kill")
     ctx.cluster.start(master)
     ctx.history.fault_healed(i)
     ctx.master(60)

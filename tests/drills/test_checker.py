@@ -155,14 +155,14 @@ def test_recovery_per_fault_and_longest_outage() -> None:
     send(h, "late", started=20.5, finished=21.0)
     receive(h, "late", at=22)
     r = check(h, EXPECT)
-    # the first OK send STARTED at/after the fault: (10.5, 13.0), not (9.9, 12.5) that started
-    # before it nor (11.0, 12.0) that finished first
-    assert r.recovery_s == pytest.approx((3.0, 1.0))
+    # the first OK answer among sends STARTED at/after the fault: (11.0, 12.0), not (9.9, 12.5)
+    # that started before it nor (10.5, 13.0) that started first but finished later
+    assert r.recovery_s == pytest.approx((2.0, 1.0))
     # from the first fault's start: 10 -> 12.0 -> 12.5 -> 13.0 -> 21.0
     assert r.longest_outage_s == pytest.approx(8.0)
     assert r.passed
-    assert summary_row("two", r)["recovery"] == "1.0/2.0/3.0 s"
-    assert "recovery per fault: 3.00 s, 1.00 s" in render_detail("two", r)
+    assert summary_row("two", r)["recovery"] == "1.0/1.5/2.0 s"
+    assert "recovery per fault: 2.00 s, 1.00 s" in render_detail("two", r)
 
 
 def test_longest_outage_counts_from_the_fault_start() -> None:
