@@ -1,6 +1,7 @@
 """Failpoints: the spec format, in-process configuration, and no side effect on import."""
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -78,3 +79,37 @@ def test_configure_overrides_the_environment():
             "print(failpoints.should_corrupt('p'))")
     done = run_python(code, "p=kill")
     assert done.returncode == 0 and done.stdout == "True\n"
+
+
+# -- fail_while:<path> ----------------------------------------------------------------------------
+def test_parse_keeps_the_fail_while_trigger_path():
+    assert failpoints.parse("fileio.write=fail_while:/tmp/x/readonly,k=kill") == {
+        "fileio.write": "fail_while:/tmp/x/readonly", "k": "kill"}
+
+
+@pytest.mark.parametrize("item", ["w=fail_while:relative/readonly", "w=fail_while:"])
+def test_fail_while_needs_an_absolute_path(item):
+    with pytest.raises(ConfigError, match=f"RMQSTORE_FAILPOINTS: '{item}': fail_while needs an "
+                                          "absolute trigger path"):
+        failpoints.configure(f"k=kill,{item}")
+
+
+def test_io_failure_raises_erofs_only_while_the_trigger_exists(tmp_path):
+    trigger = tmp_path / "readonly"
+    failpoints.configure(f"fileio.write=fail_while:{trigger}")
+    failpoints.io_failure("fileio.write", "/store/commitlog/0")  # no trigger yet: nothing
+    trigger.touch()
+    with pytest.raises(OSError) as raised:
+        failpoints.io_failure("fileio.write", "/store/commitlog/0")
+    assert raised.value.errno == errno.EROFS
+    assert raised.value.strerror == "Read-only file system (failpoint fileio.write)"
+    assert raised.value.filename == "/store/commitlog/0"
+    failpoints.io_failure("other", "/store/commitlog/0")  # another name is not armed
+    trigger.unlink()
+    failpoints.io_failure("fileio.write", "/store/commitlog/0")  # removed: writable again
+
+
+def test_io_failure_ignores_failpoints_of_other_actions(tmp_path):
+    failpoints.configure("fileio.write=corrupt_once")
+    failpoints.io_failure("fileio.write", "/p")
+    assert failpoints.should_corrupt("fileio.write")  # and did not fire it
