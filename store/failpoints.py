@@ -5,9 +5,13 @@
 prove that a crash between two steps leaves the store consistent (as TiKV's fail-rs and
 FoundationDB's buggify do). Unset in production: a failpoint is then one dict lookup.
 
-Actions: `kill` (SIGKILL at `failpoint(name)`) and `corrupt_once` (`should_corrupt(name)` is
+Actions: `kill` (SIGKILL at `failpoint(name)`), `corrupt_once` (`should_corrupt(name)` is
 true exactly once in the process's life, e.g. `master.corrupt_next_chunk=corrupt_once` flips a
-byte of one replication chunk after its CRC was computed).
+byte of one replication chunk after its CRC was computed) and `fail_while:<absolute path>`
+(`io_failure(name, path)` raises OSError(EROFS) for as long as that trigger file exists, e.g.
+`fileio.write=fail_while:/tmp/drill/readonly` makes every write-side FileIO operation fail like
+a file system remounted read-only once the drill creates the file, while the process runs; the
+trigger path cannot contain a comma, the item separator).
 
 Importing this module has no side effect: the environment is read on the first
 `failpoint`/`should_corrupt` call, unless `configure()` set the failpoints before (a process
@@ -16,6 +20,7 @@ It lives in `store/`, the bottom layer, so every package may place failpoints.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -25,16 +30,24 @@ from store.errors import ConfigError
 
 log = logging.getLogger(__name__)
 ENV = "RMQSTORE_FAILPOINTS"
-_ACTIONS = ("kill", "corrupt_once")
+_ACTIONS = ("kill", "corrupt_once", "fail_while:<path>")
+_FAIL_WHILE = "fail_while:"  # the action with an argument: the trigger file's absolute path
 _DONE = "done"  # a corrupt_once failpoint that has fired
 
 
 def parse(spec: str) -> dict[str, str]:
-    """`name=action,...` -> {name: action}; blanks around items are ignored."""
+    """`name=action,...` -> {name: action}; blanks around items are ignored. A `fail_while`
+    action keeps its argument in the value (`fail_while:/abs/path`)."""
     points = {}
     for item in filter(None, (p.strip() for p in spec.split(","))):
         name, _, action = item.partition("=")
-        if action not in _ACTIONS:
+        if action.startswith(_FAIL_WHILE):
+            trigger = action[len(_FAIL_WHILE):]
+            # Relative paths would depend on the process's cwd: the drill and the node must
+            # agree on one file, so only an absolute path is accepted.
+            if not trigger or not os.path.isabs(trigger):
+                raise ConfigError(f"{ENV}: {item!r}: fail_while needs an absolute trigger path")
+        elif action not in _ACTIONS:
             raise ConfigError(f"{ENV}: unknown action {action!r} for {name!r} "
                               f"(want one of {', '.join(_ACTIONS)})")
         points[name] = action
@@ -85,3 +98,15 @@ def should_corrupt(name: str) -> bool:
         points[name] = _DONE
     log.warning("failpoint %s: corrupting once", name)
     return True
+
+
+def io_failure(name: str, path: str) -> None:
+    """Raise OSError(EROFS) for `path` while the `fail_while` failpoint `name` is armed and its
+    trigger file exists: a drill turns a running process's disk read-only by creating the
+    file, and back by removing it. Unarmed, this is one dict lookup; armed, one stat per call
+    (the trigger is looked at on every call so that the switch takes effect at once)."""
+    action = _points().get(name)
+    if action is None or not action.startswith(_FAIL_WHILE):
+        return
+    if os.path.exists(action[len(_FAIL_WHILE):]):
+        raise OSError(errno.EROFS, f"Read-only file system (failpoint {name})", path)

@@ -5,6 +5,10 @@ disk, so tests inject EIO, ENOSPC and read-only failures with `FaultyFileIO` (te
 overriding `_check`. Failures surface as OSError from here; callers turn them into typed
 store errors. Nothing here retries a failed flush: after a failed fsync the kernel may already
 have dropped the dirty pages ("fsyncgate"), so a retry could report success for lost data.
+
+In a running process the failpoint `fileio.write` (store/failpoints.py, armed with e.g.
+`RMQSTORE_FAILPOINTS=fileio.write=fail_while:/abs/trigger`) makes every write-side operation
+fail with EROFS while its trigger file exists: the "disk remounted read-only" drill.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import errno
 import mmap
 import os
 
+from . import failpoints
 from .layout import tmp_path
 
 PAGE_SIZE = mmap.PAGESIZE
@@ -53,6 +58,12 @@ def _load_msync():  # pragma: no cover - depends on the libc at hand
 _msync = _load_msync()
 _MS_SYNC = getattr(mmap, "MS_SYNC", 4)
 
+WRITE_FAILPOINT = "fileio.write"
+# The operations (the names `_check` sees) that a read-only file system refuses. `mmap` counts
+# only for a writable mapping (FileIO.map says so); close, pread, open_ro and fstat read.
+WRITE_OPS = frozenset({"open", "preallocate", "truncate", "mmap", "pwrite", "msync", "fdatasync",
+                       "fsync", "zero_range", "makedirs", "fsync_dir", "unlink", "rename"})
+
 
 class FileIO:
     """Thin wrappers over the OS calls the store uses. Subclass and override `_check` to inject
@@ -61,14 +72,24 @@ class FileIO:
     def _check(self, op: str, path: str) -> None:
         """Hook for fault injection; the real implementation does nothing."""
 
+    def _enter(self, op: str, path: str, writes: bool | None = None) -> None:
+        """Every operation starts here: the `fileio.write` failpoint for a write-side one
+        (`writes` defaults to `op in WRITE_OPS`), then the `_check` hook. The failpoint is not
+        in `_check`, so a subclass's own faults add to it instead of replacing it."""
+        if writes is None:
+            writes = op in WRITE_OPS
+        if writes:
+            failpoints.io_failure(WRITE_FAILPOINT, path)
+        self._check(op, path)
+
     # -- files ---------------------------------------------------------------------------
     def open_rw(self, path: str, create: bool = True) -> int:
-        self._check("open", path)
+        self._enter("open", path)
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
         return os.open(path, flags, 0o644)
 
     def open_ro(self, path: str) -> int:
-        self._check("open_ro", path)
+        self._enter("open_ro", path)
         return os.open(path, os.O_RDONLY)
 
     def close(self, fd: int) -> None:
@@ -80,7 +101,7 @@ class FileIO:
     def preallocate(self, fd: int, size: int, path: str) -> None:
         """Reserve `size` bytes of disk so that writing through an mmap can never hit an
         unbacked page (SIGBUS on a full disk). Raises OSError(ENOSPC) when space is short."""
-        self._check("preallocate", path)
+        self._enter("preallocate", path)
         try:
             os.posix_fallocate(fd, 0, size)
         except OSError as e:
@@ -89,18 +110,18 @@ class FileIO:
             os.ftruncate(fd, size)  # file systems without fallocate (tmpfs on old kernels)
 
     def truncate(self, fd: int, size: int, path: str) -> None:
-        self._check("truncate", path)
+        self._enter("truncate", path)
         os.ftruncate(fd, size)
 
     def map(self, fd: int, size: int, path: str, writable: bool = True) -> mmap.mmap:
-        self._check("mmap", path)
+        self._enter("mmap", path, writes=writable)
         access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
         return mmap.mmap(fd, size, access=access)
 
     # -- writing and durability ---------------------------------------------------------------
     def pwrite(self, fd: int, data, offset: int, path: str) -> None:
         """Write all of `data` at `offset`; a short write is retried for the remainder only."""
-        self._check("pwrite", path)
+        self._enter("pwrite", path)
         view = memoryview(data)
         while view:
             n = os.pwrite(fd, view, offset)
@@ -110,7 +131,7 @@ class FileIO:
             offset += n
 
     def pread(self, fd: int, size: int, offset: int, path: str) -> bytes:
-        self._check("pread", path)
+        self._enter("pread", path)
         return os.pread(fd, size, offset)
 
     def read_file(self, path: str) -> bytes:
@@ -132,7 +153,7 @@ class FileIO:
 
     def msync(self, mm: mmap.mmap, offset: int, length: int, path: str) -> None:
         """msync(MS_SYNC) of [offset, offset+length), widened to page boundaries."""
-        self._check("msync", path)
+        self._enter("msync", path)
         start = offset - offset % PAGE_SIZE
         size = offset + length - start
         if _msync is None or size <= 0:
@@ -149,17 +170,17 @@ class FileIO:
             raise OSError(err, os.strerror(err))
 
     def fdatasync(self, fd: int, path: str) -> None:
-        self._check("fdatasync", path)
+        self._enter("fdatasync", path)
         os.fdatasync(fd)
 
     def fsync(self, fd: int, path: str) -> None:
-        self._check("fsync", path)
+        self._enter("fsync", path)
         os.fsync(fd)
 
     def zero_range(self, fd: int, offset: int, length: int, path: str) -> None:
         """Make [offset, offset+length) read as zeros while keeping the blocks allocated
         (FALLOC_FL_ZERO_RANGE; falls back to writing zeros). Used by crash-safe truncation."""
-        self._check("zero_range", path)
+        self._enter("zero_range", path)
         if length <= 0:
             return
         if _fallocate is not None:
@@ -177,11 +198,11 @@ class FileIO:
 
     # -- directories ---------------------------------------------------------------------
     def makedirs(self, path: str) -> None:
-        self._check("makedirs", path)
+        self._enter("makedirs", path)
         os.makedirs(path, exist_ok=True)
 
     def fsync_dir(self, path: str) -> None:
-        self._check("fsync_dir", path)
+        self._enter("fsync_dir", path)
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(fd)
@@ -189,11 +210,11 @@ class FileIO:
             os.close(fd)
 
     def unlink(self, path: str) -> None:
-        self._check("unlink", path)
+        self._enter("unlink", path)
         os.unlink(path)
 
     def rename(self, src: str, dst: str) -> None:
-        self._check("rename", dst)
+        self._enter("rename", dst)
         os.replace(src, dst)
 
     def write_file_atomic(self, path: str, data: bytes) -> None:

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from store import failpoints
 from store import running_flags as rf
 from store.clock import ManualClock
 from store.codec import Message
@@ -133,6 +134,33 @@ def test_eio_on_sync_flush_is_never_ok_and_sticky_until_restart(tmp_path, clock)
     assert s.recovery_report.abnormal and s.writable
     assert s.put_message(msg(3)).ok
     s.shutdown()
+
+
+def test_read_only_failpoint_fails_the_flush_for_good(tmp_path, clock):
+    """The drill's switch (fileio.write=fail_while) reaches the store through its plain FileIO
+    path: the put whose flush meets EROFS is refused, and removing the trigger brings nothing
+    back, since a later flush could report success for pages the kernel dropped."""
+    trigger = tmp_path / "readonly"
+    failpoints.configure(f"fileio.write=fail_while:{trigger}")
+    try:
+        # The logics flush (its checkpoint write) would meet EROFS too: not during this test.
+        s = opened(tmp_path / "store", clock, flush_disk_type="SYNC_FLUSH",
+                   flush_interval_consume_queue=600_000)
+        assert s.put_message(msg(0, qid=0)).ok
+        s.reput.catch_up()  # its queue and index files exist: reput cannot meet EROFS first
+        flushed = s.flushed_offset
+        trigger.touch()
+        res = s.put_message(msg(1, qid=0))
+        assert res.status is PutStatus.FLUSH_DISK_FAILED, (res.status, res.reason)
+        assert "Read-only file system (failpoint fileio.write)" in res.reason
+        assert not s.writable and "DISK_ERROR" in s.not_writable_reason
+        trigger.unlink()
+        assert not s.flusher.flush_now() and s.flushed_offset == flushed
+        res = s.put_message(msg(2, qid=0))
+        assert res.status is PutStatus.SERVICE_NOT_AVAILABLE and "Read-only" in res.reason
+        s.shutdown()
+    finally:
+        failpoints.configure("")
 
 
 def test_eio_under_async_flush_turns_store_not_writable(tmp_path, clock):
