@@ -29,7 +29,6 @@ class DrillOptions:
     base_port: int
     timing: Timing = Timing()
     workload: WorkloadConfig = WorkloadConfig()
-    role: str = "SYNC_MASTER"
     controller_props: Mapping[str, str] = field(default_factory=dict)
     drain_s: float = 60.0
 
@@ -81,7 +80,8 @@ def _prepare(cluster: DrillCluster, workload: WorkloadConfig) -> None:
         if workload.fifo_producers:
             client.create_topic(workload.fifo_topic, queue_nums=METADATA_QUEUES)
             client.upsert_group(workload.fifo_group, fifo=True)
-        client.upsert_group(workload.group, fifo=False)
+        for group in (workload.group, *workload.late_groups()):
+            client.upsert_group(group, fifo=False)
 
 
 def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
@@ -92,11 +92,11 @@ def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
         node_env = {name: {failpoints.ENV: "fileio.write=fail_while:"
                                            + read_only_trigger(cluster_root, name)}
                     for name in ("master", "slave1", "slave2")}
-    cluster = DrillCluster(cluster_root, options.base_port, options.role,
+    cluster = DrillCluster(cluster_root, options.base_port, drill.role,
                            options.controller_props, node_env, partitions=drill.partitions)
     history = History()
     ctx = DrillContext(cluster, history, options.workload, options.timing)
-    groups = options.workload.groups()
+    groups = options.workload.all_groups()
     workload = Workload([p.address for p in cluster.nodes], history, options.workload)
     try:
         cluster.start_all()
@@ -109,6 +109,7 @@ def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
             ctx.problems.append(f"the drill could not complete: {e}")
         time.sleep(options.timing.after_s)
         workload.stop_producers()
+        workload.start_late_readers()
         deadline = time.monotonic() + options.drain_s
         while time.monotonic() < deadline and not _all_consumed(history, groups):
             time.sleep(0.5)
@@ -122,8 +123,10 @@ def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
                                         fifo_groups=frozenset(
                                             {options.workload.fifo_group}
                                             if options.workload.fifo_producers else ())))
-    top = sorted(workload.consumer_errors.items(), key=lambda kv: -kv[1])[:3]
-    ctx.notes.extend(f"consumer error x{n}: {text}" for text, n in top)
+    if workload.consumer_errors:  # expected around a fault; the most common one says why
+        total = sum(workload.consumer_errors.values())
+        text, _ = max(workload.consumer_errors.items(), key=lambda kv: kv[1])
+        ctx.notes.append(f"{total} consumer calls failed (most often: {text})")
     if ctx.problems:
         result = dataclasses.replace(result, failures=result.failures + tuple(ctx.problems))
     return DrillRun(drill, result, tuple(ctx.notes), history_path, time.monotonic() - started)

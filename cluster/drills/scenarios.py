@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import grpc
+
 from cluster.drills.drill_cluster import DrillCluster, DrillProcess
 from cluster.drills.history import History
 from cluster.drills.workload import WorkloadConfig
@@ -164,14 +166,26 @@ def read_only_trigger(root: str, name: str) -> str:
 
 def lagging_slave_then_kill_master(ctx: DrillContext) -> None:
     """One slave is down, the other paused until it leaves the in-sync set; then the master dies.
-    No in-sync slave is left, so the group must refuse writes (unavailable) rather than elect the
-    lagging slave and lose what the master acknowledged alone; the master's restart heals it."""
+    The group runs ASYNC_MASTER, so the master acknowledges alone once the controller shrank
+    the sync state set to it (a SYNC_MASTER would stop acknowledging instead, and there would
+    be nothing to lose). No in-sync slave is left, so the group must refuse writes
+    (unavailable) rather than elect the lagging slave and lose what the master acknowledged
+    alone; the master's restart heals it."""
     master = ctx.master()
     lagging, down = ctx.cluster.slaves()
+    lagging_status = ctx.cluster.status(lagging)
+    assert lagging_status is not None
     down.kill()
     lagging.pause()
     ctx.cluster.wait_for(lambda: ctx.cluster.in_sync_count() == 0, 30,
                          "both slaves out of the in-sync set")
+
+    def stream_closed() -> bool:
+        # Until the master closes the paused slave's stream, the kernel keeps buffering what it
+        # sends, and the slave would resume with it: only then does the slave really lag.
+        st = ctx.cluster.status(master)
+        return st is not None and all(s.node_id != lagging_status.node_id for s in st.slaves)
+    ctx.cluster.wait_for(stream_closed, 30, f"the master to close {lagging.name}'s stream")
     time.sleep(ctx.timing.warmup_s)  # writes the lagging slave does not have
     i = ctx.history.fault_started(f"kill -9 {master.name} with {lagging.name} lagging and "
                                   f"{down.name} down")
@@ -194,10 +208,7 @@ def metadata(ctx: DrillContext) -> None:
         kill_master(ctx)
         time.sleep(ctx.timing.after_s / 2)
     for proc in ctx.cluster.nodes:
-        with ctx.cluster.admin(proc, timeout=5) as client:
-            topics = {t.name: t for t in client.list_topics().topics}
-        topic = topics.get(ctx.workload.topic)
-        queues = topic.write_queue_nums if topic else 0
+        queues = _queue_count(ctx.cluster, proc, ctx.workload.topic)
         ctx.notes.append(f"{proc.name}: {ctx.workload.topic} has {queues} queues")
         if queues != METADATA_QUEUES:
             ctx.problems.append(f"{proc.name} routes {ctx.workload.topic} with {queues} queues, "
@@ -205,6 +216,23 @@ def metadata(ctx: DrillContext) -> None:
 
 
 METADATA_QUEUES = 8
+
+
+def _queue_count(cluster: DrillCluster, proc: DrillProcess, topic: str) -> int:
+    """The write queue count of `topic` in the node's topic table (0: not there). Retried for a
+    while: a node restarted a moment ago may still be behind gRPC's reconnect backoff."""
+    found: list[int] = []
+
+    def listed() -> bool:
+        try:
+            with cluster.admin(proc, timeout=5) as client:
+                topics = {t.name: t for t in client.list_topics().topics}
+        except grpc.RpcError:
+            return False
+        found.append(topics[topic].write_queue_nums if topic in topics else 0)
+        return True
+    cluster.wait_for(listed, 30, f"the topic table of {proc.name}")
+    return found[-1]
 
 
 def soak(ctx: DrillContext) -> None:
@@ -227,6 +255,7 @@ class Drill:
     recovers: bool = True       # False: the group must stay unavailable until healed
     partitions: bool = False    # needs root, iptables and cgroup v2
     read_only: bool = False     # nodes start with the read-only failpoint armed
+    role: str = "SYNC_MASTER"   # the master role the group starts with
 
 
 DRILLS = {d.name: d for d in (
@@ -243,7 +272,7 @@ DRILLS = {d.name: d for d in (
           read_only=True),
     Drill("lagging-slave", lagging_slave_then_kill_master,
           "one slave down, one lagging, then kill the master: unavailable, not lossy",
-          recovers=False),
+          recovers=False, role="ASYNC_MASTER"),
     Drill("metadata", metadata, "an 8-queue topic through two failovers"),
     Drill("soak", soak, "kill the master every 30 s for 10 minutes"),
 )}

@@ -1,6 +1,9 @@
 """The drill's load: producers and consumers speaking the RocketMQ 5 protocol (cluster/client)
 to the nodes, every send and every receive recorded into a History.
 
+Besides the live consumer groups, "late" groups start reading from the first offset only
+after the faults: they check what the log kept, not what was consumed in time.
+
 Producers send one message per request (so each send has one outcome) at a steady rate; FIFO
 producers send their message groups in sequence, the next message only after the previous
 one's answer, as an ordered producer must. Consumers are SimpleConsumers: receive, record, ack,
@@ -56,11 +59,20 @@ class WorkloadConfig:
             raise ValueError("rate, send_timeout and invisible_s must be > 0")
 
     def groups(self) -> dict[str, str]:
-        """consumer group -> its topic."""
+        """consumer group -> its topic, for the groups consuming while the drill runs."""
         out = {self.group: self.topic}
         if self.fifo_producers:
             out[self.fifo_group] = self.fifo_topic
         return out
+
+    def late_groups(self) -> dict[str, str]:
+        """Groups that start reading only after the faults, from the first offset: they see
+        what the log kept, so an acknowledged message that a failover erased is missing for
+        them even when the live groups consumed it before it vanished."""
+        return {f"{group}-late": topic for group, topic in self.groups().items()}
+
+    def all_groups(self) -> dict[str, str]:
+        return {**self.groups(), **self.late_groups()}
 
 
 def send_outcome(error: Exception | None) -> SendOutcome:
@@ -116,8 +128,14 @@ class Workload:
             self._spawn(f"producer-{i}", lambda i=i: self._produce(i, None))
         for i in range(c.fifo_producers):
             self._spawn(f"fifo-producer-{i}", lambda i=i: self._produce(i, c.message_groups))
-        for group, topic in c.groups().items():
-            for i in range(c.consumers):
+        self._start_consumers(c.groups())
+
+    def start_late_readers(self) -> None:
+        self._start_consumers(self.config.late_groups())
+
+    def _start_consumers(self, groups: dict[str, str]) -> None:
+        for group, topic in groups.items():
+            for i in range(self.config.consumers):
                 self._spawn(f"{group}-{i}", lambda g=group, t=topic, i=i: self._consume(g, t, i))
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
