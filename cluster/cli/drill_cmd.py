@@ -10,6 +10,7 @@ drains and prints the checker's table. Exit status 0 when every drill passed.
     python -m cluster drill soak             (a master kill every 30 s for 10 minutes)
     python -m cluster drill lagging-slave --unsafe   (unclean election on: the checker counts
                                                       the acknowledged messages it loses)
+    python -m cluster drill kill-master --cluster-dir data/cluster   (a running `local`)
     python -m cluster drill cleanup          (firewall chains a killed drill left behind)
 """
 from __future__ import annotations
@@ -32,6 +33,9 @@ def register(sub) -> None:
     p.add_argument("--dir", help="keep every drill's cluster data and history under this folder "
                                  "(default: a temporary folder, removed when the drill passed)")
     p.add_argument("--base-port", type=int, default=0, help="first port (default: free ports)")
+    p.add_argument("--cluster-dir", help="drill a running `python -m cluster local` (its folder) "
+                                         "instead of starting a cluster; drills that need "
+                                         "partitions, a failpoint or another role refuse")
     p.add_argument("--warmup", type=float, default=4.0, help="seconds of load before the fault")
     p.add_argument("--fault-seconds", type=float, default=8.0,
                    help="how long a pause, partition or read-only disk lasts")
@@ -71,6 +75,17 @@ def run(args) -> int:
         print(f"unknown drill(s): {', '.join(unknown)} (see: python -m cluster drill list)",
               file=sys.stderr)
         return 2
+    if args.cluster_dir:
+        if args.unsafe:
+            print("--unsafe changes the controller's config: not with --cluster-dir",
+                  file=sys.stderr)
+            return 2
+        fixed = [n for n in names if not DRILLS[n].targetable]
+        if fixed:
+            print(f"drill(s) {', '.join(fixed)} need a cluster they start themselves "
+                  f"(partitions, a failpoint or another master role): drop --cluster-dir",
+                  file=sys.stderr)
+            return 2
     timing = Timing(warmup_s=args.warmup, fault_s=args.fault_seconds, after_s=args.after,
                     soak_s=args.soak_minutes * 60, soak_every_s=args.soak_every)
     workload = WorkloadConfig(rate=args.rate)
@@ -85,7 +100,8 @@ def run(args) -> int:
         print(f"drill {name}: {drill.about} (data under {root})", file=sys.stderr, flush=True)
         run_ = run_drill(drill, DrillOptions(
             root=root, base_port=args.base_port or free_base_port(), timing=timing,
-            workload=workload, controller_props=controller_props))
+            workload=workload, controller_props=controller_props,
+            target_dir=args.cluster_dir))
         rows.append(summary_row(name, run_.result, recovers=drill.recovers))
         details.append((run_, render_detail(name, run_.result)))
         ok = ok and run_.result.passed

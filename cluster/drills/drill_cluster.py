@@ -15,6 +15,7 @@ import time
 from typing import Callable, Mapping
 
 import grpc
+import psutil
 
 from cluster.admin.admin_token import ensure_token_file, read_token_file
 from cluster.client.admin_client import AdminClient
@@ -27,7 +28,8 @@ MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
 
 
 class DrillProcess:
-    """One controller or node process: how to start it again, its pid while it runs."""
+    """One controller or node process: how to start it again, its pid while it runs (a process
+    this drill started, or one it found running in a `cluster local` folder)."""
 
     def __init__(self, name: str, kind: str, config: str, log_path: str, address: str,
                  starter: Callable[..., tuple[subprocess.Popen, dict]]) -> None:
@@ -35,6 +37,7 @@ class DrillProcess:
         self.log_path, self.address = log_path, address
         self._starter = starter
         self.popen: subprocess.Popen | None = None
+        self._pid: int | None = None
         self.paused = False
 
     @property
@@ -43,22 +46,42 @@ class DrillProcess:
 
     @property
     def pid(self) -> int:
-        assert self.popen is not None, f"{self.name} never started"
-        return self.popen.pid
+        assert self._pid is not None, f"{self.name} never started"
+        return self._pid
+
+    def adopt(self, pid: int) -> None:
+        """Take over a process another program started."""
+        self.popen, self._pid = None, pid
 
     def start(self, **popen) -> None:
         self.popen, _ = self._starter(self.config, self.log_path, **popen)
+        self._pid = self.popen.pid
         self.paused = False
 
     def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
+        if self.popen is not None:
+            return self.popen.poll() is None
+        if self._pid is None:
+            return False
+        try:
+            return psutil.Process(self._pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    def _wait(self, timeout: float) -> None:
+        if self.popen is not None:
+            self.popen.wait(timeout)
+        elif self._pid is not None:
+            try:
+                psutil.Process(self._pid).wait(timeout)
+            except psutil.NoSuchProcess:
+                pass
 
     def kill(self) -> None:
-        """SIGKILL, and reap it."""
+        """SIGKILL, and wait until it is gone."""
         if self.alive():
             os.kill(self.pid, signal.SIGKILL)
-        if self.popen is not None:
-            self.popen.wait(30)
+        self._wait(30)
         self.paused = False
 
     def pause(self) -> None:
@@ -77,45 +100,75 @@ class DrillProcess:
         self.resume()
         os.kill(self.pid, signal.SIGTERM)
         try:
-            self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
+            self._wait(timeout)
+        except (subprocess.TimeoutExpired, psutil.TimeoutExpired):
             self.kill()
 
 
 class DrillCluster:
     """A controller (`controller`) and the nodes `master`, `slave1`, `slave2` under `root`.
     The names are the starting roles; the controller moves roles around during a drill, so
-    `current_master()` asks the nodes."""
+    `current_master()` asks the nodes. `fresh()` writes the configs and owns the processes
+    (`close()` stops them); `attach()` drives a running `python -m cluster local` and leaves
+    it running, with the pids of the processes it restarted written into its cluster.json."""
 
-    def __init__(self, root: str, base_port: int, role: str = "SYNC_MASTER",
-                 controller_props: Mapping[str, str] | None = None,
-                 node_env: Mapping[str, Mapping[str, str]] | None = None,
-                 partitions: bool = False) -> None:
-        self.root = os.path.abspath(root)
-        os.makedirs(self.root, exist_ok=True)
-        self.token_file = os.path.join(self.root, ADMIN_TOKEN_FILE)
-        ensure_token_file(self.token_file)
-        self.token = read_token_file(self.token_file)
+    def __init__(self, root: str, token_file: str, controller: DrillProcess,
+                 nodes: list[DrillProcess], node_env: Mapping[str, Mapping[str, str]] | None = None,
+                 cgroups: CgroupSet | None = None, attached: bool = False) -> None:
+        self.root = root
+        self.token_file = token_file
+        self.token = read_token_file(token_file)
+        self.controller, self.nodes = controller, nodes
         self.node_env = {k: dict(v) for k, v in (node_env or {}).items()}
-        self.cgroups = CgroupSet(os.path.basename(self.root) + f"-{os.getpid()}") \
-            if partitions else None
+        self.cgroups = cgroups
+        self.attached = attached
         self._partitions: list[Partition] = []
+        self.by_name = {p.name: p for p in (self.controller, *self.nodes)}
+
+    @classmethod
+    def fresh(cls, root: str, base_port: int, role: str = "SYNC_MASTER",
+              controller_props: Mapping[str, str] | None = None,
+              node_env: Mapping[str, Mapping[str, str]] | None = None,
+              partitions: bool = False) -> "DrillCluster":
+        """A new cluster in `root` on base_port.. (`python -m cluster local`'s configs)."""
+        root = os.path.abspath(root)
+        os.makedirs(root, exist_ok=True)
+        token_file = os.path.join(root, ADMIN_TOKEN_FILE)
+        ensure_token_file(token_file)
+        cgroups = CgroupSet(os.path.basename(root) + f"-{os.getpid()}") if partitions else None
         ctrl_port = base_port + local_cluster.CONTROLLER_PORT_OFFSET
-        ctrl_conf = local_cluster.write_controller_config(self.root, ctrl_port, self.token_file)
+        ctrl_conf = local_cluster.write_controller_config(root, ctrl_port, token_file)
         if controller_props:
             with open(ctrl_conf, "a", encoding="utf-8") as f:
                 f.writelines(f"{k}={v}\n" for k, v in controller_props.items())
-        self.controller = DrillProcess("controller", "controller", ctrl_conf,
-                                       self._log("controller"), f"127.0.0.1:{ctrl_port}",
-                                       local_cluster.start_controller)
-        self.nodes = [DrillProcess(name, "node", conf, self._log(name), address,
-                                   local_cluster.start_node)
-                      for name, conf, address in local_cluster.write_configs(
-                          self.root, base_port, role, self.token_file, self.controller.address)]
-        self.by_name = {p.name: p for p in (self.controller, *self.nodes)}
+        controller = DrillProcess("controller", "controller", ctrl_conf,
+                                  os.path.join(root, "controller.log"), f"127.0.0.1:{ctrl_port}",
+                                  local_cluster.start_controller)
+        nodes = [DrillProcess(name, "node", conf, os.path.join(root, f"{name}.log"), address,
+                              local_cluster.start_node)
+                 for name, conf, address in local_cluster.write_configs(
+                     root, base_port, role, token_file, controller.address)]
+        return cls(root, token_file, controller, nodes, node_env, cgroups)
 
-    def _log(self, name: str) -> str:
-        return os.path.join(self.root, f"{name}.log")
+    @classmethod
+    def attach(cls, cluster_dir: str) -> "DrillCluster":
+        """The running cluster of a `python -m cluster local` folder (it needs its controller)."""
+        info = local_cluster.read_cluster_info(cluster_dir)
+        if "controller" not in info:
+            raise local_cluster.ClusterFolderError(
+                f"{cluster_dir} runs without a controller: drills need automatic failover")
+        c = info["controller"]
+        controller = DrillProcess("controller", "controller", c["config"], c["log"],
+                                  c["address"], local_cluster.start_controller)
+        controller.adopt(c["pid"])
+        nodes = []
+        for n in info["nodes"]:
+            proc = DrillProcess(n["name"], "node", n["config"], n["log"], n["address"],
+                                local_cluster.start_node)
+            proc.adopt(n["pid"])
+            nodes.append(proc)
+        return cls(os.path.abspath(cluster_dir), info["token_file"], controller, nodes,
+                   attached=True)
 
     # -- processes ---------------------------------------------------------------------------
     def start(self, proc: DrillProcess) -> None:
@@ -126,15 +179,31 @@ class DrillCluster:
         if self.cgroups is not None:
             popen["preexec_fn"] = self.cgroups.join_hook(proc.name)
         proc.start(**popen)
+        if self.attached:
+            self._record_pid(proc)
+
+    def _record_pid(self, proc: DrillProcess) -> None:
+        """Write a restarted process's pid into cluster.json, where `status` and the local
+        cluster's shutdown find it."""
+        info = local_cluster.read_cluster_info(self.root)
+        entries = [info["controller"]] if proc.kind == "controller" else \
+            [n for n in info["nodes"] if n["name"] == proc.name]
+        for entry in entries:
+            entry["pid"] = proc.pid
+        local_cluster.write_cluster_info(self.root, info)
 
     def start_all(self, timeout: float = 30.0) -> None:
+        """Start what is not running (all of a fresh cluster) and wait for a whole group."""
         for proc in (self.controller, *self.nodes):
-            self.start(proc)
+            if not proc.alive():
+                self.start(proc)
         self.wait_for(lambda: self.current_master() is not None and self.in_sync_count() == 2,
                       timeout, "a master with both slaves in sync")
 
     def close(self) -> None:
         self.heal_partitions()
+        if self.attached:  # the operator's cluster: it keeps running
+            return
         for proc in (*self.nodes, self.controller):
             proc.stop(10)
         if self.cgroups is not None:

@@ -31,6 +31,7 @@ class DrillOptions:
     workload: WorkloadConfig = WorkloadConfig()
     controller_props: Mapping[str, str] = field(default_factory=dict)
     drain_s: float = 60.0
+    target_dir: str | None = None  # a running `cluster local` folder instead of a fresh cluster
 
 
 @dataclass(frozen=True)
@@ -84,23 +85,40 @@ def _prepare(cluster: DrillCluster, workload: WorkloadConfig) -> None:
             client.upsert_group(group, fifo=False)
 
 
-def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
-    started = time.monotonic()
+class NotTargetable(Exception):
+    """A drill that needs a cluster it starts itself (cgroups, failpoints, another role)."""
+
+
+def _cluster_for(drill: Drill, options: DrillOptions) -> DrillCluster:
+    root = os.path.abspath(options.root)
+    if options.target_dir:
+        if not drill.targetable:
+            raise NotTargetable(f"drill {drill.name} needs a cluster it starts itself "
+                                f"(partitions, a failpoint or another master role)")
+        return DrillCluster.attach(options.target_dir)
     node_env = None
-    cluster_root = os.path.abspath(options.root)
     if drill.read_only:
         node_env = {name: {failpoints.ENV: "fileio.write=fail_while:"
-                                           + read_only_trigger(cluster_root, name)}
+                                           + read_only_trigger(root, name)}
                     for name in ("master", "slave1", "slave2")}
-    cluster = DrillCluster(cluster_root, options.base_port, drill.role,
-                           options.controller_props, node_env, partitions=drill.partitions)
+    return DrillCluster.fresh(root, options.base_port, drill.role, options.controller_props,
+                              node_env, partitions=drill.partitions)
+
+
+def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
+    started = time.monotonic()
+    os.makedirs(options.root, exist_ok=True)
+    cluster = _cluster_for(drill, options)
+    workload_config = options.workload
+    if options.target_dir:  # topics and groups of its own, apart from earlier runs'
+        workload_config = workload_config.renamed(f"-{time.strftime('%Y%m%d%H%M%S')}")
     history = History()
-    ctx = DrillContext(cluster, history, options.workload, options.timing)
-    groups = options.workload.all_groups()
-    workload = Workload([p.address for p in cluster.nodes], history, options.workload)
+    ctx = DrillContext(cluster, history, workload_config, options.timing)
+    groups = workload_config.all_groups()
+    workload = Workload([p.address for p in cluster.nodes], history, workload_config)
     try:
         cluster.start_all()
-        _prepare(cluster, options.workload)
+        _prepare(cluster, workload_config)
         workload.start()
         time.sleep(options.timing.warmup_s)
         try:
@@ -116,13 +134,13 @@ def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
     finally:
         workload.stop()
         cluster.close()
-        history_path = os.path.join(cluster_root, HISTORY_FILE)
+        history_path = os.path.join(os.path.abspath(options.root), HISTORY_FILE)
         history.save(history_path)
     result = check(history, Expectation(recovers=drill.recovers, groups=tuple(groups),
                                         topics_of_group=dict(groups),
                                         fifo_groups=frozenset(
-                                            {options.workload.fifo_group}
-                                            if options.workload.fifo_producers else ())))
+                                            {workload_config.fifo_group}
+                                            if workload_config.fifo_producers else ())))
     if workload.consumer_errors:  # expected around a fault; the most common one says why
         total = sum(workload.consumer_errors.values())
         text, _ = max(workload.consumer_errors.items(), key=lambda kv: kv[1])

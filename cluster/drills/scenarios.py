@@ -257,6 +257,11 @@ class Drill:
     read_only: bool = False     # nodes start with the read-only failpoint armed
     role: str = "SYNC_MASTER"   # the master role the group starts with
 
+    @property
+    def targetable(self) -> bool:
+        """Runs against a running `cluster local` too (it needs nothing set up at start)."""
+        return not (self.partitions or self.read_only or self.role != "SYNC_MASTER")
+
 
 DRILLS = {d.name: d for d in (
     Drill("kill-master", kill_master, "kill -9 the master; it restarts and rejoins"),

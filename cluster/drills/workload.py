@@ -19,6 +19,7 @@ Outcomes (the checker's three kinds):
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass
@@ -57,6 +58,12 @@ class WorkloadConfig:
             raise ValueError("need at least one producer and one consumer per group")
         if self.rate <= 0 or self.send_timeout <= 0 or self.invisible_s <= 0:
             raise ValueError("rate, send_timeout and invisible_s must be > 0")
+
+    def renamed(self, suffix: str) -> "WorkloadConfig":
+        """The same load on topics and groups named with `suffix`."""
+        return dataclasses.replace(self, topic=self.topic + suffix,
+                                   fifo_topic=self.fifo_topic + suffix,
+                                   group=self.group + suffix, fifo_group=self.fifo_group + suffix)
 
     def groups(self) -> dict[str, str]:
         """consumer group -> its topic, for the groups consuming while the drill runs."""

@@ -47,6 +47,24 @@ def read_cluster_info(cluster_dir: str) -> dict:
         raise ClusterFolderError(f"cannot read {path}: {e}") from None
 
 
+def write_cluster_info(cluster_dir: str, info: dict) -> None:
+    """Replace cluster.json atomically (a reader never sees half a file)."""
+    path = os.path.join(cluster_dir, CLUSTER_INFO_FILE)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(info, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
+def _pids_restarted_by_others(cluster_dir: str, own: set[int]) -> list[int]:
+    """Pids in cluster.json that this process did not start (a drill restarted them)."""
+    try:
+        info = read_cluster_info(cluster_dir)
+    except ClusterFolderError:
+        return []
+    entries = [*info.get("nodes", []), *([info["controller"]] if "controller" in info else [])]
+    return [e["pid"] for e in entries if e.get("pid") and e["pid"] not in own]
+
+
 NODES = (("master", 0), ("slave1", 1), ("slave2", 2))
 CONTROLLER_PORT_OFFSET = 30
 # Under a controller a failover waits for silent slaves to leave the sync state set: heartbeat
@@ -162,8 +180,7 @@ def run_local(root: str, base_port: int, role: str, controller: bool = True) -> 
             cluster_info["nodes"].append({"name": name, "address": ready["address"],
                                           "pid": ready["pid"], "role": ready["role"],
                                           "config": os.path.abspath(conf), "log": log_path})
-        with open(os.path.join(root, CLUSTER_INFO_FILE), "w", encoding="utf-8") as f:
-            json.dump(cluster_info, f, indent=2)
+        write_cluster_info(root, cluster_info)
         if controller:
             _wait_for_roles(cluster_info, token_file)
         print(f"local cluster up (data under {os.path.abspath(root)}):")
@@ -192,6 +209,11 @@ def run_local(root: str, base_port: int, role: str, controller: bool = True) -> 
                           f"--config {os.path.join(root, name + '.conf')})", flush=True)
         return 0
     finally:
+        for pid in _pids_restarted_by_others(root, {p.pid for _, p in procs}):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         for _, proc in reversed(procs):
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
