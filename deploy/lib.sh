@@ -1,0 +1,46 @@
+# Helpers shared by deploy/build, deploy/up and deploy/down (sourced, not run).
+
+# The host's Debian release codename (bookworm): the base image is that release, so wheels built
+# with the host's Python 3.11 fit the image's python3.
+host_codename() {
+    local codename
+    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+    [ -n "$codename" ] || { echo "no VERSION_CODENAME in /etc/os-release" >&2; return 1; }
+    echo "$codename"
+}
+
+# The Debian mirror the host's apt already uses (a URI ending in /debian, never debian-security
+# or a third-party repository), read from deb822 *.sources files or one-line sources.list
+# entries; the repository names no mirror of its own.
+host_debian_mirror() {
+    local uri
+    uri=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null \
+              | sed -n 's/^URIs:[[:space:]]*//p' | tr ' ' '\n'; \
+          cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+              | sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]\+\).*/\2/p')
+    uri=$(echo "$uri" | grep -E '^https?://[^ ]*/debian/?$' | head -1)
+    [ -n "$uri" ] || { echo "no .../debian URI in the host's apt sources" >&2; return 1; }
+    echo "$uri"
+}
+
+# The compose command that works here: `docker compose` (v2) or docker-compose (1.29).
+compose_cmd() {
+    if docker compose version >/dev/null 2>&1; then echo "docker compose"
+    elif command -v docker-compose >/dev/null; then echo "docker-compose"
+    else echo "neither 'docker compose' nor docker-compose is installed" >&2; return 1
+    fi
+}
+
+# The admin token every node and controller reads (adminTokenFile): generated once, mode 0600,
+# owned by the image's uid so the containers' non-root user can read it through the bind mount
+# (chown needs root; a non-root builder gets an image whose uid is its own).
+ensure_admin_token() {  # path, uid
+    local path="$1" uid="$2"
+    mkdir -p "$(dirname "$path")"
+    if [ ! -s "$path" ]; then
+        (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$path"; echo >>"$path")
+        echo "== generated $path (mode 0600)"
+    fi
+    chmod 600 "$path"
+    if [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$path")" != "$uid" ]; then chown "$uid" "$path"; fi
+}
