@@ -1,0 +1,129 @@
+"""The compose cluster end to end: build (or reuse) the images, bring deploy/docker-compose.yml up
+under a project name of its own, send and receive through the RocketMQ 5 API from the host, kill
+the master container and see a slave take over and serve, then `down -v` whatever happened.
+
+deploy/build runs every time: with the base images cached it only rebuilds the code layers
+(seconds); without them it debootstraps (~2.5 min cold, hence the longer timeout). Skipped when
+Docker, compose or the cluster's host ports are not available.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cluster.admin.admin_token import read_token_file
+from cluster.client.admin_client import AdminClient
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEPLOY = os.path.join(REPO, "deploy")
+NODES = {"master": "127.0.0.1:10911", "slave1": "127.0.0.1:10921", "slave2": "127.0.0.1:10931"}
+ENDPOINTS = ";".join(NODES.values())  # what a client on the host is given
+HOST_PORTS = (9876, 10911, 10921, 10931)
+
+
+def _compose_cmd() -> list[str] | None:
+    if shutil.which("docker") is None:
+        return None
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    return ["docker-compose"] if shutil.which("docker-compose") else None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _skip_reason() -> str | None:
+    compose = _compose_cmd()
+    if compose is None:
+        return "needs Docker and docker compose (or docker-compose)"
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        return "the Docker daemon does not answer (docker info failed)"
+    busy = [p for p in HOST_PORTS if not _port_free(p)]
+    if busy:
+        return f"host ports {busy} are taken (a compose cluster or 'cluster local' running?)"
+    return None
+
+
+def _cli(*args: str, timeout: float = 60) -> str:
+    r = subprocess.run([sys.executable, "-m", "cluster", *args], cwd=REPO, capture_output=True,
+                       text=True, timeout=timeout)
+    assert r.returncode == 0, f"cluster {' '.join(args)}: {r.stdout}{r.stderr}"
+    return r.stdout
+
+
+def _wait(what: str, check, timeout: float):
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.5)
+
+
+def _role(address: str, token: str) -> str:
+    try:
+        with AdminClient(address, token, timeout=2) as client:
+            return client.status().role
+    except Exception:  # noqa: BLE001 - down or not answering yet
+        return ""
+
+
+@pytest.mark.timeout(600)
+def test_compose_cluster_serves_the_host_and_fails_over():
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    build = subprocess.run([os.path.join(DEPLOY, "build"), "--python", sys.executable],
+                           cwd=REPO, capture_output=True, text=True, timeout=540)
+    assert build.returncode == 0, f"deploy/build failed:\n{build.stdout}{build.stderr}"
+    project = f"rmqstoretest{os.getpid()}"
+    compose = [*_compose_cmd(), "-p", project, "-f", os.path.join(DEPLOY, "docker-compose.yml")]
+    try:
+        up = subprocess.run([*compose, "up", "-d"], capture_output=True, text=True, timeout=180)
+        assert up.returncode == 0, f"compose up failed:\n{up.stdout}{up.stderr}"
+        ids = {name: subprocess.run([*compose, "ps", "-q", name], capture_output=True, text=True,
+                                    check=True).stdout.strip() for name in NODES}
+
+        def healthy():
+            states = subprocess.run(
+                ["docker", "inspect", "--format", "{{.State.Health.Status}}", *ids.values()],
+                capture_output=True, text=True).stdout.split()
+            return states == ["healthy"] * len(ids)
+        _wait("healthy nodes", healthy, 90)
+
+        token = read_token_file(os.path.join(DEPLOY, "secrets", "admin.token"))
+        _wait("a master", lambda: _role(NODES["master"], token).endswith("MASTER"), 30)
+        out = _cli("produce", "--address", ENDPOINTS, "--topic", "Compose", "--count", "20")
+        assert "sent 20 message(s)" in out
+        out = _cli("receive", "--address", ENDPOINTS, "--topic", "Compose", "--group", "g",
+                   "--count", "20", "--wait", "10")
+        assert "20 message(s) from Compose" in out
+
+        subprocess.run(["docker", "kill", ids["master"]], check=True, capture_output=True)
+        new_master = _wait("a slave to take over", lambda: next(
+            (n for n in ("slave1", "slave2") if _role(NODES[n], token).endswith("MASTER")),
+            None), 30)
+        # the host's client goes on through the remaining published ports
+        out = _cli("produce", "--address", ENDPOINTS, "--topic", "Compose", "--count", "5",
+                   "--body", "after {i}")
+        assert "sent 5 message(s)" in out, new_master
+        out = _cli("receive", "--address", ENDPOINTS, "--topic", "Compose", "--group", "g",
+                   "--count", "5", "--wait", "10")
+        assert "5 message(s) from Compose" in out and "after 4" in out
+    finally:
+        subprocess.run([*compose, "down", "-v", "--remove-orphans", "-t", "5"],
+                       capture_output=True, timeout=120)
