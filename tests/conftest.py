@@ -1,6 +1,6 @@
 """Fixtures shared by every test package: in-process nodes (tests/support/nodes.py) for one
 test or one module, a manual clock to run them by, a store led without a node for replicated
-tables (tests/support/leader_store.py), and a group of real node processes
+tables (tests/support/leader_store.py), a real etcd (tests/support/etcd.py), and a group of real node processes
 (tests/integration/harness.py)."""
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from store.clock import ManualClock
 from tests.integration.harness import Group
+from tests.support.etcd import EtcdServer
 from tests.support.leader_store import LeaderStore
 from tests.support.nodes import Nodes
 
@@ -69,3 +70,10 @@ def group(request, tmp_path):
         g.close()
         if _failed(request):
             print(g.logs())
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    """A real etcd on free 127.0.0.1 ports (skips when none is installed), killed after."""
+    with EtcdServer(str(tmp_path / "etcd")) as server:
+        yield server

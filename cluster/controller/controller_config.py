@@ -14,6 +14,17 @@
                                      acknowledged write; true: prefer availability)
     controllerDefaultMasterRole      what a new group's master is when no node says
                                      (SYNC_MASTER)
+
+Several controllers, their state in etcd (leave controllerEtcdEndpoints empty for one controller
+with its state in a file, the default):
+    controllerEtcdEndpoints          etcd client URLs, comma- or semicolon-separated
+                                     (http://10.0.0.5:2379;http://10.0.0.6:2379); tried in turn
+    controllerEtcdPrefix             the key prefix of this cluster's controllers (/rmqstore):
+                                     <prefix>/leader, <prefix>/groups/<brokerName>
+    controllerEtcdLeaseSeconds       the active controller's etcd lease (3): a standby takes
+                                     over within about this long after the active one dies
+    controllerAdvertisedAddress      host:port nodes reach this controller on, written into the
+                                     leader key so standbys can name it (listenAddress)
 """
 from __future__ import annotations
 
@@ -29,8 +40,34 @@ from cluster.controller.election import ElectionConfig
 KEYS = frozenset({"listenAddress", "controllerStorePath", "adminTokenFile",
                   "controllerFailoverTimeoutMillis", "controllerLeaseMillis",
                   "controllerSettleMillis", "enableElectUncleanMaster",
-                  "controllerDefaultMasterRole"})
+                  "controllerDefaultMasterRole", "controllerEtcdEndpoints",
+                  "controllerEtcdPrefix", "controllerEtcdLeaseSeconds",
+                  "controllerAdvertisedAddress"})
 STATE_FILE = "controller.json"
+
+
+@dataclass(frozen=True)
+class EtcdSettings:
+    """Where the controllers keep their shared state; no endpoints: a file of our own."""
+    endpoints: tuple[str, ...] = ()
+    prefix: str = "/rmqstore"
+    lease_seconds: int = 3
+
+    def __post_init__(self) -> None:
+        for url in self.endpoints:
+            scheme, sep, rest = url.partition("://")
+            if scheme != "http" or not sep or not rest.strip("/"):
+                raise ConfigError(f"controllerEtcdEndpoints: {url!r} is not an http:// URL "
+                                  f"(etcd's JSON gateway, plain HTTP)")
+        if not self.prefix.startswith("/") or self.prefix.endswith("/") or " " in self.prefix:
+            raise ConfigError(f"controllerEtcdPrefix={self.prefix!r}: want /name, no trailing /")
+        if not 2 <= self.lease_seconds <= 60:
+            raise ConfigError(f"controllerEtcdLeaseSeconds={self.lease_seconds}: must be 2..60 "
+                              f"(etcd's minimum lease is about 1.5 s)")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.endpoints)
 
 
 @dataclass(frozen=True)
@@ -39,6 +76,8 @@ class ControllerConfig:
     store_path: str = "data/controller"
     admin_token_file: str = ""
     election: ElectionConfig = ElectionConfig()
+    etcd: EtcdSettings = EtcdSettings()
+    advertised_address: str = ""  # "" -> the address it listens on
 
     @property
     def state_path(self) -> str:
@@ -71,11 +110,23 @@ def controller_config_from_properties(props: dict[str, str]) -> ControllerConfig
             default_master_role=role)
     except ValueError as e:
         raise ConfigError(str(e)) from None
-    address = props.get("listenAddress", "127.0.0.1:9878").strip()
-    host, sep, port = address.rpartition(":")
-    if not host or not sep or not port.isdigit():
-        raise ConfigError(f"listenAddress={address!r}: want host:port")
+    address = _host_port("listenAddress", props.get("listenAddress", "127.0.0.1:9878"))
+    advertised = props.get("controllerAdvertisedAddress", "").strip()
+    if advertised:
+        _host_port("controllerAdvertisedAddress", advertised)
+    endpoints = props.get("controllerEtcdEndpoints", "").replace(";", ",").split(",")
+    etcd = EtcdSettings(endpoints=tuple(e.strip() for e in endpoints if e.strip()),
+                        prefix=props.get("controllerEtcdPrefix", "/rmqstore").strip(),
+                        lease_seconds=number("controllerEtcdLeaseSeconds", 3))
     return ControllerConfig(listen_address=address,
                             store_path=props.get("controllerStorePath", "data/controller").strip(),
                             admin_token_file=props.get("adminTokenFile", "").strip(),
-                            election=election)
+                            election=election, etcd=etcd, advertised_address=advertised)
+
+
+def _host_port(key: str, value: str) -> str:
+    value = value.strip()
+    host, sep, port = value.rpartition(":")
+    if not host or not sep or not port.isdigit():
+        raise ConfigError(f"{key}={value!r}: want host:port")
+    return value

@@ -1,5 +1,11 @@
 """A controller process: its gRPC server, its service and the ticker that elects on time.
-`python -m cluster controller` (cluster/cli/serve_cmd.py) runs one until a signal."""
+`python -m cluster controller` (cluster/cli/serve_cmd.py) runs one until a signal.
+
+Alone (no controllerEtcdEndpoints) it is always the active controller and keeps its state in a
+file. With etcd endpoints it is one of several: a LeadershipThread (leadership.py) makes it the
+active one while it holds the leader lease, its state lives in etcd (etcd_store.py), and as a
+standby it refuses every call with FAILED_PRECONDITION naming the active controller.
+"""
 from __future__ import annotations
 
 import logging
@@ -17,21 +23,30 @@ from cluster.admin.admin_token import BearerTokenInterceptor, ensure_token_file
 from cluster.controller.controller_config import ControllerConfig
 from cluster.controller.controller_service import ControllerService, FileStateStore
 from cluster.controller.controller_servicer import PROTECTED_METHODS, ControllerServicer
+from cluster.controller.etcd_client import EtcdClient
+from cluster.controller.etcd_store import EtcdStateStore
+from cluster.controller.leadership import Leadership, LeadershipConfig, LeadershipThread
 
 log = logging.getLogger(__name__)
 TICK_S = 0.1
+# An etcd call must end well within a keepalive interval (a third of the lease, >= 0.67 s), so
+# a dead endpoint is given up in time to try the next one.
+ETCD_TIMEOUT_S = 0.5
 
 
 class ControllerProcess:
-    """The controller's gRPC server, its service and the ticker that elects on time."""
+    """The controller's gRPC server, its service, the ticker that elects on time and, with
+    etcd, the leadership thread. The service exists from start() on (its address must be known
+    first: it goes into the leader key)."""
 
     def __init__(self, config: ControllerConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock
         os.makedirs(config.store_path, exist_ok=True)
         self.token, _ = ensure_token_file(config.token_path)
-        self.service = ControllerService(FileStateStore(config.state_path), config.election,
-                                         clock)
-        self._ticker = PeriodicTask("controller-tick", self.service.tick, TICK_S)
+        self.service: ControllerService | None = None
+        self.leadership: Leadership | None = None
+        self._threads: list[PeriodicTask] = []
         self._server: grpc.Server | None = None
         self.address = ""
 
@@ -44,14 +59,36 @@ class ControllerProcess:
         if port == 0:
             raise StoreError(f"cannot listen on {self.config.listen_address}")
         self.address = f"{host}:{port}"
+        self.service = self._make_service()
         controller_pb2_grpc.add_ControllerServicer_to_server(
             ControllerServicer(self.service, self.address), server)
         server.start()
         self._server = server
-        self._ticker.start()
-        log.info("controller listening on %s (state %s)", self.address, self.config.state_path)
+        self._threads.append(PeriodicTask("controller-tick", self.service.tick, TICK_S))
+        if self.leadership is not None:
+            self._threads.append(LeadershipThread(self.leadership))
+        for thread in self._threads:
+            thread.start()
+        where = (f"etcd {','.join(self.config.etcd.endpoints)} under {self.config.etcd.prefix}"
+                 if self.config.etcd.enabled else self.config.state_path)
+        log.info("controller listening on %s (state in %s)", self.address, where)
 
     def stop(self) -> None:
-        self._ticker.stop()
+        for thread in reversed(self._threads):  # the leadership first: it resigns the lease
+            thread.stop()
         if self._server is not None:
             self._server.stop(grace=1.0).wait(5)
+
+    def _make_service(self) -> ControllerService:
+        election = self.config.election
+        if not self.config.etcd.enabled:
+            return ControllerService(FileStateStore(self.config.state_path), election, self.clock)
+        etcd = self.config.etcd
+        client = EtcdClient(etcd.endpoints, ETCD_TIMEOUT_S)
+        self.leadership = Leadership(client, LeadershipConfig(
+            etcd.prefix, self.config.advertised_address or self.address, etcd.lease_seconds),
+            self.clock)
+        store = EtcdStateStore(client, etcd.prefix, self.leadership.current_lease)
+        service = ControllerService(store, election, self.clock, gate=self.leadership)
+        self.leadership.on_elected = service.reload
+        return service

@@ -8,7 +8,15 @@ already dropped.
 
 Persistence goes through a `StateStore`: `FileStateStore` keeps every group in one JSON file
 written atomically (tmp + fsync + rename, the previous version in `.bak`) for a controller of
-its own; a store on etcd can stand in for it.
+its own; `EtcdStateStore` (etcd_store.py) keeps each group under its own etcd key for
+controllers that share their state.
+
+Several controllers on etcd: only the active one answers (the `ActiveGate`, leadership.py);
+a standby holds no groups and refuses with NotActiveController. On taking over, `reload()`
+reads every group afresh, the same path as a restart: each group starts its settle window and
+counts its nodes alive for a failover timeout, so no master is failed over before its
+heartbeats reach the new controller. A save refused by the store (NotActiveController: the
+lease is gone) steps the controller down and drops its groups before anything is answered.
 """
 from __future__ import annotations
 
@@ -20,6 +28,7 @@ from typing import Protocol
 from store.clock import Clock
 from store.json_config import JsonConfigFile
 
+from cluster.controller.active_gate import ALWAYS_ACTIVE, ActiveGate, NotActiveController
 from cluster.controller.election import (Assignment, ElectionConfig, GroupElection, GroupRecord,
                                          NodeReport)
 
@@ -55,19 +64,30 @@ class GroupSnapshot:
 
 class ControllerService:
     """Owns the groups' elections and their persistence. `_lock` guards both: every input is
-    handled and persisted under it, before its answer leaves."""
+    handled and persisted under it, before its answer leaves. Every input first asks `gate`
+    whether this controller is the active one (NotActiveController if not)."""
 
-    def __init__(self, store: StateStore, config: ElectionConfig, clock: Clock) -> None:
+    def __init__(self, store: StateStore, config: ElectionConfig, clock: Clock,
+                 gate: ActiveGate = ALWAYS_ACTIVE) -> None:
         self.store = store
         self.config = config
         self.clock = clock
+        self.gate = gate
         self._lock = threading.Lock()
-        now = clock.monotonic()
-        self._groups = {name: GroupElection(record, config, now)
-                        for name, record in store.load().items()}
+        self._groups: dict[str, GroupElection] = {}
+        if gate is ALWAYS_ACTIVE:  # alone: the state is ours from the start
+            self.reload()
+
+    def reload(self) -> None:
+        """Read every group from the store afresh, as after a restart (on taking over)."""
+        with self._lock:
+            now = self.clock.monotonic()
+            self._groups = {name: GroupElection(record, self.config, now)
+                            for name, record in self.store.load().items()}
 
     def heartbeat(self, broker_name: str, report: NodeReport) -> Assignment:
         with self._lock:
+            self.gate.check_active()
             group = self._groups.get(broker_name)
             if group is None:
                 group = self._groups[broker_name] = GroupElection(
@@ -81,14 +101,22 @@ class ControllerService:
 
     def tick(self) -> None:
         with self._lock:
+            try:
+                self.gate.check_active()
+            except NotActiveController:
+                return  # a standby elects nobody
             now, wall = self.clock.monotonic(), self.clock.now_ms()
             for group in self._groups.values():
                 group.tick(now, wall)
-            self._persist_locked()
+            try:
+                self._persist_locked()
+            except NotActiveController:
+                pass  # stepped down (logged by the gate); nobody waits for this answer
 
     def switch_master(self, broker_name: str, node_id: str) -> GroupSnapshot:
         """Raises KeyError for an unknown group, SwitchRefused when the node may not lead."""
         with self._lock:
+            self.gate.check_active()
             group = self._groups[broker_name]
             group.switch_master(node_id, self.clock.monotonic(), self.clock.now_ms())
             self._persist_locked()
@@ -96,6 +124,7 @@ class ControllerService:
 
     def snapshots(self) -> list[GroupSnapshot]:
         with self._lock:
+            self.gate.check_active()
             return [self._snapshot_locked(g) for _, g in sorted(self._groups.items())]
 
     # -- internals ------------------------------------------------------------------------------
@@ -107,7 +136,13 @@ class ControllerService:
         dirty = [g for g in self._groups.values() if g.dirty]
         if not dirty:
             return
-        self.store.save({name: g.record for name, g in self._groups.items()})
+        try:
+            self.store.save({name: g.record for name, g in self._groups.items()})
+        except NotActiveController as e:
+            # Another controller holds the state now: what we hold is stale, answer nothing.
+            self.gate.step_down(str(e), e.active_address)
+            self._groups = {}
+            raise
         for g in dirty:
             g.dirty = False
 

@@ -11,6 +11,7 @@ from proto import controller_pb2 as pb
 from proto import controller_pb2_grpc as pb_grpc
 from store.errors import StoreError
 
+from cluster.controller.active_gate import NotActiveController
 from cluster.controller.controller_service import ControllerService, GroupSnapshot
 from cluster.controller.election import Assignment, NodeReport, SwitchRefused
 
@@ -69,13 +70,19 @@ class ControllerServicer(pb_grpc.ControllerServicer):
                           "a heartbeat needs broker_name, node_id and address")
         try:
             answer = self.service.heartbeat(request.broker_name, report_from(request))
+        except NotActiveController as e:  # a standby: the node moves on to the active one
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
         except StoreError as e:  # the state could not be persisted: answer nothing
             log.error("cannot persist the controller state: %s", e)
             context.abort(grpc.StatusCode.UNAVAILABLE, f"the controller cannot persist: {e}")
         return assignment_to_pb(answer)
 
     def GetGroups(self, request, context):  # noqa: N802
-        return pb.GroupsView(groups=[group_to_pb(g) for g in self.service.snapshots()],
+        try:
+            groups = self.service.snapshots()
+        except NotActiveController as e:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        return pb.GroupsView(groups=[group_to_pb(g) for g in groups],
                              controller_address=self.address)
 
     def SwitchMaster(self, request, context):  # noqa: N802
@@ -86,7 +93,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
         except KeyError:
             context.abort(grpc.StatusCode.NOT_FOUND,
                           f"no broker group {request.broker_name!r} has reported to this controller")
-        except SwitchRefused as e:
+        except (SwitchRefused, NotActiveController) as e:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
         except StoreError as e:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"the controller cannot persist: {e}")

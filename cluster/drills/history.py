@@ -116,6 +116,11 @@ class History:
         with self._lock:
             return list(self._receives)
 
+    def receive_count(self) -> int:
+        """How many receives so far, without copying them (the drain polls it)."""
+        with self._lock:
+            return len(self._receives)
+
     def acks(self) -> list[Ack]:
         with self._lock:
             return list(self._acks)

@@ -1,7 +1,8 @@
-"""One drill from start to verdict: start a fresh cluster, create the workload's topics (8
-queues) and its FIFO group, run the load, play the scenario, stop producing, drain (consumers
-go on until every acknowledged message arrived or `drain_s` passed), check the History, stop
-everything by pid. The History is saved next to the cluster's data as history.jsonl.
+"""One drill from start to verdict: start a fresh cluster (or attach to a running `cluster
+local`), create the workload's topics (8 queues) and its FIFO group, run the load, play the
+scenario, stop producing, drain (consumers go on until every acknowledged message arrived or
+they stop making progress), check the History, stop everything it started by pid. The History
+is saved as history.jsonl in the drill's folder.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ class DrillOptions:
     timing: Timing = Timing()
     workload: WorkloadConfig = WorkloadConfig()
     controller_props: Mapping[str, str] = field(default_factory=dict)
-    drain_s: float = 60.0
+    drain_idle_s: float = 30.0   # the drain ends when nothing new arrived for this long
+    drain_max_s: float = 900.0   # or after this long in any case
     target_dir: str | None = None  # a running `cluster local` folder instead of a fresh cluster
 
 
@@ -71,6 +73,21 @@ def _all_consumed(history: History, groups: Mapping[str, str]) -> bool:
         if r.group in got and r.key is not None:
             got[r.group].add(r.key)
     return all(acked.get(topic, set()) <= got[group] for group, topic in groups.items())
+
+
+def _drain(history: History, groups: Mapping[str, str], options: DrillOptions) -> None:
+    """Let the consumers read until every acknowledged message arrived in every group, or they
+    stopped making progress (a long soak's late groups have a lot to read)."""
+    start = last_progress = time.monotonic()
+    seen = -1
+    while not _all_consumed(history, groups):
+        now = time.monotonic()
+        count = history.receive_count()
+        if count != seen:
+            seen, last_progress = count, now
+        if now - last_progress > options.drain_idle_s or now - start > options.drain_max_s:
+            return
+        time.sleep(0.5)
 
 
 def _prepare(cluster: DrillCluster, workload: WorkloadConfig) -> None:
@@ -128,9 +145,7 @@ def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
         time.sleep(options.timing.after_s)
         workload.stop_producers()
         workload.start_late_readers()
-        deadline = time.monotonic() + options.drain_s
-        while time.monotonic() < deadline and not _all_consumed(history, groups):
-            time.sleep(0.5)
+        _drain(history, groups, options)
     finally:
         workload.stop()
         cluster.close()

@@ -2,6 +2,14 @@
 answer handed to the node, which carries it out (cluster/node/assignment_plan.py decides what
 that means). An answer also renews a master's write lease from the moment its heartbeat was
 sent (master/write_lease.py), so a master that cannot reach the controller stops on time.
+
+Several controllers (`controllerAddr=a:p;b:p`, controllers sharing their state in etcd): only
+the active one answers; a standby refuses with FAILED_PRECONDITION naming the active one. The
+link keeps sending to the one that answered last; when it is UNAVAILABLE, too slow or refuses,
+the same heartbeat goes to the controller the refusal named, else to the next in the list,
+each tried at most once per round (controller_choice.py decides the order). Only an answer
+renews the write lease, and only the active controller answers, so a standby never keeps a
+deposed master writing.
 """
 from __future__ import annotations
 
@@ -18,8 +26,16 @@ from store.clock import Clock
 from store.service import Service
 
 from cluster.controller.election import Assignment
+from cluster.node.controller_choice import ControllerChoice
 
 log = logging.getLogger(__name__)
+# A controller that was down reconnects within a second, not gRPC's default backoff (up to
+# two minutes): it may be the active one the next time the link comes round to it.
+CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 200),
+                   ("grpc.min_reconnect_backoff_ms", 200),
+                   ("grpc.max_reconnect_backoff_ms", 1000)]
+MOVE_ON = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.FAILED_PRECONDITION,
+           grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def assignment_from_pb(a: pb.Assignment) -> Assignment:
@@ -30,43 +46,65 @@ def assignment_from_pb(a: pb.Assignment) -> Assignment:
 
 
 class ControllerLink(Service):
-    """Owns the channel to the controller and what it last said (`_lock` guards the latter:
-    status reads it from other threads). The node's callbacks run on this service's thread."""
+    """Owns a channel per controller, which one is current, and what the controllers last said
+    (`_lock` guards the latter two: status reads them from other threads). The node's callbacks
+    run on this service's thread."""
     name = "controller-link"
 
-    def __init__(self, address: str, interval_ms: int, clock: Clock,
+    def __init__(self, addresses: list[str] | str, interval_ms: int, clock: Clock,
                  report: Callable[[], pb.NodeHeartbeat],
                  apply: Callable[[Assignment, float], None]) -> None:
         super().__init__()
-        self.address = address
+        self.choice = ControllerChoice(addresses.split(";") if isinstance(addresses, str)
+                                       else addresses)
         self.interval_ms = interval_ms
         self.clock = clock
         self._report = report
         self._apply = apply
-        self._channel = grpc.insecure_channel(address)
-        self._stub = pb_grpc.ControllerStub(self._channel)
+        self._channels = {a: grpc.insecure_channel(a, options=CHANNEL_OPTIONS)
+                          for a in self.choice.addresses}
+        self._stubs = {a: pb_grpc.ControllerStub(c) for a, c in self._channels.items()}
         self._lock = threading.Lock()
         self._last_contact: float | None = None
         self._note = ""
 
+    @property
+    def address(self) -> str:
+        """The controller heartbeats go to first (the one that answered last)."""
+        with self._lock:
+            return self.choice.current
+
     def step(self) -> None:
         heartbeat = self._report()
-        sent_at = self.clock.monotonic()
-        try:
-            answer = self._stub.Heartbeat(heartbeat, timeout=max(1.0, 2 * self.interval_ms / 1000))
-        except grpc.RpcError as e:
-            code = e.code().name if hasattr(e, "code") and e.code() else "?"
-            detail = e.details() if hasattr(e, "details") else str(e)
-            with self._lock:
-                first = not self._note.startswith("cannot reach")
-                self._note = f"cannot reach the controller at {self.address}: {code}: {detail}"
-            if first:
-                log.warning("%s", self._note)
+        failures: list[str] = []
+        for address in self.choice.round():
+            sent_at = self.clock.monotonic()
+            try:
+                answer = self._stubs[address].Heartbeat(
+                    heartbeat, timeout=max(1.0, 2 * self.interval_ms / 1000))
+            except grpc.RpcError as e:
+                code = e.code() if hasattr(e, "code") else None
+                detail = e.details() if hasattr(e, "details") else str(e)
+                failures.append(f"{address}: {code.name if code else '?'}: {detail}")
+                if code in MOVE_ON:
+                    self.choice.refused(address, detail if code is
+                                        grpc.StatusCode.FAILED_PRECONDITION else "")
+                    continue
+                break
+            self._answered(address, assignment_from_pb(answer), sent_at)
             return
-        assignment = assignment_from_pb(answer)
         with self._lock:
-            if self._note.startswith("cannot reach"):
-                log.info("the controller at %s answers again", self.address)
+            first = not self._note.startswith("cannot reach")
+            self._note = "cannot reach an active controller: " + "; ".join(failures)
+        if first:
+            log.warning("%s", self._note)
+
+    def _answered(self, address: str, assignment: Assignment, sent_at: float) -> None:
+        with self._lock:
+            moved = address != self.choice.current
+            self.choice.answered(address)
+            if self._note.startswith("cannot reach") or moved:
+                log.info("the controller at %s answers", address)
             self._last_contact = self.clock.monotonic()
             self._note = assignment.note
         self._apply(assignment, sent_at)
@@ -75,7 +113,8 @@ class ControllerLink(Service):
         return self.interval_ms / 1000.0
 
     def on_stop(self) -> None:
-        self._channel.close()
+        for channel in self._channels.values():
+            channel.close()
 
     def contact_age_ms(self) -> int:
         with self._lock:

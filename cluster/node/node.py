@@ -134,7 +134,7 @@ class Node:
         self._health_watch.start()
         self.update_health()
         if self.controlled:
-            self.link = ControllerLink(c.controller_address, c.controller_heartbeat_interval_ms,
+            self.link = ControllerLink(c.controller_addresses, c.controller_heartbeat_interval_ms,
                                        self.clock, self.heartbeat_report, self.apply_assignment)
             self.link.start()
         log.info("node %s listening on %s:%d as %s (admin token: %s)", c.node_id,

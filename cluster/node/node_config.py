@@ -23,7 +23,9 @@ RocketMQ 5 client API (apache.rocketmq.v2.MessagingService, see cluster/messagin
 Controller mode (see cluster/controller/): with `controllerAddr` set the node takes its role
 from the controller, whatever brokerRole and brokerId say (brokerRole is only the hint a new
 group starts from, and haMasterAddress is not needed):
-    controllerAddr              host:port of the controller
+    controllerAddr              host:port of the controller; several controllers sharing their
+                                state in etcd as host:port;host:port (RocketMQ's separator):
+                                heartbeats go to the active one (cluster/node/controller_link.py)
     controllerHeartbeatInterval ms between two heartbeats to it (500)
     brokerElectionPriority      the lower wins an election between equally complete nodes (0)
 Transactions (RocketMQ's BrokerConfig names and defaults, see cluster/messaging/transaction*.py):
@@ -100,10 +102,11 @@ class NodeConfig:
         if self.store.is_slave and not self.store.ha_master_address and not self.controller_address:
             raise ConfigError("brokerRole=SLAVE needs haMasterAddress=<host>:<port> of the master "
                               "(or controllerAddr, to take the role from a controller)")
-        if self.controller_address:
-            host, sep, port = self.controller_address.rpartition(":")
+        for address in self.controller_addresses:
+            host, sep, port = address.rpartition(":")
             if not host or not sep or not port.isdigit():
-                raise ConfigError(f"controllerAddr={self.controller_address!r}: want host:port")
+                raise ConfigError(f"controllerAddr={self.controller_address!r}: want host:port "
+                                  f"or host:port;host:port")
         if not 50 <= self.controller_heartbeat_interval_ms <= 60_000:
             raise ConfigError(f"controllerHeartbeatInterval={self.controller_heartbeat_interval_ms}:"
                               f" must be 50..60000 ms")
@@ -128,6 +131,10 @@ class NodeConfig:
                               f"must be 10..86400000 ms")
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("set both accessKey and secretKey, or neither")
+
+    @property
+    def controller_addresses(self) -> list[str]:
+        return [a.strip() for a in self.controller_address.split(";") if a.strip()]
 
     @property
     def node_id(self) -> str:

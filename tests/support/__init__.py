@@ -14,6 +14,8 @@ tests/conftest.py), never from another test module.
                       the `leader` fixture), which can follow and lead again
 - table_replay.py     assert_replays: a table state's replay property (from the start and from
                       a snapshot alone)
+- etcd.py             EtcdServer: a real etcd on free ports (the `etcd` fixture), skipping
+                      when no etcd is installed
 - official_client.py  the official RocketMQ 5 client's tool scripts, run in a subprocess
 
 Real node processes are tests/integration/harness.py, which uses waiting.py and admin.py too.
