@@ -3,8 +3,9 @@
 Asks grpc.health.v1 Health.Check (no token: health is not an Admin call) and exits 0 only when
 the answer is SERVING; 1 for NOT_SERVING, an unknown service or no answer within --timeout. A
 node answers NOT_SERVING while its store is not writable or it is shutting down.
-`--connect-only` exits 0 once a gRPC connection is up, for servers without the health service
-(the controller, for now).
+A controller answers too: SERVING while it runs, standby or active; `--service
+rmqstore.controller.Active` is SERVING only on the active one. `--connect-only` exits 0 once a
+gRPC connection is up, for servers without the health service.
 """
 from __future__ import annotations
 

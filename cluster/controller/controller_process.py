@@ -5,6 +5,11 @@ Alone (no controllerEtcdEndpoints) it is always the active controller and keeps 
 file. With etcd endpoints it is one of several: a LeadershipThread (leadership.py) makes it the
 active one while it holds the leader lease, its state lives in etcd (etcd_store.py), and as a
 standby it refuses every call with FAILED_PRECONDITION naming the active controller.
+
+The server also answers grpc.health.v1 (no token): the whole server ("") and the Controller
+service are SERVING from start() until stop(), standby or active alike (both are healthy
+processes: a container healthcheck must not restart a standby); `ACTIVE_HEALTH_SERVICE` is
+SERVING only while this controller may answer as the active one, so tools find it.
 """
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import os
 from concurrent import futures
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from proto import controller_pb2_grpc
 from store.clock import SYSTEM_CLOCK, Clock
@@ -22,7 +28,9 @@ from store.service import PeriodicTask
 from cluster.admin.admin_token import BearerTokenInterceptor, ensure_token_file
 from cluster.controller.controller_config import ControllerConfig
 from cluster.controller.controller_service import ControllerService, FileStateStore
-from cluster.controller.controller_servicer import PROTECTED_METHODS, ControllerServicer
+from cluster.controller.active_gate import NotActiveController
+from cluster.controller.controller_servicer import (PROTECTED_METHODS, SERVICE,
+                                                    ControllerServicer)
 from cluster.controller.etcd_client import EtcdClient
 from cluster.controller.etcd_store import EtcdStateStore
 from cluster.controller.leadership import Leadership, LeadershipConfig, LeadershipThread
@@ -32,6 +40,10 @@ TICK_S = 0.1
 # An etcd call must end well within a keepalive interval (a third of the lease, >= 0.67 s), so
 # a dead endpoint is given up in time to try the next one.
 ETCD_TIMEOUT_S = 0.5
+# A health service name that is SERVING only on the active controller (a standby says
+# NOT_SERVING): `python -m cluster health --service rmqstore.controller.Active` finds it.
+ACTIVE_HEALTH_SERVICE = "rmqstore.controller.Active"
+HEALTH_NAMES = ("", SERVICE)
 
 
 class ControllerProcess:
@@ -48,6 +60,7 @@ class ControllerProcess:
         self.leadership: Leadership | None = None
         self._threads: list[PeriodicTask] = []
         self._server: grpc.Server | None = None
+        self.health = health.HealthServicer(experimental_non_blocking=True)
         self.address = ""
 
     def start(self) -> None:
@@ -62,9 +75,15 @@ class ControllerProcess:
         self.service = self._make_service()
         controller_pb2_grpc.add_ControllerServicer_to_server(
             ControllerServicer(self.service, self.address), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        for name in HEALTH_NAMES:
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self.update_active_health()
         server.start()
         self._server = server
         self._threads.append(PeriodicTask("controller-tick", self.service.tick, TICK_S))
+        self._threads.append(PeriodicTask("controller-health", self.update_active_health,
+                                          TICK_S * 5))
         if self.leadership is not None:
             self._threads.append(LeadershipThread(self.leadership))
         for thread in self._threads:
@@ -76,8 +95,20 @@ class ControllerProcess:
     def stop(self) -> None:
         for thread in reversed(self._threads):  # the leadership first: it resigns the lease
             thread.stop()
+        for name in (*HEALTH_NAMES, ACTIVE_HEALTH_SERVICE):
+            self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         if self._server is not None:
             self._server.stop(grace=1.0).wait(5)
+
+    def update_active_health(self) -> None:
+        """ACTIVE_HEALTH_SERVICE follows the gate: SERVING while this controller answers."""
+        try:
+            if self.leadership is not None:
+                self.leadership.check_active()
+            state = health_pb2.HealthCheckResponse.SERVING
+        except NotActiveController:
+            state = health_pb2.HealthCheckResponse.NOT_SERVING
+        self.health.set(ACTIVE_HEALTH_SERVICE, state)
 
     def _make_service(self) -> ControllerService:
         election = self.config.election

@@ -24,7 +24,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DEPLOY = os.path.join(REPO, "deploy")
 NODES = {"master": "127.0.0.1:10911", "slave1": "127.0.0.1:10921", "slave2": "127.0.0.1:10931"}
 ENDPOINTS = ";".join(NODES.values())  # what a client on the host is given
-HOST_PORTS = (9876, 10911, 10921, 10931)
+HOST_PORTS = (9876, 9877, 10911, 10921, 10931)
 
 
 def _compose_cmd() -> list[str] | None:
