@@ -11,6 +11,8 @@ drains and prints the checker's table. Exit status 0 when every drill passed.
     python -m cluster drill lagging-slave --unsafe   (unclean election on: the checker counts
                                                       the acknowledged messages it loses)
     python -m cluster drill kill-master --cluster-dir data/cluster   (a running `local`)
+    python -m cluster drill kill-master kill-controller --target compose   (the running compose
+                                      project `deploy`; --up brings one up and down -v after)
     python -m cluster drill cleanup          (firewall chains a killed drill left behind)
 """
 from __future__ import annotations
@@ -24,6 +26,8 @@ import tempfile
 DEFAULT_SET = ("kill-master", "pause-master", "partition-master", "partition-slave",
                "kill-controller-and-master", "restart-all", "read-only-master", "lagging-slave",
                "metadata")
+COMPOSE_SET = ("kill-master", "pause-master", "partition-master", "partition-slave",
+               "kill-controller", "kill-controller-and-master", "restart-all")
 
 
 def register(sub) -> None:
@@ -36,6 +40,17 @@ def register(sub) -> None:
     p.add_argument("--cluster-dir", help="drill a running `python -m cluster local` (its folder) "
                                          "instead of starting a cluster; drills that need "
                                          "partitions, a failpoint or another role refuse")
+    p.add_argument("--target", choices=("local", "compose"), default="local",
+                   help="local: processes on this host (default); compose: the containers of "
+                        "a deploy/docker-compose.yml project")
+    p.add_argument("--project", default="deploy",
+                   help="with --target compose: the compose project name (default: deploy, "
+                        "what docker-compose in deploy/ calls it)")
+    p.add_argument("--compose-file", help="with --target compose: the compose file "
+                                          "(default: deploy/docker-compose.yml)")
+    p.add_argument("--up", action="store_true",
+                   help="with --target compose: build the images, bring the project up first "
+                        "and 'down -v' it at the end")
     p.add_argument("--warmup", type=float, default=4.0, help="seconds of load before the fault")
     p.add_argument("--fault-seconds", type=float, default=8.0,
                    help="how long a pause, partition or read-only disk lasts")
@@ -53,8 +68,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from cluster.drills import partition
-    from cluster.drills.report import render_detail, render_table, summary_row
-    from cluster.drills.runner import DrillOptions, free_base_port, run_drill
+    from cluster.drills.compose_cluster import ComposeProject, DockerError
     from cluster.drills.scenarios import DRILLS, Timing
     from cluster.drills.workload import WorkloadConfig
 
@@ -69,11 +83,15 @@ def run(args) -> int:
                                                               if removed else ""))
         return 0
     if names == ["all"]:
-        names = list(DEFAULT_SET)
+        names = list(COMPOSE_SET if args.target == "compose" else DEFAULT_SET)
     unknown = [n for n in names if n not in DRILLS]
     if unknown:
         print(f"unknown drill(s): {', '.join(unknown)} (see: python -m cluster drill list)",
               file=sys.stderr)
+        return 2
+    refusal = _target_refusal(args, names, DRILLS)
+    if refusal:
+        print(refusal, file=sys.stderr)
         return 2
     if args.cluster_dir:
         if args.unsafe:
@@ -91,6 +109,55 @@ def run(args) -> int:
     workload = WorkloadConfig(rate=args.rate)
     controller_props = {"enableElectUncleanMaster": "true"} if args.unsafe else {}
     parent = os.path.abspath(args.dir) if args.dir else tempfile.mkdtemp(prefix="rmq-drill-")
+    compose = None
+    if args.target == "compose":
+        try:
+            compose = ComposeProject(args.project, args.compose_file)
+            if args.up:
+                print(f"building the images and bringing compose project {args.project} up",
+                      file=sys.stderr, flush=True)
+                compose.build()
+                compose.up()
+        except DockerError as e:
+            print(f"drill --target compose: {e}", file=sys.stderr)
+            if compose is not None and args.up:
+                compose.down()
+            return 1
+    try:
+        return _run_drills(args, names, parent, timing, workload, controller_props, compose)
+    except DockerError as e:  # a service missing from the project, docker refusing a step
+        print(f"drill --target compose: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if compose is not None and args.up:
+            compose.down()
+
+
+def _target_refusal(args, names: list[str], drills) -> str:
+    """Why these options cannot run these drills ("" when they can)."""
+    if args.target != "compose":
+        need_compose = [n for n in names if not drills[n].local]
+        if args.up or args.compose_file:
+            return "--up and --compose-file go with --target compose"
+        if need_compose:
+            return (f"drill(s) {', '.join(need_compose)} need two controllers: "
+                    f"--target compose")
+        return ""
+    if args.cluster_dir or args.unsafe:
+        return "--target compose drills the project as deployed: no --cluster-dir or --unsafe"
+    local_only = [n for n in names if not drills[n].compose]
+    if local_only:
+        supported = ", ".join(d.name for d in drills.values() if d.compose)
+        return (f"drill(s) {', '.join(local_only)} run against local processes only; "
+                f"--target compose supports {supported}")
+    return ""
+
+
+def _run_drills(args, names, parent, timing, workload, controller_props, compose) -> int:
+    from cluster.drills.report import render_detail, render_table, summary_row
+    from cluster.drills.runner import DrillOptions, free_base_port, run_drill
+    from cluster.drills.scenarios import DRILLS
+
     rows, details, ok = [], [], True
     for name in names:
         drill = DRILLS[name]
@@ -101,7 +168,7 @@ def run(args) -> int:
         run_ = run_drill(drill, DrillOptions(
             root=root, base_port=args.base_port or free_base_port(), timing=timing,
             workload=workload, controller_props=controller_props,
-            target_dir=args.cluster_dir))
+            target_dir=args.cluster_dir, compose=compose))
         rows.append(summary_row(name, run_.result, recovers=drill.recovers))
         details.append((run_, render_detail(name, run_.result)))
         ok = ok and run_.result.passed

@@ -11,20 +11,17 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from typing import Callable, Mapping
 
-import grpc
 import psutil
 
 from cluster.admin.admin_token import ensure_token_file, read_token_file
-from cluster.client.admin_client import AdminClient
 from cluster.drills.partition import CgroupSet, Member, Partition, PartitionUnavailable
+from cluster.drills.target import MASTER_ROLES, GroupViews
 from cluster.node import local_cluster
-from proto import admin_pb2 as pb
 from store.layout import ADMIN_TOKEN_FILE
 
-MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
+__all__ = ["DrillCluster", "DrillProcess", "MASTER_ROLES"]
 
 
 class DrillProcess:
@@ -105,7 +102,7 @@ class DrillProcess:
             self.kill()
 
 
-class DrillCluster:
+class DrillCluster(GroupViews):
     """A controller (`controller`) and the nodes `master`, `slave1`, `slave2` under `root`.
     The names are the starting roles; the controller moves roles around during a drill, so
     `current_master()` asks the nodes. `fresh()` writes the configs and owns the processes
@@ -171,6 +168,12 @@ class DrillCluster:
                    attached=True)
 
     # -- processes ---------------------------------------------------------------------------
+    def controllers(self) -> list[DrillProcess]:
+        return [self.controller]
+
+    def processes(self) -> list[DrillProcess]:
+        return [self.controller, *self.nodes]
+
     def start(self, proc: DrillProcess) -> None:
         popen: dict = {}
         env = self.node_env.get(proc.name)
@@ -194,7 +197,7 @@ class DrillCluster:
 
     def start_all(self, timeout: float = 30.0) -> None:
         """Start what is not running (all of a fresh cluster) and wait for a whole group."""
-        for proc in (self.controller, *self.nodes):
+        for proc in self.processes():
             if not proc.alive():
                 self.start(proc)
         self.wait_for(lambda: self.current_master() is not None and self.in_sync_count() == 2,
@@ -208,46 +211,6 @@ class DrillCluster:
             proc.stop(10)
         if self.cgroups is not None:
             self.cgroups.close()
-
-    # -- views ---------------------------------------------------------------------------------
-    def admin(self, proc: DrillProcess, timeout: float = 2.0) -> AdminClient:
-        return AdminClient(proc.address, self.token, timeout=timeout)
-
-    def status(self, proc: DrillProcess) -> pb.NodeStatus | None:
-        if not proc.alive() or proc.paused:
-            return None
-        try:
-            with self.admin(proc) as client:
-                return client.status()
-        except grpc.RpcError:
-            return None
-
-    def current_master(self) -> DrillProcess | None:
-        """The live node that says it is master with the highest epoch."""
-        best: tuple[int, DrillProcess] | None = None
-        for proc in self.nodes:
-            st = self.status(proc)
-            if st is not None and st.role in MASTER_ROLES and (best is None or st.epoch > best[0]):
-                best = (st.epoch, proc)
-        return best[1] if best else None
-
-    def in_sync_count(self) -> int:
-        master = self.current_master()
-        st = self.status(master) if master else None
-        return len(st.in_sync_set) if st else 0
-
-    def slaves(self) -> list[DrillProcess]:
-        master = self.current_master()
-        return [p for p in self.nodes if p is not master]
-
-    @staticmethod
-    def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if condition():
-                return
-            time.sleep(0.2)
-        raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
 
     # -- partitions ----------------------------------------------------------------------------
     def partition(self, a: list[DrillProcess], b: list[DrillProcess]) -> Partition:

@@ -1,5 +1,5 @@
 """One drill from start to verdict: start a fresh cluster (or attach to a running `cluster
-local`), create the workload's topics (8 queues) and its FIFO group, run the load, play the
+local`, or to a running compose project), create the workload's topics (8 queues) and its FIFO group, run the load, play the
 scenario, stop producing, drain (consumers go on until every acknowledged message arrived or
 they stop making progress), check the History, stop everything it started by pid. The History
 is saved as history.jsonl in the drill's folder.
@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from cluster.drills.checker import DrillResult, Expectation, check
+from cluster.drills.compose_cluster import ComposeCluster, ComposeProject
 from cluster.drills.drill_cluster import DrillCluster
 from cluster.drills.history import History, SendOutcome
 from cluster.drills.scenarios import (METADATA_QUEUES, DrillContext, Drill, Timing,
                                       read_only_trigger)
+from cluster.drills.target import DrillTarget
 from cluster.drills.workload import Workload, WorkloadConfig
 from store import failpoints
 
@@ -34,6 +36,7 @@ class DrillOptions:
     drain_idle_s: float = 30.0   # the drain ends when nothing new arrived for this long
     drain_max_s: float = 900.0   # or after this long in any case
     target_dir: str | None = None  # a running `cluster local` folder instead of a fresh cluster
+    compose: ComposeProject | None = None  # a running compose project instead
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,7 @@ def _drain(history: History, groups: Mapping[str, str], options: DrillOptions) -
         time.sleep(0.5)
 
 
-def _prepare(cluster: DrillCluster, workload: WorkloadConfig) -> None:
+def _prepare(cluster: DrillTarget, workload: WorkloadConfig) -> None:
     master = cluster.current_master()
     assert master is not None
     with cluster.admin(master, timeout=10) as client:
@@ -103,11 +106,19 @@ def _prepare(cluster: DrillCluster, workload: WorkloadConfig) -> None:
 
 
 class NotTargetable(Exception):
-    """A drill that needs a cluster it starts itself (cgroups, failpoints, another role)."""
+    """A drill that needs a cluster it starts itself (cgroups, failpoints, another role), or
+    that the chosen target cannot play."""
 
 
-def _cluster_for(drill: Drill, options: DrillOptions) -> DrillCluster:
+def _cluster_for(drill: Drill, options: DrillOptions) -> DrillTarget:
     root = os.path.abspath(options.root)
+    if options.compose is not None:
+        if not drill.compose:
+            raise NotTargetable(f"drill {drill.name} runs against local processes only "
+                                f"(--target local)")
+        return ComposeCluster(options.compose, root)
+    if not drill.local:
+        raise NotTargetable(f"drill {drill.name} needs two controllers: --target compose")
     if options.target_dir:
         if not drill.targetable:
             raise NotTargetable(f"drill {drill.name} needs a cluster it starts itself "
@@ -127,7 +138,7 @@ def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
     os.makedirs(options.root, exist_ok=True)
     cluster = _cluster_for(drill, options)
     workload_config = options.workload
-    if options.target_dir:  # topics and groups of its own, apart from earlier runs'
+    if cluster.attached:  # topics and groups of its own, apart from earlier runs'
         workload_config = workload_config.renamed(f"-{time.strftime('%Y%m%d%H%M%S')}")
     history = History()
     ctx = DrillContext(cluster, history, workload_config, options.timing)

@@ -1,5 +1,5 @@
-"""The drills: each is a fault (and its repair) played against a running DrillCluster while the
-workload runs. A scenario records when its fault started and was healed in the History, and
+"""The drills: each is a fault (and its repair) played against a running cluster (a DrillTarget:
+local processes or a compose project's containers) while the workload runs. A scenario records when its fault started and was healed in the History, and
 adds findings of its own (the metadata drill's routes) as `notes` / `problems`.
 
 Timing comes from `DrillContext.timing`; the defaults fit the local cluster's controller
@@ -14,8 +14,8 @@ from typing import Callable
 
 import grpc
 
-from cluster.drills.drill_cluster import DrillCluster, DrillProcess
 from cluster.drills.history import History
+from cluster.drills.target import DrillTarget, TargetProcess
 from cluster.drills.workload import WorkloadConfig
 
 
@@ -30,15 +30,15 @@ class Timing:
 
 @dataclass
 class DrillContext:
-    cluster: DrillCluster
+    cluster: DrillTarget
     history: History
     workload: WorkloadConfig
     timing: Timing
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # findings that fail the drill
 
-    def master(self, timeout: float = 30.0) -> DrillProcess:
-        found: list[DrillProcess] = []
+    def master(self, timeout: float = 30.0) -> TargetProcess:
+        found: list[TargetProcess] = []
 
         def has_master() -> bool:
             m = self.cluster.current_master()
@@ -48,7 +48,7 @@ class DrillContext:
         self.cluster.wait_for(has_master, timeout, "a master")
         return found[-1]
 
-    def wait_new_master(self, old: DrillProcess, timeout: float = 30.0) -> DrillProcess:
+    def wait_new_master(self, old: TargetProcess, timeout: float = 30.0) -> TargetProcess:
         self.cluster.wait_for(lambda: self.cluster.current_master() not in (None, old), timeout,
                               f"a master other than {old.name}")
         new = self.cluster.current_master()
@@ -56,7 +56,7 @@ class DrillContext:
         self.notes.append(f"{new.name} became master")
         return new
 
-    def rejoin(self, proc: DrillProcess, timeout: float = 30.0) -> None:
+    def rejoin(self, proc: TargetProcess, timeout: float = 30.0) -> None:
         """Start `proc` again and wait until it follows the master in sync."""
         self.cluster.start(proc)
         self.cluster.wait_for(lambda: self.cluster.in_sync_count() == 2, timeout,
@@ -131,8 +131,40 @@ def kill_controller_and_master(ctx: DrillContext) -> None:
     ctx.rejoin(master)
 
 
+def kill_controller(ctx: DrillContext) -> None:
+    """Kill the active one of several controllers: a standby takes over (within the etcd
+    lease) and the master stays master in its epoch, so writes go on (recovery ~0); any change
+    of master or epoch is a problem. The killed controller comes back as a standby."""
+    master = ctx.master()
+    before = ctx.cluster.status(master)
+    active = ctx.cluster.controller
+    if len(ctx.cluster.controllers()) < 2:
+        raise NeedsStandby("kill-controller needs a standby controller (--target compose)")
+    i = ctx.history.fault_started(f"kill -9 the active controller {active.name}")
+    active.kill()
+    ctx.cluster.wait_for(lambda: ctx.cluster.controller is not active, 30,
+                         f"a standby to take over from {active.name}")
+    ctx.notes.append(f"{ctx.cluster.controller.name} became the active controller")
+    ctx.history.fault_healed(i)
+    time.sleep(ctx.timing.after_s / 2)
+    after_master = ctx.cluster.current_master()
+    after = ctx.cluster.status(after_master) if after_master else None
+    if after_master is not master or after is None or before is None \
+            or after.epoch != before.epoch:
+        ctx.problems.append(
+            f"the master changed with the controller: {master.name} epoch "
+            f"{before.epoch if before else '?'} -> "
+            f"{after_master.name if after_master else 'none'} epoch "
+            f"{after.epoch if after else '?'}")
+    ctx.cluster.start(active)  # back as a standby
+
+
+class NeedsStandby(Exception):
+    """The cluster has a single controller: killing it is kill-controller-and-master's job."""
+
+
 def restart_all(ctx: DrillContext) -> None:
-    procs = [ctx.cluster.controller, *ctx.cluster.nodes]
+    procs = list(ctx.cluster.processes())  # in cold-start order (etcd, controllers, nodes)
     i = ctx.history.fault_started("kill -9 every process, then start them all")
     for p in procs:
         p.kill()
@@ -218,7 +250,7 @@ def metadata(ctx: DrillContext) -> None:
 METADATA_QUEUES = 8
 
 
-def _queue_count(cluster: DrillCluster, proc: DrillProcess, topic: str) -> int:
+def _queue_count(cluster: DrillTarget, proc: TargetProcess, topic: str) -> int:
     """The write queue count of `topic` in the node's topic table (0: not there). Retried for a
     while: a node restarted a moment ago may still be behind gRPC's reconnect backoff."""
     found: list[int] = []
@@ -256,23 +288,31 @@ class Drill:
     partitions: bool = False    # needs root, iptables and cgroup v2
     read_only: bool = False     # nodes start with the read-only failpoint armed
     role: str = "SYNC_MASTER"   # the master role the group starts with
+    compose: bool = False       # runs against a compose project (--target compose)
+    local: bool = True          # runs against local processes (--target local)
 
     @property
     def targetable(self) -> bool:
         """Runs against a running `cluster local` too (it needs nothing set up at start)."""
-        return not (self.partitions or self.read_only or self.role != "SYNC_MASTER")
+        return self.local and not (self.partitions or self.read_only or self.role != "SYNC_MASTER")
 
 
 DRILLS = {d.name: d for d in (
-    Drill("kill-master", kill_master, "kill -9 the master; it restarts and rejoins"),
-    Drill("pause-master", pause_master, "SIGSTOP the master past the failover timeout, resume it"),
+    Drill("kill-master", kill_master, "kill -9 the master; it restarts and rejoins",
+          compose=True),
+    Drill("pause-master", pause_master, "SIGSTOP the master past the failover timeout, resume it",
+          compose=True),
     Drill("partition-master", partition_master,
-          "cut the master from the controller and the slaves", partitions=True),
+          "cut the master from the controller and the slaves", partitions=True, compose=True),
     Drill("partition-slave", partition_slave, "cut one slave from the master and controller",
-          partitions=True),
+          partitions=True, compose=True),
+    Drill("kill-controller", kill_controller,
+          "kill -9 the active controller: a standby takes over, the master stays",
+          compose=True, local=False),
     Drill("kill-controller-and-master", kill_controller_and_master,
-          "kill -9 the controller and the master together"),
-    Drill("restart-all", restart_all, "kill -9 everything and start it all again"),
+          "kill -9 the (active) controller and the master together", compose=True),
+    Drill("restart-all", restart_all, "kill -9 everything and start it all again",
+          compose=True),
     Drill("read-only-master", read_only_master, "the master's store turns read-only",
           read_only=True),
     Drill("lagging-slave", lagging_slave_then_kill_master,

@@ -9,7 +9,6 @@ Docker, compose or the cluster's host ports are not available.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -19,20 +18,13 @@ import pytest
 
 from cluster.admin.admin_token import read_token_file
 from cluster.client.admin_client import AdminClient
+from cluster.drills.compose_cluster import compose_command
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPLOY = os.path.join(REPO, "deploy")
 NODES = {"master": "127.0.0.1:10911", "slave1": "127.0.0.1:10921", "slave2": "127.0.0.1:10931"}
 ENDPOINTS = ";".join(NODES.values())  # what a client on the host is given
 HOST_PORTS = (9876, 9877, 10911, 10921, 10931)
-
-
-def _compose_cmd() -> list[str] | None:
-    if shutil.which("docker") is None:
-        return None
-    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
-        return ["docker", "compose"]
-    return ["docker-compose"] if shutil.which("docker-compose") else None
 
 
 def _port_free(port: int) -> bool:
@@ -45,7 +37,7 @@ def _port_free(port: int) -> bool:
 
 
 def _skip_reason() -> str | None:
-    compose = _compose_cmd()
+    compose = compose_command()
     if compose is None:
         return "needs Docker and docker compose (or docker-compose)"
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
@@ -91,7 +83,7 @@ def test_compose_cluster_serves_the_host_and_fails_over():
                            cwd=REPO, capture_output=True, text=True, timeout=540)
     assert build.returncode == 0, f"deploy/build failed:\n{build.stdout}{build.stderr}"
     project = f"rmqstoretest{os.getpid()}"
-    compose = [*_compose_cmd(), "-p", project, "-f", os.path.join(DEPLOY, "docker-compose.yml")]
+    compose = [*compose_command(), "-p", project, "-f", os.path.join(DEPLOY, "docker-compose.yml")]
     try:
         up = subprocess.run([*compose, "up", "-d"], capture_output=True, text=True, timeout=180)
         assert up.returncode == 0, f"compose up failed:\n{up.stdout}{up.stderr}"

@@ -1,0 +1,270 @@
+"""The drills' cluster as a docker compose project (deploy/docker-compose.yml): etcd, two
+controllers (one active, one standby), a master and two slaves, each a container.
+
+- `ComposeProject` owns the compose CLI for one project name and file: the container of a
+  service (`ps -q`), `up`, `down -v`, the image build.
+- `ContainerProcess` is one service's container behind the drills' process interface: kill is
+  `docker kill` (SIGKILL to the whole container), pause/resume are `docker pause`/`unpause`
+  (the cgroup freezer: a SIGSTOP of every process in it), start is `docker start`.
+- `ComposeCluster` is the DrillTarget. Partitions disconnect a container from the project's
+  network and reconnect it at its fixed address with its aliases. That cuts it from everything:
+  published ports are forwarded (docker-proxy, iptables DNAT) to the container's address on
+  that network, so the host's clients lose it too, unlike the local drill's firewall rules.
+  It never starts or removes the project itself (the CLI's --up and the tests do): `close()`
+  heals partitions, resumes what it paused and leaves the project running.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from typing import Sequence
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from cluster.admin.admin_token import read_token_file
+from cluster.controller.controller_process import ACTIVE_HEALTH_SERVICE
+from cluster.drills.target import GroupViews
+
+DEPLOY_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "deploy")
+DEFAULT_PROJECT = "deploy"  # what `docker-compose up` in deploy/ names the project
+NODE_PORTS = {"master": 10911, "slave1": 10921, "slave2": 10931}
+CONTROLLERS = ("controller-a", "controller-b")
+CONTROLLER_PORT = 9876
+ETCD = "etcd"
+
+
+class DockerError(RuntimeError):
+    """A docker or compose command failed; the message has its output."""
+
+
+def docker(*args: str, timeout: float = 60.0) -> str:
+    r = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise DockerError(f"docker {' '.join(args)}: {(r.stderr or r.stdout).strip()}")
+    return r.stdout
+
+
+def compose_command() -> list[str] | None:
+    """`docker compose` (the plugin) or `docker-compose`, None without Docker."""
+    if shutil.which("docker") is None:
+        return None
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+        return ["docker", "compose"]
+    return ["docker-compose"] if shutil.which("docker-compose") else None
+
+
+class ComposeProject:
+    """One compose project: its name, its file (deploy/docker-compose.yml by default) and the
+    token its services share (secrets/admin.token beside the file)."""
+
+    def __init__(self, name: str = DEFAULT_PROJECT, compose_file: str | None = None) -> None:
+        command = compose_command()
+        if command is None:
+            raise DockerError("needs Docker with docker compose (or docker-compose)")
+        self.name = name
+        self.file = os.path.abspath(compose_file or os.path.join(DEPLOY_DIR,
+                                                                  "docker-compose.yml"))
+        self.token_file = os.path.join(os.path.dirname(self.file), "secrets", "admin.token")
+        self._compose = [*command, "-p", name, "-f", self.file]
+
+    def run(self, *args: str, timeout: float = 120.0) -> str:
+        r = subprocess.run([*self._compose, *args], capture_output=True, text=True,
+                           timeout=timeout)
+        if r.returncode != 0:
+            raise DockerError(f"compose -p {self.name} {' '.join(args)}: "
+                              f"{(r.stderr or r.stdout).strip()}")
+        return r.stdout
+
+    def container_id(self, service: str) -> str:
+        found = self.run("ps", "-q", service).strip()
+        if not found:
+            raise DockerError(f"service {service} of compose project {self.name} has no "
+                              f"container: bring it up first (docker-compose -p {self.name} "
+                              f"up -d, or drill --up)")
+        return found.splitlines()[0]
+
+    def build(self) -> None:
+        """deploy/build: the images with the current code (seconds when only .py changed)."""
+        build = os.path.join(os.path.dirname(self.file), "build")
+        r = subprocess.run([build, "--python", sys.executable], capture_output=True, text=True,
+                           timeout=900)
+        if r.returncode != 0:
+            raise DockerError(f"{build} failed:\n{r.stdout}{r.stderr}")
+
+    def up(self, timeout: float = 300.0) -> None:
+        """Up and healthy: compose waits for the healthchecks its depends_on name; the nodes'
+        own health is waited for by the cluster's start_all."""
+        self.run("up", "-d", timeout=timeout)
+
+    def down(self) -> None:
+        """Stop and remove the containers, the network and the volumes."""
+        self.run("down", "-v", "--remove-orphans", "-t", "5")
+
+
+class ContainerProcess:
+    """A service's container: `address` is its published port on the host's 127.0.0.1 ("" when
+    it publishes none), `paused` whether this drill paused it."""
+
+    def __init__(self, name: str, container_id: str, address: str = "") -> None:
+        self.name, self.id, self.address = name, container_id, address
+        self.paused = False
+
+    def _state(self, field: str) -> str:
+        return docker("inspect", "--format", "{{.State." + field + "}}", self.id).strip()
+
+    @property
+    def pid(self) -> int:
+        """The host pid of the container's first process (0 while it is not running)."""
+        return int(self._state("Pid"))
+
+    def alive(self) -> bool:
+        return self._state("Running") == "true"  # a paused container is running too
+
+    def start(self) -> None:
+        docker("start", self.id)
+        self.paused = False
+
+    def kill(self) -> None:
+        """docker kill (SIGKILL), and wait until the container is down."""
+        if self.paused:
+            self.resume()
+        if self.alive():
+            docker("kill", self.id)
+        deadline = time.monotonic() + 30
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def pause(self) -> None:
+        docker("pause", self.id)
+        self.paused = True
+
+    def resume(self) -> None:
+        if self.paused and self.alive():
+            docker("unpause", self.id)
+        self.paused = False
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """docker stop: SIGTERM, SIGKILL after `timeout`."""
+        self.resume()
+        docker("stop", "-t", str(int(timeout)), self.id, timeout=timeout + 30)
+
+    def network(self) -> tuple[str, str, list[str]]:
+        """The container's (only) network, its fixed address there and its aliases."""
+        networks = json.loads(docker("inspect", "--format", "{{json .NetworkSettings.Networks}}",
+                                     self.id))
+        if len(networks) != 1:
+            raise DockerError(f"{self.name} is on {len(networks)} networks, expected one")
+        (name, endpoint), = networks.items()
+        ip = (endpoint.get("IPAMConfig") or {}).get("IPv4Address") or endpoint["IPAddress"]
+        return name, ip, list(endpoint.get("Aliases") or [])
+
+
+def host_address(container_id: str, port: int) -> str:
+    """Where the host reaches a container's `port`: its binding in the container's config (so
+    it is known while the container is down too)."""
+    bindings = json.loads(docker("inspect", "--format", "{{json .HostConfig.PortBindings}}",
+                                 container_id)) or {}
+    for b in bindings.get(f"{port}/tcp") or []:
+        return f"{b.get('HostIp') or '127.0.0.1'}:{b['HostPort']}"
+    raise DockerError(f"container {container_id[:12]} publishes no port {port}")
+
+
+class _Cut:
+    """A container taken off its network, and how to put it back."""
+
+    def __init__(self, proc: ContainerProcess) -> None:
+        self.proc = proc
+        self.network, self.ip, self.aliases = proc.network()
+        docker("network", "disconnect", self.network, proc.id)
+
+    def heal(self) -> None:
+        aliases = [a for alias in self.aliases for a in ("--alias", alias)]
+        docker("network", "connect", "--ip", self.ip, *aliases, self.network, self.proc.id)
+
+
+class ComposeCluster(GroupViews):
+    """The services of a running compose project as a DrillTarget. `root` is where the drill
+    keeps its history; the cluster's data is in the project's volumes."""
+
+    attached = True  # the operator's project: topics named per run, left running
+
+    def __init__(self, project: ComposeProject, root: str) -> None:
+        self.project = project
+        self.root = os.path.abspath(root)
+        self.token = read_token_file(project.token_file)
+        self.etcd = ContainerProcess(ETCD, project.container_id(ETCD))
+        self._controllers = [self._service(n, CONTROLLER_PORT) for n in CONTROLLERS]
+        self.nodes = [self._service(n, port) for n, port in NODE_PORTS.items()]
+        self.by_name = {p.name: p for p in self.processes()}
+        self._last_active = self._controllers[0]
+        self._cuts: list[_Cut] = []
+
+    def _service(self, name: str, port: int) -> ContainerProcess:
+        cid = self.project.container_id(name)
+        return ContainerProcess(name, cid, host_address(cid, port))
+
+    # -- processes ---------------------------------------------------------------------------
+    @property
+    def controller(self) -> ContainerProcess:
+        """The active controller (its health service says so); while none is, the one that was
+        last seen active."""
+        for proc in self._controllers:
+            if _is_active(proc):
+                self._last_active = proc
+                return proc
+        return self._last_active
+
+    def controllers(self) -> list[ContainerProcess]:
+        return list(self._controllers)
+
+    def processes(self) -> list[ContainerProcess]:
+        return [self.etcd, *self._controllers, *self.nodes]
+
+    def start(self, proc: ContainerProcess) -> None:
+        proc.start()
+
+    def start_all(self, timeout: float = 60.0) -> None:
+        """Start (or resume) what is not running and wait for a master with both slaves."""
+        for proc in self.processes():
+            if not proc.alive():
+                proc.start()
+            elif proc.paused:
+                proc.resume()
+        self.wait_for(lambda: self.current_master() is not None and self.in_sync_count() == 2,
+                      timeout, "a master with both slaves in sync")
+
+    def close(self) -> None:
+        self.heal_partitions()
+        for proc in self.processes():
+            if proc.paused:
+                proc.resume()
+
+    # -- partitions ----------------------------------------------------------------------------
+    def partition(self, a: list[ContainerProcess], b: Sequence[ContainerProcess]) -> list[_Cut]:
+        """Cut each of `a` off the project's network until heal_partitions(). This cuts it from
+        everything, `b` and the host's clients alike (see the module docstring)."""
+        cuts = [_Cut(proc) for proc in a]
+        self._cuts.extend(cuts)
+        return cuts
+
+    def heal_partitions(self) -> None:
+        while self._cuts:
+            self._cuts.pop().heal()
+
+
+def _is_active(proc: ContainerProcess) -> bool:
+    if proc.paused:
+        return False
+    try:
+        with grpc.insecure_channel(proc.address) as channel:
+            r = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=ACTIVE_HEALTH_SERVICE), timeout=1.0)
+    except grpc.RpcError:
+        return False
+    return r.status == health_pb2.HealthCheckResponse.SERVING

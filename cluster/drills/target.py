@@ -1,0 +1,108 @@
+"""What a drill's scenarios need from the cluster they fault, whatever runs it: local processes
+(drill_cluster.DrillCluster) or containers of a compose project (compose_cluster.ComposeCluster).
+
+`TargetProcess` is one controller, node (or etcd) that can be killed, paused, stopped and
+started again; `DrillTarget` is the cluster. `GroupViews` holds what both clusters ask the
+nodes the same way (status over the Admin API, the current master, the sync state set), so
+the two only differ in how they start, stop and cut off processes.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Protocol, Sequence
+
+import grpc
+
+from cluster.client.admin_client import AdminClient
+from proto import admin_pb2 as pb
+
+MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
+
+
+class TargetProcess(Protocol):
+    """A process (or a container) a drill faults. `address` is where this host reaches it
+    ("" for etcd, which the drill never calls)."""
+    name: str
+    address: str
+    paused: bool
+
+    @property
+    def pid(self) -> int: ...
+    def kill(self) -> None: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    def stop(self, timeout: float = 30.0) -> None: ...
+    def alive(self) -> bool: ...
+
+
+class DrillTarget(Protocol):
+    """The cluster a drill runs against. `controller` is the controller that answers now (the
+    only one of a local cluster, the active one of several); `processes()` lists every process
+    in the order a cold start brings them up."""
+    root: str
+    token: str
+    nodes: list
+    by_name: dict
+    attached: bool  # someone else's cluster: the drill names its topics per run, leaves it up
+
+    @property
+    def controller(self) -> TargetProcess: ...
+    def controllers(self) -> Sequence[TargetProcess]: ...
+    def processes(self) -> Sequence[TargetProcess]: ...
+    def start(self, proc) -> None: ...
+    def start_all(self, timeout: float = 30.0) -> None: ...
+    def close(self) -> None: ...
+    def admin(self, proc, timeout: float = 2.0) -> AdminClient: ...
+    def status(self, proc) -> pb.NodeStatus | None: ...
+    def current_master(self): ...
+    def in_sync_count(self) -> int: ...
+    def slaves(self) -> list: ...
+    def wait_for(self, condition: Callable[[], bool], timeout: float, what: str) -> None: ...
+    def partition(self, a: list, b: list) -> object: ...
+    def heal_partitions(self) -> None: ...
+
+
+class GroupViews:
+    """The replica group as its nodes report it over the Admin API. Needs `self.nodes` (with
+    `address`, `alive()`, `paused`) and `self.token`."""
+    nodes: list
+    token: str
+
+    def admin(self, proc, timeout: float = 2.0) -> AdminClient:
+        return AdminClient(proc.address, self.token, timeout=timeout)
+
+    def status(self, proc) -> pb.NodeStatus | None:
+        if not proc.alive() or proc.paused:
+            return None
+        try:
+            with self.admin(proc) as client:
+                return client.status()
+        except grpc.RpcError:
+            return None
+
+    def current_master(self):
+        """The live node that says it is master with the highest epoch."""
+        best = None
+        for proc in self.nodes:
+            st = self.status(proc)
+            if st is not None and st.role in MASTER_ROLES and (best is None or st.epoch > best[0]):
+                best = (st.epoch, proc)
+        return best[1] if best else None
+
+    def in_sync_count(self) -> int:
+        master = self.current_master()
+        st = self.status(master) if master else None
+        return len(st.in_sync_set) if st else 0
+
+    def slaves(self) -> list:
+        master = self.current_master()
+        return [p for p in self.nodes if p is not master]
+
+    @staticmethod
+    def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
