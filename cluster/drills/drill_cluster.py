@@ -174,6 +174,14 @@ class DrillCluster(GroupViews):
     def processes(self) -> list[DrillProcess]:
         return [self.controller, *self.nodes]
 
+    def kill(self, procs: list[DrillProcess]) -> None:
+        """SIGKILL all of `procs` at once (then wait for each): they die together."""
+        for proc in procs:
+            if proc.alive():
+                os.kill(proc.pid, signal.SIGKILL)
+        for proc in procs:
+            proc.kill()
+
     def start(self, proc: DrillProcess) -> None:
         popen: dict = {}
         env = self.node_env.get(proc.name)

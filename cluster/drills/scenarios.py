@@ -121,9 +121,8 @@ def partition_slave(ctx: DrillContext) -> None:
 def kill_controller_and_master(ctx: DrillContext) -> None:
     master = ctx.master()
     ctrl = ctx.cluster.controller
-    i = ctx.history.fault_started(f"kill -9 the controller and {master.name}")
-    ctrl.kill()
-    master.kill()
+    i = ctx.history.fault_started(f"kill -9 the controller {ctrl.name} and {master.name}")
+    ctx.cluster.kill([ctrl, master])
     time.sleep(1.0)
     ctx.cluster.start(ctrl)  # its state file says who was in sync
     ctx.wait_new_master(master)
@@ -166,8 +165,7 @@ class NeedsStandby(Exception):
 def restart_all(ctx: DrillContext) -> None:
     procs = list(ctx.cluster.processes())  # in cold-start order (etcd, controllers, nodes)
     i = ctx.history.fault_started("kill -9 every process, then start them all")
-    for p in procs:
-        p.kill()
+    ctx.cluster.kill(procs)
     for p in procs:
         ctx.cluster.start(p)
     ctx.master(60)

@@ -9,7 +9,6 @@ Docker, compose or the cluster's host ports are not available.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,33 +18,10 @@ import pytest
 from cluster.admin.admin_token import read_token_file
 from cluster.client.admin_client import AdminClient
 from cluster.drills.compose_cluster import compose_command
+from tests.deploy.compose_support import DEPLOY, REPO, build_images, skip_reason
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEPLOY = os.path.join(REPO, "deploy")
 NODES = {"master": "127.0.0.1:10911", "slave1": "127.0.0.1:10921", "slave2": "127.0.0.1:10931"}
 ENDPOINTS = ";".join(NODES.values())  # what a client on the host is given
-HOST_PORTS = (9876, 9877, 10911, 10921, 10931)
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _skip_reason() -> str | None:
-    compose = compose_command()
-    if compose is None:
-        return "needs Docker and docker compose (or docker-compose)"
-    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
-        return "the Docker daemon does not answer (docker info failed)"
-    busy = [p for p in HOST_PORTS if not _port_free(p)]
-    if busy:
-        return f"host ports {busy} are taken (a compose cluster or 'cluster local' running?)"
-    return None
 
 
 def _cli(*args: str, timeout: float = 60) -> str:
@@ -76,12 +52,10 @@ def _role(address: str, token: str) -> str:
 
 @pytest.mark.timeout(600)
 def test_compose_cluster_serves_the_host_and_fails_over():
-    reason = _skip_reason()
+    reason = skip_reason()
     if reason:
         pytest.skip(reason)
-    build = subprocess.run([os.path.join(DEPLOY, "build"), "--python", sys.executable],
-                           cwd=REPO, capture_output=True, text=True, timeout=540)
-    assert build.returncode == 0, f"deploy/build failed:\n{build.stdout}{build.stderr}"
+    build_images()
     project = f"rmqstoretest{os.getpid()}"
     compose = [*compose_command(), "-p", project, "-f", os.path.join(DEPLOY, "docker-compose.yml")]
     try:
