@@ -84,7 +84,11 @@ class AdminClient:
     def __init__(self, address: str, token: str, timeout: float = 30.0, operator: str = "") -> None:
         self.address = address
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+        # A channel of its own connections: gRPC otherwise shares them per target in the
+        # process, and a new client of a node that just restarted would inherit the reconnect
+        # backoff of an old one and fail at once.
+        self._channel = grpc.insecure_channel(
+            address, options=[*GRPC_OPTIONS, ("grpc.use_local_subchannel_pool", 1)])
         self._stub = pb_grpc.AdminStub(self._channel)
         metadata = [("authorization", f"Bearer {token}")]
         if operator:
