@@ -1,6 +1,7 @@
 """The compose cluster end to end: build (or reuse) the images, bring deploy/docker-compose.yml up
 under a project name of its own, send and receive through the RocketMQ 5 API from the host, kill
-the master container and see a slave take over and serve, then `down -v` whatever happened.
+the master container and see a slave take over and serve, then `down -v` whatever happened. The
+official RocketMQ 5 Python client sends and receives from the host too.
 
 deploy/build runs every time: with the base images cached it only rebuilds the code layers
 (seconds); without them it debootstraps (~2.5 min cold, hence the longer timeout). Skipped when
@@ -19,7 +20,10 @@ from cluster.admin.admin_token import read_token_file
 from cluster.client.admin_client import AdminClient
 from cluster.drills.compose_cluster import compose_command
 from tests.deploy.compose_support import DEPLOY, REPO, build_images, skip_reason
+from tests.support.official_client import client_home, run_tool
 
+# The official client's driver script (run in a subprocess: its generated modules clash with ours).
+OFFICIAL_TOOL = os.path.join(REPO, "tests", "messaging", "official_consumer_tool.py")
 NODES = {"master": "127.0.0.1:10911", "slave1": "127.0.0.1:10921", "slave2": "127.0.0.1:10931"}
 ENDPOINTS = ";".join(NODES.values())  # what a client on the host is given
 
@@ -51,7 +55,7 @@ def _role(address: str, token: str) -> str:
 
 
 @pytest.mark.timeout(600)
-def test_compose_cluster_serves_the_host_and_fails_over():
+def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
     reason = skip_reason()
     if reason:
         pytest.skip(reason)
@@ -83,6 +87,16 @@ def test_compose_cluster_serves_the_host_and_fails_over():
         out = _cli("receive", "--address", ENDPOINTS, "--topic", "Compose", "--group", "g",
                    "--count", "20", "--wait", "10")
         assert "20 message(s) from Compose" in out
+        # the official RocketMQ 5 Python client from the host, given the published ports
+        with client_home(os.path.join(str(tmp_path), "client-home")) as home:
+            steps = run_tool(OFFICIAL_TOOL, {"endpoint": ENDPOINTS, "steps": [
+                {"op": "send", "topic": "Official", "messages": [
+                    {"body": f"official-{i}", "tag": "t"} for i in range(5)]},
+                {"op": "receive", "group": "og", "topic": "Official", "tags": "*", "count": 5}]},
+                home, timeout=180)["steps"]
+        assert not any("error" in m for m in steps[0]["sent"]), steps[0]
+        assert sorted(m["body"] for m in steps[1]["received"]) == \
+            [f"official-{i}" for i in range(5)]
 
         subprocess.run(["docker", "kill", ids[first]], check=True, capture_output=True)
         new_master = _wait("a slave to take over",
