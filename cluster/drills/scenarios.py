@@ -73,8 +73,9 @@ def note_master(ctx: DrillContext, when: str) -> None:
 
 def kill_master(ctx: DrillContext) -> None:
     master = ctx.master()
-    i = ctx.history.fault_started(f"kill -9 {master.name} (pid {master.pid})")
-    master.kill()
+    name = f"kill -9 {master.name} (pid {master.pid})"
+    master.kill()  # the fault starts once it is gone (a docker kill takes a moment)
+    i = ctx.history.fault_started(name)
     ctx.wait_new_master(master)
     ctx.history.fault_healed(i)
     time.sleep(ctx.timing.after_s / 2)
@@ -83,8 +84,8 @@ def kill_master(ctx: DrillContext) -> None:
 
 def pause_master(ctx: DrillContext) -> None:
     master = ctx.master()
-    i = ctx.history.fault_started(f"SIGSTOP {master.name} for {ctx.timing.fault_s:.0f} s")
     master.pause()
+    i = ctx.history.fault_started(f"SIGSTOP {master.name} for {ctx.timing.fault_s:.0f} s")
     time.sleep(ctx.timing.fault_s)
     note_master(ctx, "at the end of the pause")
     master.resume()
@@ -121,8 +122,8 @@ def partition_slave(ctx: DrillContext) -> None:
 def kill_controller_and_master(ctx: DrillContext) -> None:
     master = ctx.master()
     ctrl = ctx.cluster.controller
-    i = ctx.history.fault_started(f"kill -9 the controller {ctrl.name} and {master.name}")
     ctx.cluster.kill([ctrl, master])
+    i = ctx.history.fault_started(f"kill -9 the controller {ctrl.name} and {master.name}")
     time.sleep(1.0)
     ctx.cluster.start(ctrl)  # its state file says who was in sync
     ctx.wait_new_master(master)
@@ -139,8 +140,8 @@ def kill_controller(ctx: DrillContext) -> None:
     active = ctx.cluster.controller
     if len(ctx.cluster.controllers()) < 2:
         raise NeedsStandby("kill-controller needs a standby controller (--target compose)")
-    i = ctx.history.fault_started(f"kill -9 the active controller {active.name}")
     active.kill()
+    i = ctx.history.fault_started(f"kill -9 the active controller {active.name}")
     ctx.cluster.wait_for(lambda: ctx.cluster.controller is not active, 30,
                          f"a standby to take over from {active.name}")
     ctx.notes.append(f"{ctx.cluster.controller.name} became the active controller")
@@ -164,8 +165,8 @@ class NeedsStandby(Exception):
 
 def restart_all(ctx: DrillContext) -> None:
     procs = list(ctx.cluster.processes())  # in cold-start order (etcd, controllers, nodes)
-    i = ctx.history.fault_started("kill -9 every process, then start them all")
     ctx.cluster.kill(procs)
+    i = ctx.history.fault_started("kill -9 every process, then start them all")
     for p in procs:
         ctx.cluster.start(p)
     ctx.master(60)
@@ -217,9 +218,9 @@ def lagging_slave_then_kill_master(ctx: DrillContext) -> None:
         return st is not None and all(s.node_id != lagging_status.node_id for s in st.slaves)
     ctx.cluster.wait_for(stream_closed, 30, f"the master to close {lagging.name}'s stream")
     time.sleep(ctx.timing.warmup_s)  # writes the lagging slave does not have
+    master.kill()
     i = ctx.history.fault_started(f"kill -9 {master.name} with {lagging.name} lagging and "
                                   f"{down.name} down")
-    master.kill()
     lagging.resume()
     time.sleep(ctx.timing.fault_s)
     note_master(ctx, f"{ctx.timing.fault_s:.0f} s after the kill")
