@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -21,6 +20,7 @@ from cluster.client.admin_client import AdminClient
 from cluster.drills.compose_cluster import compose_command
 from tests.deploy.compose_support import DEPLOY, REPO, build_images, skip_reason
 from tests.support.official_client import client_home, run_tool
+from tests.support.waiting import wait_until
 
 # The official client's driver script (run in a subprocess: its generated modules clash with ours).
 OFFICIAL_TOOL = os.path.join(REPO, "tests", "messaging", "official_consumer_tool.py")
@@ -33,17 +33,6 @@ def _cli(*args: str, timeout: float = 60) -> str:
                        text=True, timeout=timeout)
     assert r.returncode == 0, f"cluster {' '.join(args)}: {r.stdout}{r.stderr}"
     return r.stdout
-
-
-def _wait(what: str, check, timeout: float):
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.5)
 
 
 def _role(address: str, token: str) -> str:
@@ -73,7 +62,7 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
                 ["docker", "inspect", "--format", "{{.State.Health.Status}}", *ids.values()],
                 capture_output=True, text=True).stdout.split()
             return states == ["healthy"] * len(ids)
-        _wait("healthy nodes", healthy, 90)
+        wait_until(healthy, 90, "healthy nodes", interval=0.5)
 
         token = read_token_file(os.path.join(DEPLOY, "secrets", "admin.token"))
 
@@ -81,7 +70,7 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
             return next((n for n in among if _role(NODES[n], token).endswith("MASTER")), None)
         # Containers start together: a fresh group's first master is the first node to report
         # (all stores are empty, so any is safe), not necessarily the service named "master".
-        first = _wait("a master", master_now, 60)
+        first = wait_until(master_now, 60, "a master", interval=0.5)
         out = _cli("produce", "--address", ENDPOINTS, "--topic", "Compose", "--count", "20")
         assert "sent 20 message(s)" in out
         out = _cli("receive", "--address", ENDPOINTS, "--topic", "Compose", "--group", "g",
@@ -99,8 +88,8 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
             [f"official-{i}" for i in range(5)]
 
         subprocess.run(["docker", "kill", ids[first]], check=True, capture_output=True)
-        new_master = _wait("a slave to take over",
-                           lambda: master_now(tuple(n for n in NODES if n != first)), 30)
+        new_master = wait_until(lambda: master_now(tuple(n for n in NODES if n != first)), 30,
+                                "a slave to take over", interval=0.5)
         # the host's client goes on through the remaining published ports
         out = _cli("produce", "--address", ENDPOINTS, "--topic", "Compose", "--count", "5",
                    "--body", "after {i}")

@@ -23,13 +23,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition",
-               interval: float = 0.05) -> None:
-    """Poll `predicate` until it is true; AssertionError naming `what` after `timeout` s."""
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition",
+               interval: float = 0.05) -> Any:
+    """Poll `predicate` until it is true and return that value; AssertionError naming `what`
+    after `timeout` s."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():
-            return
+        result = predicate()
+        if result:
+            return result
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
