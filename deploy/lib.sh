@@ -31,7 +31,8 @@ compose_cmd() {
     fi
 }
 
-# The admin token every node and controller reads (adminTokenFile): generated once, mode 0600,
+# The admin token (adminTokenFile) and the cluster secret (clusterSecretFile: replication and
+# controller peers prove membership with it) every node and controller reads: generated once, mode 0600,
 # owned by the image's uid so the containers' non-root user can read it through the bind mount
 # (chown needs root; a non-root builder gets an image whose uid is its own).
 ensure_admin_token() {  # path, uid

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 import grpc
 
 from ha.master_session import Acked, Connected, Disconnect, MasterSession, Send
-from ha.messages import MalformedMessage, MasterMessage
+from ha.messages import Hello, MalformedMessage, MasterMessage
 from proto import replication_pb2 as pb
 from proto import replication_pb2_grpc as pb_grpc
 from store.errors import OffsetOutOfRange
@@ -47,7 +47,8 @@ class MasterConnection:
     tracker calls are made outside `_cond` (the tracker has its own lock).
     """
 
-    def __init__(self, role: MasterRole, peer: str, context: grpc.ServicerContext) -> None:
+    def __init__(self, role: MasterRole, peer: str, context: grpc.ServicerContext,
+                 member_id: str = "") -> None:
         c = role.config
         self.role = role
         self.peer = peer
@@ -56,6 +57,7 @@ class MasterConnection:
                                      max_in_flight=c.ha_max_in_flight_bytes,
                                      heartbeat_interval_ms=c.ha_send_heartbeat_interval)
         self.slave_id = ""
+        self.member_id = member_id  # who the peer proved to be; its Hello must say the same
         self._cond = threading.Condition()
         self._outbox: collections.deque[MasterMessage] = collections.deque()
         self.close_reason: str | None = None
@@ -84,6 +86,10 @@ class MasterConnection:
             event = wire.from_slave(msg)
         except MalformedMessage as e:
             self.close(str(e))
+            return
+        if isinstance(event, Hello) and self.member_id and event.node_id != self.member_id:
+            self.close(f"the Hello names {event.node_id!r} but the peer proved membership as "
+                       f"{self.member_id!r}")
             return
         with self._cond:
             actions = self.session.on_message(event, role.view())
@@ -210,18 +216,23 @@ class MasterConnection:
 
 
 class ReplicationServicer(pb_grpc.ReplicationServicer):
-    """Thin adapter: finds the current master role and hands the stream to a connection."""
+    """Thin adapter: admits only members (`admit` returns the node id the peer proved, or
+    aborts the call before anything is read or sent), finds the current master role and hands
+    the stream to a connection."""
 
     def __init__(self, master_role: Callable[[], MasterRole | None],
-                 not_master_reason: Callable[[], str]) -> None:
+                 not_master_reason: Callable[[], str],
+                 admit: Callable[[grpc.ServicerContext], str]) -> None:
         self._master_role = master_role
         self._not_master_reason = not_master_reason
+        self._admit = admit
 
     def Stream(self, request_iterator, context):  # noqa: N802 (gRPC naming)
+        member_id = self._admit(context)  # before the role: a non-member learns nothing
         role = self._master_role()
         if role is None:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, self._not_master_reason())
-        conn = MasterConnection(role, context.peer(), context)
+        conn = MasterConnection(role, context.peer(), context, member_id)
         if not role.add_connection(conn):
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this node is no longer master")
         reader = threading.Thread(target=conn.read_from, args=(request_iterator,),

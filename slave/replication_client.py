@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Iterator
+from typing import Callable, Iterator, Sequence
 
 import grpc
 
@@ -64,7 +64,8 @@ class ReplicationClient:
     """
 
     def __init__(self, store: MessageStore, epochs: EpochCache, epoch_file: EpochFile,
-                 master_address: str, node_id: str, broker_name: str, clock: Clock) -> None:
+                 master_address: str, node_id: str, broker_name: str, clock: Clock,
+                 credentials: Callable[[grpc.Channel], Sequence[tuple[str, str]]]) -> None:
         self.store = store
         self.epochs = epochs
         self.epoch_file = epoch_file
@@ -72,6 +73,7 @@ class ReplicationClient:
         self.node_id = node_id
         self.broker_name = broker_name
         self.clock = clock
+        self.credentials = credentials  # the metadata proving membership for one stream
         self.confirm = min(store.checkpoint.confirm_phy_offset, store.max_phy_offset())
         self.connected = False
         self.last_error = ""
@@ -148,7 +150,16 @@ class ReplicationClient:
         self._last_received = self.clock.monotonic()
         handshook = False
         with grpc.insecure_channel(self.master_address, options=GRPC_OPTIONS) as channel:
-            call = pb_grpc.ReplicationStub(channel).Stream(self._requests(session))
+            try:
+                metadata = self.credentials(channel)
+            except grpc.RpcError:
+                raise
+            except Exception as e:  # the master is not a member, or this node has no secret
+                self.last_error = f"membership: {e}"
+                self._session = None
+                return False
+            call = pb_grpc.ReplicationStub(channel).Stream(self._requests(session),
+                                                           metadata=metadata)
             self._call = call
             if self._stopping.is_set():
                 call.cancel()

@@ -4,6 +4,8 @@
     controllerStorePath              folder of its state file (data/controller)
     adminTokenFile                   the bearer token operators' calls need (GetGroups,
                                      SwitchMaster); generated into <store>/admin.token if unset
+    clusterSecret / clusterSecretFile  the cluster's shared secret (required): only nodes that
+                                     prove they know it may heartbeat (member_proof.py)
     controllerFailoverTimeoutMillis  a master silent or unhealthy this long is replaced (3000)
     controllerLeaseMillis            a master that heard nothing from the controller this long
                                      stops acknowledging writes unless its in-sync slaves ack
@@ -42,7 +44,7 @@ KEYS = frozenset({"listenAddress", "controllerStorePath", "adminTokenFile",
                   "controllerSettleMillis", "enableElectUncleanMaster",
                   "controllerDefaultMasterRole", "controllerEtcdEndpoints",
                   "controllerEtcdPrefix", "controllerEtcdLeaseSeconds",
-                  "controllerAdvertisedAddress"})
+                  "controllerAdvertisedAddress", "clusterSecret", "clusterSecretFile"})
 STATE_FILE = "controller.json"
 
 
@@ -78,6 +80,8 @@ class ControllerConfig:
     election: ElectionConfig = ElectionConfig()
     etcd: EtcdSettings = EtcdSettings()
     advertised_address: str = ""  # "" -> the address it listens on
+    cluster_secret: str = ""
+    cluster_secret_file: str = ""
 
     @property
     def state_path(self) -> str:
@@ -121,7 +125,9 @@ def controller_config_from_properties(props: dict[str, str]) -> ControllerConfig
     return ControllerConfig(listen_address=address,
                             store_path=props.get("controllerStorePath", "data/controller").strip(),
                             admin_token_file=props.get("adminTokenFile", "").strip(),
-                            election=election, etcd=etcd, advertised_address=advertised)
+                            election=election, etcd=etcd, advertised_address=advertised,
+                            cluster_secret=props.get("clusterSecret", "").strip(),
+                            cluster_secret_file=props.get("clusterSecretFile", "").strip())
 
 
 def _host_port(key: str, value: str) -> str:

@@ -20,7 +20,7 @@ from concurrent import futures
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from proto import controller_pb2_grpc
+from proto import controller_pb2_grpc, membership_pb2_grpc
 from store.clock import SYSTEM_CLOCK, Clock
 from store.errors import StoreError
 from store.service import PeriodicTask
@@ -34,6 +34,7 @@ from cluster.controller.controller_servicer import (PROTECTED_METHODS, SERVICE,
 from cluster.controller.etcd_client import EtcdClient
 from cluster.controller.etcd_store import EtcdStateStore
 from cluster.controller.leadership import Leadership, LeadershipConfig, LeadershipThread
+from cluster.security.member_gate import MemberGate, MembershipServicer, resolve_cluster_secret
 
 log = logging.getLogger(__name__)
 TICK_S = 0.1
@@ -56,6 +57,11 @@ class ControllerProcess:
         self.clock = clock
         os.makedirs(config.store_path, exist_ok=True)
         self.token, _ = ensure_token_file(config.token_path)
+        secret = resolve_cluster_secret(config.cluster_secret, config.cluster_secret_file)
+        if secret is None:
+            raise StoreError("the controller needs clusterSecret or clusterSecretFile: it "
+                             "admits only nodes that prove membership with the cluster secret")
+        self.gate = MemberGate(secret, "controller", clock)
         self.service: ControllerService | None = None
         self.leadership: Leadership | None = None
         self._threads: list[PeriodicTask] = []
@@ -74,7 +80,8 @@ class ControllerProcess:
         self.address = f"{host}:{port}"
         self.service = self._make_service()
         controller_pb2_grpc.add_ControllerServicer_to_server(
-            ControllerServicer(self.service, self.address), server)
+            ControllerServicer(self.service, self.address, self.gate), server)
+        membership_pb2_grpc.add_MembershipServicer_to_server(MembershipServicer(self.gate), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         for name in HEALTH_NAMES:
             self.health.set(name, health_pb2.HealthCheckResponse.SERVING)

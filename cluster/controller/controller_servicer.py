@@ -1,6 +1,7 @@
 """gRPC adapter of the controller (proto/controller.proto): maps messages to the service's plain
-objects and back. Heartbeats are open to any node; GetGroups and SwitchMaster need the admin
-token (BearerTokenInterceptor, see controller_process.py)."""
+objects and back. Heartbeats come only from members (MemberGate: a proof over the cluster
+secret, for the node id the heartbeat names); GetGroups and SwitchMaster need the admin token
+(BearerTokenInterceptor, see controller_process.py)."""
 from __future__ import annotations
 
 import logging
@@ -14,6 +15,8 @@ from store.errors import StoreError
 from cluster.controller.active_gate import NotActiveController
 from cluster.controller.controller_service import ControllerService, GroupSnapshot
 from cluster.controller.election import Assignment, NodeReport, SwitchRefused
+from cluster.security.member_gate import MemberGate
+from cluster.security.member_proof import CONTROLLER_HEARTBEAT
 
 log = logging.getLogger(__name__)
 SERVICE = "rmqstore.controller.v1.Controller"
@@ -60,14 +63,20 @@ def group_to_pb(g: GroupSnapshot) -> pb.GroupView:
 
 
 class ControllerServicer(pb_grpc.ControllerServicer):
-    def __init__(self, service: ControllerService, address: str) -> None:
+    def __init__(self, service: ControllerService, address: str, gate: MemberGate) -> None:
         self.service = service
         self.address = address
+        self.gate = gate
 
     def Heartbeat(self, request, context):  # noqa: N802
+        member_id = self.gate.admit(context, CONTROLLER_HEARTBEAT)
         if not request.broker_name or not request.node_id or not request.address:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           "a heartbeat needs broker_name, node_id and address")
+        if request.node_id != member_id:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                          f"the heartbeat names {request.node_id!r} but the peer proved "
+                          f"membership as {member_id!r}")
         try:
             answer = self.service.heartbeat(request.broker_name, report_from(request))
         except NotActiveController as e:  # a standby: the node moves on to the active one

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+from typing import Callable, Sequence
 
 import grpc
 
@@ -27,6 +27,7 @@ from store.service import Service
 
 from cluster.controller.election import Assignment
 from cluster.node.controller_choice import ControllerChoice
+from cluster.security.member_proof import MembershipRefused
 
 log = logging.getLogger(__name__)
 # A controller that was down reconnects within a second, not gRPC's default backoff (up to
@@ -53,7 +54,8 @@ class ControllerLink(Service):
 
     def __init__(self, addresses: list[str] | str, interval_ms: int, clock: Clock,
                  report: Callable[[], pb.NodeHeartbeat],
-                 apply: Callable[[Assignment, float], None]) -> None:
+                 apply: Callable[[Assignment, float], None],
+                 credentials: Callable[[grpc.Channel], Sequence[tuple[str, str]]]) -> None:
         super().__init__()
         self.choice = ControllerChoice(addresses.split(";") if isinstance(addresses, str)
                                        else addresses)
@@ -61,6 +63,7 @@ class ControllerLink(Service):
         self.clock = clock
         self._report = report
         self._apply = apply
+        self._credentials = credentials  # proves membership for one heartbeat
         self._channels = {a: grpc.insecure_channel(a, options=CHANNEL_OPTIONS)
                           for a in self.choice.addresses}
         self._stubs = {a: pb_grpc.ControllerStub(c) for a, c in self._channels.items()}
@@ -78,10 +81,16 @@ class ControllerLink(Service):
         heartbeat = self._report()
         failures: list[str] = []
         for address in self.choice.round():
-            sent_at = self.clock.monotonic()
+            sent_at = self.clock.monotonic()  # before the challenge: the lease errs early
+            timeout = max(1.0, 2 * self.interval_ms / 1000)
             try:
-                answer = self._stubs[address].Heartbeat(
-                    heartbeat, timeout=max(1.0, 2 * self.interval_ms / 1000))
+                metadata = self._credentials(self._channels[address])
+                answer = self._stubs[address].Heartbeat(heartbeat, timeout=timeout,
+                                                        metadata=metadata)
+            except MembershipRefused as e:  # not a member: the next controller may be one
+                failures.append(f"{address}: {e}")
+                self.choice.refused(address, "")
+                continue
             except grpc.RpcError as e:
                 code = e.code() if hasattr(e, "code") else None
                 detail = e.details() if hasattr(e, "details") else str(e)

@@ -1,7 +1,8 @@
 """`python -m cluster local`: a controller, a master and two slaves as processes on 127.0.0.1.
 
 Data lives under one folder (default data/cluster): one store per node, the controller's state,
-the configs everything was started with, a shared admin token (mode 0600) and `cluster.json`
+the configs everything was started with, a shared admin token and cluster secret (both mode
+0600, generated once) and `cluster.json`
 (addresses, pids, logs, token path) that `python -m cluster status` reads. Ctrl-C (or SIGTERM)
 stops everything cleanly.
 
@@ -67,16 +68,26 @@ def _pids_restarted_by_others(cluster_dir: str, own: set[int]) -> list[int]:
 
 NODES = (("master", 0), ("slave1", 1), ("slave2", 2))
 CONTROLLER_PORT_OFFSET = 30
+CLUSTER_SECRET_FILE = "cluster.secret"
 # Under a controller a failover waits for silent slaves to leave the sync state set: heartbeat
 # every second and drop a slave that has not caught up for 3 s (RocketMQ: 5 s and 15 s).
 CONTROLLED_HA_KEYS = ("haSendHeartbeatInterval=1000", "haMaxTimeSlaveNotCatchup=3000",
                       "haHousekeepingInterval=5000")
 
 
+def ensure_cluster_secret(root: str) -> str:
+    """The path of the cluster folder's shared secret (mode 0600, generated once): every node
+    and the controller prove membership with it (cluster/security/member_proof.py)."""
+    path = os.path.abspath(os.path.join(root, CLUSTER_SECRET_FILE))
+    ensure_token_file(path)
+    return path
+
+
 def write_configs(root: str, base_port: int, role: str, token_file: str,
                   controller_address: str = "") -> list[tuple[str, str, str]]:
     """(name, config path, address) per node."""
     master_address = f"127.0.0.1:{base_port}"
+    secret_file = ensure_cluster_secret(root)
     out = []
     for i, (name, broker_id) in enumerate(NODES):
         address = f"127.0.0.1:{base_port + 10 * i}"
@@ -86,6 +97,7 @@ def write_configs(root: str, base_port: int, role: str, token_file: str,
             f"storePathRootDir={os.path.abspath(os.path.join(root, name))}",
             "brokerIP1=127.0.0.1", f"listenPort={base_port + 10 * i}",
             f"adminTokenFile={os.path.abspath(token_file)}",
+            f"clusterSecretFile={secret_file}",
             # small files so a demo shows rolling; production keeps RocketMQ's 1 GiB
             f"mappedFileSizeCommitLog={64 * 1024 * 1024}",
         ]
@@ -124,7 +136,8 @@ def write_controller_config(root: str, port: int, token_file: str) -> str:
     with open(path, "w", encoding="utf-8") as f:
         f.write(f"listenAddress=127.0.0.1:{port}\n"
                 f"controllerStorePath={os.path.abspath(os.path.join(root, 'controller'))}\n"
-                f"adminTokenFile={os.path.abspath(token_file)}\n")
+                f"adminTokenFile={os.path.abspath(token_file)}\n"
+                f"clusterSecretFile={ensure_cluster_secret(root)}\n")
     return path
 
 
@@ -192,6 +205,8 @@ def run_local(root: str, base_port: int, role: str, controller: bool = True) -> 
             print(f"  {n['name']:<7} {n['role']:<14} {n['address']:<16} pid {n['pid']}  "
                   f"log {n['log']}")
         print(f"admin token: {os.path.abspath(token_file)}")
+        print(f"cluster secret (replication and controller peers prove it): "
+              f"{ensure_cluster_secret(root)}")
         print(f"status:      .venv/bin/python -m cluster status --cluster-dir {root}")
         print("Ctrl-C stops everything cleanly.", flush=True)
         reported: set[str] = set()

@@ -24,6 +24,7 @@ from master.write_lease import WriteLease
 from proto import admin_pb2 as apb
 from proto import admin_pb2_grpc
 from proto import controller_pb2 as cpb
+from proto import membership_pb2_grpc
 from proto import replication_pb2_grpc
 from proto.apache.rocketmq.v2 import service_pb2_grpc as messaging_pb2_grpc
 from slave.replication_client import GRPC_OPTIONS, ReplicationClient
@@ -49,6 +50,9 @@ from cluster.node.live_config import LiveConfig
 from cluster.node.node_config import NodeConfig
 from cluster.node.node_role import Follower, Leader, Role, Transitioning
 from cluster.node.node_status import node_status
+from cluster.security.member_gate import (MemberCredentials, MemberGate, MembershipServicer,
+                                          resolve_cluster_secret)
+from cluster.security.member_proof import CONTROLLER_HEARTBEAT, REPLICATION_STREAM
 
 log = logging.getLogger(__name__)
 SERVICES = ("rmqstore.admin.v1.Admin", "rmqstore.replication.v1.Replication", MESSAGING_SERVICE)
@@ -79,6 +83,8 @@ class Node:
         self._server: grpc.Server | None = None
         self._role_lock = threading.RLock()
         self._health_watch = PeriodicTask("health-watch", self.update_health, 1.0)
+        self.gate = MemberGate(None, config.node_id, clock)
+        self.credentials = MemberCredentials(None, config.node_id)
         self.messaging: MessagingService | None = None
         self.link: ControllerLink | None = None
         self._last_refusal = ""
@@ -93,6 +99,9 @@ class Node:
         c = self.config
         token, self.token_source = resolve_token(c.admin_token, c.admin_token_file,
                                                  c.default_token_path)
+        secret = resolve_cluster_secret(c.cluster_secret, c.cluster_secret_file)
+        self.gate = MemberGate(secret, c.node_id, self.clock)
+        self.credentials = MemberCredentials(secret, c.node_id)
         if c.store.is_slave or self.controlled:
             # A slave serves only what its master confirmed. Recovery dispatches up to the
             # store's confirm bound, so set it (the confirm offset persisted in the checkpoint)
@@ -113,7 +122,10 @@ class Node:
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=96, thread_name_prefix="grpc"),
                              interceptors=[BearerTokenInterceptor(token)], options=GRPC_OPTIONS)
         replication_pb2_grpc.add_ReplicationServicer_to_server(
-            ReplicationServicer(lambda: self.role.master, self.role.not_master_reason), server)
+            ReplicationServicer(lambda: self.role.master, self.role.not_master_reason,
+                                lambda context: self.gate.admit(context, REPLICATION_STREAM)),
+            server)
+        membership_pb2_grpc.add_MembershipServicer_to_server(MembershipServicer(self.gate), server)
         admin_pb2_grpc.add_AdminServicer_to_server(AdminServicer(admin), server)
         messaging_pb2_grpc.add_MessagingServiceServicer_to_server(
             MessagingServicer(self.messaging), server)
@@ -135,7 +147,9 @@ class Node:
         self.update_health()
         if self.controlled:
             self.link = ControllerLink(c.controller_addresses, c.controller_heartbeat_interval_ms,
-                                       self.clock, self.heartbeat_report, self.apply_assignment)
+                                       self.clock, self.heartbeat_report, self.apply_assignment,
+                                       lambda channel: self.credentials.metadata(
+                                           channel, CONTROLLER_HEARTBEAT))
             self.link.start()
         log.info("node %s listening on %s:%d as %s (admin token: %s)", c.node_id,
                  c.store.broker_ip1, self.port, self.role.name, self.token_source)
@@ -228,7 +242,9 @@ class Node:
     def _become_slave(self, master_address: str) -> None:
         self._set_store_role(BrokerRole.SLAVE, master_address)
         slave = ReplicationClient(self.store, self.epochs, self.epoch_file, master_address,
-                                  self.config.node_id, self.config.broker_name, self.clock)
+                                  self.config.node_id, self.config.broker_name, self.clock,
+                                  lambda channel: self.credentials.metadata(channel,
+                                                                            REPLICATION_STREAM))
         slave.start()
         self._slave = slave
         self.role.set(Follower(master_address))

@@ -9,6 +9,12 @@ Read from a broker.conf-style file. Node keys (RocketMQ's names where RocketMQ h
     adminToken         the bearer token of the Admin API (inline)
     adminTokenFile     or a file holding it; with neither, the node generates one into
                        <storePathRootDir>/config/admin.token (mode 0600) and logs the path
+Membership (cluster/security/member_proof.py): replication and controller calls are admitted
+only after a challenge-response over the cluster's shared secret (it never crosses the wire):
+    clusterSecret      the secret inline (at least 16 characters), the same on every node
+    clusterSecretFile  or a file holding it. Without either the node admits no slave and
+                       cannot follow a master or a controller: a SLAVE or a node with
+                       controllerAddr needs one.
 RocketMQ 5 client API (apache.rocketmq.v2.MessagingService, see cluster/messaging/):
     advertisedAddress  IPv4 host:port clients use to reach this node (default brokerIP1:<port>)
     groupAddresses     comma-separated IPv4 host:port of every node of the group, listed in
@@ -51,7 +57,8 @@ NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToke
                        "autoCreateTopicEnable", "defaultTopicQueueNums", "accessKey", "secretKey",
                        "minInvisibleTimeMillsForRecv", "transactionTimeOut",
                        "transactionCheckMax", "transactionCheckInterval", "controllerAddr",
-                       "controllerHeartbeatInterval", "brokerElectionPriority"})
+                       "controllerHeartbeatInterval", "brokerElectionPriority", "clusterSecret",
+                       "clusterSecretFile"})
 
 
 def check_ipv4_address(key: str, value: str) -> str:
@@ -88,6 +95,8 @@ class NodeConfig:
     controller_address: str = ""  # "" -> roles from brokerRole and SwitchRole, no controller
     controller_heartbeat_interval_ms: int = 500
     election_priority: int = 0
+    cluster_secret: str = ""
+    cluster_secret_file: str = ""
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -110,6 +119,14 @@ class NodeConfig:
         if not 50 <= self.controller_heartbeat_interval_ms <= 60_000:
             raise ConfigError(f"controllerHeartbeatInterval={self.controller_heartbeat_interval_ms}:"
                               f" must be 50..60000 ms")
+        if self.cluster_secret and self.cluster_secret_file:
+            raise ConfigError("set clusterSecret or clusterSecretFile, not both")
+        if not (self.cluster_secret or self.cluster_secret_file) and (
+                self.store.is_slave or self.controller_address):
+            needs = "controllerAddr" if self.controller_address else "brokerRole=SLAVE"
+            raise ConfigError(f"{needs} needs clusterSecret or clusterSecretFile: masters and "
+                              f"controllers admit only nodes that prove membership with the "
+                              f"cluster's shared secret")
         if self.admin_token and self.admin_token_file:
             raise ConfigError("set adminToken or adminTokenFile, not both")
         if self.advertised_address:
@@ -175,6 +192,8 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
                       controller_heartbeat_interval_ms=_int(props, "controllerHeartbeatInterval",
                                                             500),
                       election_priority=_int(props, "brokerElectionPriority", 0),
+                      cluster_secret=props.get("clusterSecret", "").strip(),
+                      cluster_secret_file=props.get("clusterSecretFile", "").strip(),
                       store=store)
 
 

@@ -23,7 +23,8 @@ def _status(address: str, service: str) -> int:
 def _controller(tmp_path, name: str, etcd=None) -> ControllerProcess:
     settings = EtcdSettings(endpoints=(etcd.url,), prefix="/health") if etcd else EtcdSettings()
     proc = ControllerProcess(ControllerConfig(listen_address="127.0.0.1:0",
-                                              store_path=str(tmp_path / name), etcd=settings))
+                                              store_path=str(tmp_path / name), etcd=settings,
+                                              cluster_secret="health-test-cluster-secret"))
     proc.start()
     return proc
 

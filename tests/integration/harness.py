@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKEN = "integration-test-token"
+CLUSTER_SECRET = "integration-test-cluster-secret"
 
 
 class NodeProcess:
@@ -53,7 +54,7 @@ class NodeProcess:
     def default_props(self) -> dict[str, str]:
         return {"brokerIP1": "127.0.0.1", "listenPort": str(self.port),
                 "storePathRootDir": self.store_dir, "adminToken": TOKEN,
-                "mappedFileSizeCommitLog": str(1024 * 1024)}
+                "clusterSecret": CLUSTER_SECRET, "mappedFileSizeCommitLog": str(1024 * 1024)}
 
     @property
     def address(self) -> str:
@@ -175,7 +176,8 @@ class ControllerProcess(NodeProcess):
             with open(token_file, "w", encoding="utf-8") as f:
                 f.write(TOKEN + "\n")
         return {"listenAddress": f"127.0.0.1:{self.port}", "controllerStorePath": self.store_dir,
-                "adminTokenFile": token_file, "controllerFailoverTimeoutMillis": "2000",
+                "adminTokenFile": token_file, "clusterSecret": CLUSTER_SECRET,
+                "controllerFailoverTimeoutMillis": "2000",
                 "controllerLeaseMillis": "1200", "controllerSettleMillis": "2000"}
 
     def client(self) -> ControllerClient:

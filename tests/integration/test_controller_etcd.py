@@ -13,9 +13,12 @@ import time
 import grpc
 import pytest
 
+from cluster.security.member_gate import MemberCredentials
+from cluster.security.member_proof import CONTROLLER_HEARTBEAT
 from proto import controller_pb2 as cpb
 from proto import controller_pb2_grpc as cpb_grpc
-from tests.integration.harness import ControllerProcess, Group, NodeProcess, messages, wait_until
+from tests.integration.harness import (CLUSTER_SECRET, ControllerProcess, Group, NodeProcess,
+                                       messages, wait_until)
 
 PREFIX = "/t"
 
@@ -60,7 +63,9 @@ class FakeNode:
                                role=self.role, epoch=self.epoch, healthy=True,
                                in_sync=list(in_sync), preferred_role=self.preferred)
         with grpc.insecure_channel(address) as channel:
-            answer = cpb_grpc.ControllerStub(channel).Heartbeat(hb, timeout=2)
+            proof = MemberCredentials(CLUSTER_SECRET.encode(), self.node_id).metadata(
+                channel, CONTROLLER_HEARTBEAT, timeout=2)
+            answer = cpb_grpc.ControllerStub(channel).Heartbeat(hb, timeout=2, metadata=proof)
         if answer.role:
             self.role, self.epoch = answer.role, answer.epoch
         return answer

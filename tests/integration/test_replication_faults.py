@@ -12,10 +12,11 @@ from proto import replication_pb2 as rpb
 from proto import replication_pb2_grpc as rpb_grpc
 from store.epoch_file import EpochFile
 from store.layout import ABORT_FILE, EPOCH_FILE
+from tests.support.membership import member_metadata
 from tests.support.streams import Outbox
 
-from .harness import (FAST_HA, NodeProcess, commitlog_bytes, epoch_entries, in_sync, messages,
-                      opened_store, wait_until)
+from .harness import (CLUSTER_SECRET, FAST_HA, NodeProcess, commitlog_bytes, epoch_entries,
+                      in_sync, messages, opened_store, wait_until)
 
 TOPIC = "FaultTopic"
 
@@ -208,16 +209,19 @@ def test_corrupted_chunk_is_rerequested_not_stored(group):
 class RawSlave:
     """A hand-driven replication stream, to send what a real slave never would."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, node_id: str = "broker-a:9") -> None:
+        self.node_id = node_id  # a member: it proves membership as node_id (its Hello's id)
         self.channel = grpc.insecure_channel(address)
         self._out = Outbox()
-        self.call = rpb_grpc.ReplicationStub(self.channel).Stream(iter(self._out), timeout=20)
+        self.call = rpb_grpc.ReplicationStub(self.channel).Stream(
+            iter(self._out), timeout=20,
+            metadata=member_metadata(address, node_id, CLUSTER_SECRET))
 
     def send(self, **body) -> None:
         self._out.put(rpb.SlaveMessage(**body))
 
-    def hello(self, broker_name: str = "broker-a", node_id: str = "broker-a:9") -> None:
-        self.send(hello=rpb.Hello(node_id=node_id, broker_name=broker_name))
+    def hello(self, broker_name: str = "broker-a") -> None:
+        self.send(hello=rpb.Hello(node_id=self.node_id, broker_name=broker_name))
 
     def next(self) -> rpb.MasterMessage:
         return next(self.call)
@@ -269,9 +273,9 @@ def test_master_refuses_impossible_acks_and_foreign_slaves(group):
         finally:
             raw.close()
 
-    raw = RawSlave(m.address)
+    raw = RawSlave(m.address, "broker-x:1")
     try:
-        raw.hello(broker_name="broker-x", node_id="broker-x:1")
+        raw.hello(broker_name="broker-x")
         err = raw.error()
         assert err.code() == grpc.StatusCode.FAILED_PRECONDITION, err
         assert "belongs to broker 'broker-x'" in err.details(), err.details()
@@ -283,7 +287,7 @@ def test_master_refuses_impossible_acks_and_foreign_slaves(group):
             ({"hello": rpb.Hello(node_id="broker-a:8", broker_name="broker-a",
                                  epochs=[rpb.EpochEntry(epoch=0, start_offset=0)])},
              "slave broker-a:8 sent invalid epochs: epoch 0 ")]:
-        raw = RawSlave(m.address)
+        raw = RawSlave(m.address, "broker-a:8")
         try:
             raw.send(**body)
             err = raw.error()

@@ -49,7 +49,7 @@ def test_named_active():
 
 def test_controller_addr_takes_several_addresses():
     props = {"brokerName": "b", "brokerId": "1", "brokerRole": "SLAVE",
-             "controllerAddr": f"{A}; {B}"}
+             "controllerAddr": f"{A}; {B}", "clusterSecret": "0123456789abcdef"}
     assert node_config_from_properties(props).controller_addresses == [A, B]
     with pytest.raises(ConfigError, match="host:port;host:port"):
         node_config_from_properties({**props, "controllerAddr": f"{A};nope"})

@@ -9,10 +9,13 @@ from store.config import StoreConfig
 from store.errors import ConfigError
 from store.layout import ADMIN_TOKEN_FILE, CONFIG_DIR
 
+SECRET = "0123456789abcdef"
+
 
 def test_broker_conf_keys(tmp_path):
     conf = tmp_path / "broker.conf"
     conf.write_text("brokerClusterName=C1\nbrokerName=b1\nbrokerId=2\nbrokerRole=SLAVE\n"
+                    "clusterSecret=0123456789abcdef\n"
                     f"storePathRootDir={tmp_path}/s\nhaMasterAddress=127.0.0.1:10911\n"
                     "listenPort=10921\nslaveTimeout=1500\nnamesrvAddr=ignored:9876\n")
     c = load_node_config(str(conf))
@@ -24,7 +27,10 @@ def test_broker_conf_keys(tmp_path):
 
 @pytest.mark.parametrize("props, message", [
     ({"brokerRole": "SLAVE", "brokerId": "1"}, "haMasterAddress"),
-    ({"controllerAddr": "nohost"}, "controllerAddr"),
+    ({"controllerAddr": "nohost", "clusterSecret": SECRET}, "controllerAddr"),
+    ({"brokerRole": "SLAVE", "haMasterAddress": "127.0.0.1:1"}, "clusterSecret"),
+    ({"controllerAddr": "127.0.0.1:1"}, "clusterSecret"),
+    ({"clusterSecret": SECRET, "clusterSecretFile": "/x"}, "clusterSecret"),
     ({"controllerHeartbeatInterval": "10"}, "controllerHeartbeatInterval"),
     ({"brokerId": "x"}, "brokerId"),
     ({"brokerId": "-1"}, "brokerId"),
@@ -100,11 +106,11 @@ def test_transaction_keys():
 def test_the_role_is_not_tied_to_the_broker_id():
     """A node with brokerId 0 can follow another master (the old master rejoining after a
     failover), and under a controller a slave needs no haMasterAddress."""
-    c = node_config_from_properties({"brokerId": "0", "brokerRole": "SLAVE",
+    c = node_config_from_properties({"brokerId": "0", "brokerRole": "SLAVE", "clusterSecret": SECRET,
                                      "haMasterAddress": "127.0.0.1:10921"})
     assert c.store.is_slave and c.broker_id == 0
     c = node_config_from_properties({"brokerId": "1", "brokerRole": "SLAVE",
-                                     "controllerAddr": "127.0.0.1:9878",
+                                     "controllerAddr": "127.0.0.1:9878", "clusterSecret": SECRET,
                                      "brokerElectionPriority": "3"})
     assert c.controller_address == "127.0.0.1:9878" and c.election_priority == 3
     assert c.controller_heartbeat_interval_ms == 500

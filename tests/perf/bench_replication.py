@@ -62,7 +62,7 @@ def free_port() -> int:
 def start_node(root: str, name: str, props: dict[str, str]) -> tuple[subprocess.Popen, str]:
     port = free_port()
     props = {"brokerIP1": "127.0.0.1", "listenPort": str(port), "adminToken": TOKEN,
-             "storePathRootDir": os.path.join(root, name), **props}
+             "clusterSecret": "bench-cluster-secret-0123", "storePathRootDir": os.path.join(root, name), **props}
     conf = os.path.join(root, f"{name}.conf")
     with open(conf, "w", encoding="utf-8") as f:
         f.write("".join(f"{k}={v}\n" for k, v in props.items()))

@@ -40,6 +40,7 @@ from store.config import FIELD_BY_KEY, StoreConfig
 from tests.support.waiting import FAST_HA, free_port, wait_until
 
 TOKEN = "test-admin-token"
+CLUSTER_SECRET = "test-cluster-secret-0123456789"
 STORE_DEFAULTS = dict(mapped_file_size_commit_log=1024 * 1024, max_message_size=256 * 1024,
                       **{FIELD_BY_KEY[key]: int(value) for key, value in FAST_HA.items()})
 
@@ -83,12 +84,13 @@ class Nodes:
               store: dict | None = None, **node_keys) -> Node:
         """A started node. `store`: StoreConfig fields over STORE_DEFAULTS; `node_keys`:
         NodeConfig fields; `io`: the store's FileIO (fault injection); `port`: 0 for a free
-        one."""
+        one. Every node knows CLUSTER_SECRET unless `cluster_secret` says otherwise."""
         config = StoreConfig(store_path_root_dir=os.path.join(self.root, name), broker_role=role,
                              listen_port=port or free_port(), broker_ip1="127.0.0.1",
                              ha_master_address=master_address,
                              **{**STORE_DEFAULTS, **(store or {})})
-        node = Node(NodeConfig(admin_token=TOKEN, broker_id=broker_id, store=config, **node_keys),
+        keys = {"cluster_secret": CLUSTER_SECRET, **node_keys}
+        node = Node(NodeConfig(admin_token=TOKEN, broker_id=broker_id, store=config, **keys),
                     clock=clock)
         if io is not None:
             from store.message_store import MessageStore

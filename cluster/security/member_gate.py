@@ -1,0 +1,151 @@
+"""gRPC adapters of membership (member_proof.py holds the rules): the server's gate and
+Challenge servicer, and the client's credentials.
+
+Server: a node registers `MembershipServicer(gate)` and hands `gate.admit` to the replication
+servicer; the controller does the same for its Heartbeat. A refused call ends with
+UNAUTHENTICATED (or FAILED_PRECONDITION when the server has no secret) and a message naming
+the reason; the refusal is logged with the peer's address, once per peer and reason every
+LOG_EVERY_S (a peer retrying in a loop must not flood the log).
+
+Client: `MemberCredentials.metadata(channel, purpose)` asks the server for a challenge,
+checks the server's own proof, and returns the metadata of one call.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+import grpc
+
+from proto import membership_pb2 as pb
+from proto import membership_pb2_grpc as pb_grpc
+from store.clock import SYSTEM_CLOCK, Clock
+from store.errors import ConfigError
+
+from cluster.security import member_proof
+from cluster.security.member_proof import ChallengeBook, MembershipRefused
+
+log = logging.getLogger(__name__)
+LOG_EVERY_S = 10.0
+CHALLENGE = "/rmqstore.membership.v1.Membership/Challenge"
+NO_SECRET = ("this server has no cluster secret (clusterSecret or clusterSecretFile), so it "
+             "admits no replication or controller peer")
+
+
+def resolve_cluster_secret(inline: str, path: str) -> bytes | None:
+    """The cluster secret from the config (inline or a file), or None when neither is set."""
+    if inline and path:
+        raise ConfigError("set clusterSecret or clusterSecretFile, not both")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                inline = f.read().strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read clusterSecretFile {path}: {e}") from e
+        where = f"clusterSecretFile {path}"
+    else:
+        where = "clusterSecret"
+    if not inline:
+        return None
+    try:
+        return member_proof.check_secret(inline, where)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+class MemberGate:
+    """Admits member peers to member-only calls. Owns the ChallengeBook and the log-throttle
+    state; `_lock` guards both (Challenge and admit run on gRPC's handler threads)."""
+
+    def __init__(self, secret: bytes | None, server_id: str, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.server_id = server_id
+        self._secret = secret
+        self._clock = clock
+        self._book = ChallengeBook(secret, clock) if secret is not None else None
+        self._lock = threading.Lock()
+        self._logged: dict[tuple[str, str], tuple[float, int]] = {}
+        self.refusals = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self._book is not None
+
+    def challenge(self, request: pb.ChallengeRequest, context) -> pb.ChallengeResponse:
+        if self._book is None:
+            self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, NO_SECRET, CHALLENGE)
+        try:
+            with self._lock:
+                nonce, proof = self._book.issue(request.purpose, request.node_id,
+                                                request.client_nonce)
+        except MembershipRefused as e:
+            self._refuse(context, grpc.StatusCode.INVALID_ARGUMENT, f"bad challenge: {e}",
+                         CHALLENGE)
+        return pb.ChallengeResponse(server_nonce=nonce, server_proof=proof,
+                                    server_id=self.server_id)
+
+    def admit(self, context, purpose: str) -> str:
+        """The node id the call's proof admits; otherwise the call is aborted."""
+        if self._book is None:
+            self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, NO_SECRET, purpose)
+        value = None
+        for key, val in context.invocation_metadata() or ():
+            if key == member_proof.HEADER:
+                value = val if isinstance(val, str) else None
+        try:
+            presented = member_proof.parse_header(value)
+            with self._lock:
+                return self._book.admit(purpose, presented)
+        except MembershipRefused as e:
+            self._refuse(context, grpc.StatusCode.UNAUTHENTICATED,
+                         f"not admitted as a cluster member: {e}", purpose)
+
+    def _refuse(self, context, code: grpc.StatusCode, message: str, method: str):
+        peer = context.peer() or "?"
+        host = peer.rpartition(":")[0] or peer
+        now = self._clock.monotonic()
+        with self._lock:
+            self.refusals += 1
+            last, suppressed = self._logged.get((host, message), (None, 0))
+            if last is None or now - last >= LOG_EVERY_S:
+                self._logged[(host, message)] = (now, 0)
+                more = f" ({suppressed} more since the last report)" if suppressed else ""
+                log.warning("refused %s from %s: %s%s", method, peer,
+                            message, more)
+            else:
+                self._logged[(host, message)] = (last, suppressed + 1)
+            if len(self._logged) > 1024:  # many peers: forget the throttle, not the refusals
+                self._logged.clear()
+        context.abort(code, message)
+
+
+class MembershipServicer(pb_grpc.MembershipServicer):
+    def __init__(self, gate: MemberGate) -> None:
+        self.gate = gate
+
+    def Challenge(self, request, context):  # noqa: N802
+        return self.gate.challenge(request, context)
+
+
+class MemberCredentials:
+    """A node's side: proves `node_id` with the cluster secret before each member-only call."""
+
+    def __init__(self, secret: bytes | None, node_id: str) -> None:
+        self.secret = secret
+        self.node_id = node_id
+
+    def metadata(self, channel: grpc.Channel, purpose: str,
+                 timeout: float = 5.0) -> list[tuple[str, str]]:
+        """Metadata admitting one `purpose` call on `channel`. Raises grpc.RpcError when the
+        server cannot be asked, MembershipRefused when it is not a member itself or when this
+        node has no secret."""
+        if self.secret is None:
+            raise MembershipRefused("this node has no cluster secret (clusterSecret or "
+                                    "clusterSecretFile): members will not admit it")
+        client_nonce = member_proof.new_client_nonce()
+        answer = pb_grpc.MembershipStub(channel).Challenge(
+            pb.ChallengeRequest(node_id=self.node_id, purpose=purpose,
+                                client_nonce=client_nonce), timeout=timeout)
+        member_proof.check_server_proof(self.secret, purpose, self.node_id, client_nonce,
+                                        answer.server_nonce, answer.server_proof)
+        return [member_proof.client_header(self.secret, purpose, self.node_id, client_nonce,
+                                           answer.server_nonce)]
