@@ -3,8 +3,8 @@
 `AclSource.current()` looks at the file's (mtime, size, inode) at most once per
 CHECK_INTERVAL_SECONDS of the injected clock (store.clock: tests move it by hand, nothing
 sleeps), and re-reads the file when they changed. A new file that does not parse keeps the
-previous ACL in force: the error is logged once per distinct error and kept in `problem` (shown
-in the node's status and health reasons) until a good file replaces it. The first read happens in
+previous ACL in force: the error is logged (ERROR, once per distinct error) and kept in
+`problem` (MessagingService.access.problem) until a good file replaces it. The first read happens in
 the constructor and raises: a node does not start with ACL on and no valid ACL.
 """
 from __future__ import annotations
