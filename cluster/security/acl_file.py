@@ -39,8 +39,10 @@ TOP_FIELDS = frozenset({"globalWhiteRemoteAddresses", "accounts", "dataVersion"}
 _LINE = "__line__"
 
 
-class _LineLoader(yaml.SafeLoader):
-    """A safe loader (no Python objects) that records each mapping's line for error messages."""
+class _LineLoader(yaml.BaseLoader):
+    """YAML's base loader: no Python objects, and every scalar stays the text written (a secret
+    like 0123, 1e3 or yes is that text, not a number or a boolean). It records each mapping's
+    line for error messages."""
 
     def construct_mapping(self, node, deep=False):  # noqa: D102 (PyYAML's hook)
         mapping = super().construct_mapping(node, deep=deep)
@@ -51,10 +53,10 @@ class _LineLoader(yaml.SafeLoader):
 def parse_acl(text: str, source: str = "plain_acl.yml") -> Acl:
     """The Acl of a plain_acl.yml text; ConfigError naming `source`, the line and the field."""
     try:
-        doc = yaml.load(text, Loader=_LineLoader)  # noqa: S506 (a SafeLoader subclass)
+        doc = yaml.load(text, Loader=_LineLoader)  # noqa: S506 (a BaseLoader subclass)
     except yaml.YAMLError as e:
         raise ConfigError(f"{source}: not valid YAML: {e}") from None
-    if doc is None:
+    if doc is None or doc == "":
         doc = {_LINE: 1}
     if not isinstance(doc, dict):
         raise ConfigError(f"{source}: the top level must be a mapping with 'accounts'")
@@ -62,10 +64,10 @@ def parse_acl(text: str, source: str = "plain_acl.yml") -> Acl:
         if key != _LINE and key not in TOP_FIELDS:
             raise ConfigError(f"{source} line {doc[_LINE]}: unknown field {key!r} "
                               f"(want {', '.join(sorted(TOP_FIELDS))})")
-    if doc.get("globalWhiteRemoteAddresses"):
+    if _present(doc.get("globalWhiteRemoteAddresses")):
         log.warning("%s: globalWhiteRemoteAddresses is ignored: every request must be signed",
                     source)
-    raw_accounts = doc.get("accounts") or []
+    raw_accounts = doc.get("accounts") if _present(doc.get("accounts")) else []
     if not isinstance(raw_accounts, list):
         raise ConfigError(f"{source} line {doc[_LINE]}: 'accounts' must be a list")
     accounts: dict[str, Account] = {}
@@ -88,14 +90,13 @@ def _account(raw: dict[str, Any], source: str) -> Account:
     for key in raw:
         if key != _LINE and key not in ACCOUNT_FIELDS:
             raise ConfigError(f"unknown field {key!r} (want {', '.join(sorted(ACCOUNT_FIELDS))})")
-    if raw.get("whiteRemoteAddress"):
+    if _present(raw.get("whiteRemoteAddress")):
         log.warning("%s line %s: whiteRemoteAddress is ignored: every request must be signed",
                     source, raw[_LINE])
-    admin = raw.get("admin", False)
-    if admin is None:
-        admin = False
-    if not isinstance(admin, bool):
+    admin = raw.get("admin", "")
+    if admin not in ("", "true", "false", "True", "False", "TRUE", "FALSE"):
         raise ConfigError(f"admin: {admin!r} must be true or false")
+    admin = admin.lower() == "true"
     return Account(access_key=_text(raw, "accessKey"), secret_key=_text(raw, "secretKey"),
                    admin=admin,
                    default_topic_perm=_perm(raw, "defaultTopicPerm"),
@@ -106,14 +107,14 @@ def _account(raw: dict[str, Any], source: str) -> Account:
 
 def _text(raw: dict[str, Any], key: str) -> str:
     value = raw.get(key)
-    if value is None or isinstance(value, (bool, dict, list)):
+    if not isinstance(value, str) or not value:
         raise ConfigError(f"{key} is required (a string)")
-    return str(value)  # YAML reads secretKey: 12345678 as a number; RocketMQ means the text
+    return value
 
 
 def _perm(raw: dict[str, Any], key: str) -> Perm:
     value = raw.get(key)
-    if value is None:
+    if not _present(value):
         return Perm.DENY
     try:
         return parse_perm(str(value))
@@ -122,7 +123,7 @@ def _perm(raw: dict[str, Any], key: str) -> Perm:
 
 
 def _resource_perms(raw: dict[str, Any], key: str) -> dict[str, Perm]:
-    entries = raw.get(key) or []
+    entries = raw.get(key) if _present(raw.get(key)) else []
     if not isinstance(entries, list):
         raise ConfigError(f"{key} must be a list of 'name=PERM' entries")
     out: dict[str, Perm] = {}
@@ -136,6 +137,11 @@ def _resource_perms(raw: dict[str, Any], key: str) -> dict[str, Perm]:
         except ConfigError as e:
             raise ConfigError(f"{key} entry {entry!r}: {e}") from None
     return out
+
+
+def _present(value: Any) -> bool:
+    """The base loader reads an empty value (`key:`) as ""; YAML's null words mean absent too."""
+    return value not in (None, "", "~", "null", "Null", "NULL")
 
 
 def read_acl_file(path: str) -> Acl:

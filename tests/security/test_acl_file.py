@@ -54,6 +54,15 @@ def test_rocketmqs_sample_file():
     assert acl.is_admin("rocketmq2")
 
 
+def test_values_stay_the_text_written():
+    """Secrets like 0123 or yes are text (YAML 1.1 would make them a number or a boolean)."""
+    acl = parse_acl("accounts:\n  - accessKey: 0x1234567\n    secretKey: 0123456\n"
+                    "  - accessKey: yes-user\n    secretKey: 1e10000\n    admin: TRUE\n"
+                    "    defaultTopicPerm: ~\n")
+    assert acl.accounts["0x1234567"].secret_key == "0123456"
+    assert acl.accounts["yes-user"].secret_key == "1e10000" and acl.is_admin("yes-user")
+
+
 def test_empty_file_has_no_users():
     assert dict(parse_acl("").accounts) == {}
     assert dict(parse_acl("accounts:\n").accounts) == {}
@@ -82,8 +91,8 @@ def test_empty_file_has_no_users():
     ("accounts:\n  - accessKey: user-one\n    secretKey: 12345678\n"
      "  - accessKey: user-one\n    secretKey: 87654321\n",
      "line 4 (accounts[1]): accessKey 'user-one' appears twice"),
-    ("accounts:\n  - accessKey: user-one\n    secretKey: !!python/object:os.system ls\n",
-     "not valid YAML"),  # the safe loader builds no objects
+    ("accounts:\n  - accessKey: user-one\n    secretKey: !!python/object/apply:os.system "
+     "[touch pwned]\n", "secretKey is required"),  # the base loader runs and builds nothing
 ])
 def test_mistakes_name_line_and_field(text, words):
     with pytest.raises(ConfigError) as e:
