@@ -247,3 +247,25 @@ def test_admin_users_and_the_token(nodes, acl_file):
                                 metadata=signed("admin", "wrong-secret"))
         assert "does not match" in e.value.details()
     assert nodes.admin(node).status().node_id == node.config.node_id  # the bearer token
+
+
+@pytest.mark.parametrize("node_pair", [True, False])
+def test_the_telemetry_relay_signs_with_the_nodes_pair(nodes, acl_file, caplog, node_pair):
+    """A slave mirrors a producer's Telemetry stream to its master on nobody's call: it signs
+    with the nodes' accessKey/secretKey. Without the pair the master refuses the relay, which
+    says so and backs off."""
+    pair = dict(access_key="node-key-1", secret_key="node-secret-1") if node_pair else {}
+    master = start(nodes, acl_file, role="SYNC_MASTER", **pair)
+    slave = nodes.slave(master, acl=AclConfig(enable=True, file=acl_file), **pair)
+    publishing = d.Settings(client_type=d.PRODUCER, publishing=d.Publishing(
+        topics=[d.Resource(name="orders")]))
+    requests, call = telemetry(nodes.stub(slave), signed("producer"), publishing)
+    assert next(call).settings.publishing.topics[0].name == "orders"
+    if node_pair:
+        wait_until(lambda: slave.messaging.relay.active() == 1, 10, "the relay connected")
+    else:
+        wait_until(lambda: any("refused by the master" in r.message for r in caplog.records),
+                   10, "the relay refused")
+        assert slave.messaging.relay.active() == 0
+    requests.close()
+    list(call)
