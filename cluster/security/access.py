@@ -88,7 +88,12 @@ class AccessControl:
         if source is None or source.path != path:
             with self._lock:
                 if self._source is None or self._source.path != path:
-                    self._source = AclSource(path, self.clock)
+                    try:
+                        self._source = AclSource(path, self.clock)
+                    except ConfigError as e:
+                        raise ConfigError(f"aclEnable=true needs a valid ACL file (aclFile, "
+                                          f"default <storePathRootDir>/{DEFAULT_ACL_FILE}): "
+                                          f"{e}") from None
                 source = self._source
         return source
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from hypothesis import given, strategies as st
+
 from cluster.security import signature
 
 NOW_S = 1_790_000_000
@@ -48,3 +50,22 @@ def test_the_date_must_be_within_the_window():
                f"MQv2-HMAC-SHA1 Credential=ak, SignedHeaders=x-mq-date-time, "
                f"Signature={signature.signature('sk', 'yesterday')}")]
     assert "is not %Y%m%dT%H%M%SZ" in verify(garbled).refusal
+
+
+@given(secret=st.text(min_size=1, max_size=40), offset_s=st.integers(-900, 900),
+       position=st.integers(0, 39), data=st.data())
+def test_any_tampering_is_refused(secret, offset_s, position, data):
+    """A good signature within the window passes; changing one hex digit of it, or the date it
+    signs, or the secret, is refused."""
+    md = dict(signature.sign("ak", secret, now_s=NOW_S + offset_s))
+    check = {"ak": secret}.get
+    assert signature.verify(md.items(), check, NOW_MS, WINDOW).access_key == "ak"
+    auth = md["authorization"]
+    sig = auth.rpartition("Signature=")[2]
+    digit = data.draw(st.sampled_from([c for c in "0123456789abcdef" if c != sig[position]]))
+    forged = {**md, "authorization": auth[:len(auth) - 40 + position] + digit +
+              auth[len(auth) - 40 + position + 1:]}
+    assert "does not match" in signature.verify(forged.items(), check, NOW_MS, WINDOW).refusal
+    other_date = {**md, "x-mq-date-time": signature.sign("ak", secret, now_s=NOW_S + offset_s + 1)[2][1]}
+    assert signature.verify(other_date.items(), check, NOW_MS, WINDOW).refusal
+    assert signature.verify(md.items(), {"ak": secret + "x"}.get, NOW_MS, WINDOW).refusal
