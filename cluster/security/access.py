@@ -7,7 +7,9 @@ broker.conf keys (RocketMQ's `aclEnable`; the others are ours):
     aclFile                   the ACL in RocketMQ's plain_acl.yml format (acl_file.py); default
                               <storePathRootDir>/config/plain_acl.yml
     aclDateTimeWindowSeconds  how far a request's signed x-mq-date-time may be from the node's
-                              clock, either way (900)
+                              clock, either way (900). Only the date is signed, so this bounds
+                              replays. The official Python client writes its LOCAL time with a
+                              "Z": run it with TZ=UTC, or widen the window past the zone offset
     accessKey, secretKey      (older keys, still honoured) one user with every permission on
                               every resource, but not the Admin API. Alone (aclEnable=false)
                               every call must be signed by it. With ACL on it is the nodes' own
