@@ -131,3 +131,18 @@ def test_official_client_through_a_slave_keeps_its_identity(nodes, tmp_path, hom
     assert "user 'consumer-key' lacks PUB on topic 'orders'" in refused[0]["error"], refused
     wait_until(lambda: master.store.query_messages("orders", "via-slave"), 10, "on the master")
     assert not master.store.query_messages("orders", "refused-by-master")
+
+
+def test_broker_conf_turns_acl_on_in_a_node_process(group, tmp_path, home):
+    """The keys as an operator writes them in broker.conf, on a real node process."""
+    acl_file = str(tmp_path / "plain_acl.yml")
+    write(acl_file, ACL)
+    node = group.master("ASYNC_MASTER", aclEnable="true", aclFile=acl_file,
+                        aclDateTimeWindowSeconds="120")
+    config = {e.key: e.value for e in node.admin().get_config(
+        ["aclEnable", "aclFile", "aclDateTimeWindowSeconds"]).entries}
+    assert config == {"aclEnable": "true", "aclFile": acl_file, "aclDateTimeWindowSeconds": "120"}
+    sent, refused = send_runs([run(node.address, "producer-key", "producer-secret", "p-1"),
+                               run(node.address, "consumer-key", "consumer-secret", "c-1")], home)
+    assert "error" not in sent[0], sent
+    assert "user 'consumer-key' lacks PUB on topic 'orders'" in refused[0]["error"], refused
