@@ -10,6 +10,7 @@ import hmac
 import logging
 import os
 import secrets
+from typing import Callable
 
 import grpc
 
@@ -69,11 +70,15 @@ def _deny(message: str):
 class BearerTokenInterceptor(grpc.ServerInterceptor):
     """Refuses calls of the protected methods (every method starting with one of `protected`:
     by default the whole Admin service) without `authorization: Bearer <token>`; other calls
-    pass."""
+    pass. With `signed_admin` (ACL on: cluster/security/access.py `admin_refusal`), a call signed
+    MQv2-HMAC-SHA1 by an ACL user with `admin: true` passes too; signed_admin answers None for
+    such a call, else why not."""
 
-    def __init__(self, token: str, protected: tuple[str, ...] = (PROTECTED_PREFIX,)) -> None:
+    def __init__(self, token: str, protected: tuple[str, ...] = (PROTECTED_PREFIX,),
+                 signed_admin: Callable[[object], str | None] | None = None) -> None:
         self._expected = f"Bearer {token}".encode()
         self._protected = protected
+        self._signed_admin = signed_admin
 
     def intercept_service(self, continuation, handler_call_details):
         if not handler_call_details.method.startswith(self._protected):
@@ -86,6 +91,12 @@ class BearerTokenInterceptor(grpc.ServerInterceptor):
             return _unary_denial(continuation, handler_call_details,
                                  "missing authorization metadata (want 'Bearer <token>')")
         raw = presented.encode() if isinstance(presented, str) else presented
+        if self._signed_admin is not None and raw.startswith(b"MQv2-HMAC-SHA1 "):
+            reason = self._signed_admin(handler_call_details.invocation_metadata)
+            if reason is not None:
+                return _unary_denial(continuation, handler_call_details,
+                                     f"signed admin call refused: {reason}")
+            return continuation(handler_call_details)
         if not hmac.compare_digest(raw, self._expected):
             return _unary_denial(continuation, handler_call_details, "wrong admin token")
         return continuation(handler_call_details)

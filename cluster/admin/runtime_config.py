@@ -89,6 +89,9 @@ def node_entries(node: "AdminNode") -> dict[str, str]:
         "controllerAddr": c.controller_address,
         "controllerHeartbeatInterval": str(c.controller_heartbeat_interval_ms),
         "brokerElectionPriority": str(c.election_priority),
+        "aclEnable": str(c.acl.enable).lower(),
+        "aclFile": c.acl.path(c.store.store_path_root_dir),
+        "aclDateTimeWindowSeconds": str(c.acl.date_time_window_s),
     }
 
 

@@ -10,7 +10,7 @@ list of a topic.
 
 Every call carries x-mq-language=PYTHON, x-mq-protocol=GRPC_V2, x-mq-client-id,
 x-mq-namespace, x-mq-date-time, x-mq-request-id and, with an access key, the MQv2-HMAC-SHA1
-authorization (cluster/messaging/request_signature.py `sign`). Answers are v2 statuses: `check_status`
+authorization (cluster/security/signature.py `sign`). Answers are v2 statuses: `check_status`
 turns them into ClientError; a call without an answer raises TransportError.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import grpc
 
-from cluster.messaging.request_signature import sign
+from cluster.security.signature import sign
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc

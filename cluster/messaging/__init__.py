@@ -11,7 +11,7 @@ Plain, testable modules and one thin gRPC adapter:
     telemetry_relay    a slave mirrors its producers' streams to the master (check-backs)
     transaction, transaction_records, transaction_state, transaction_check
                        half messages, EndTransaction, the open-transaction table, the check-back
-    request_signature  optional MQv2-HMAC-SHA1 request signatures (accessKey / secretKey)
+    (request signatures and access control: cluster/security/)
     messaging_service  the node-facing facade (role-aware)
     messaging_servicer the gRPC adapter
 """

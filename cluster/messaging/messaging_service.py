@@ -32,7 +32,6 @@ from store.errors import StoreError
 
 from cluster.consume.consumer_calls import ConsumeSettings, ConsumerCalls
 from cluster.consume.consumer_service import ConsumerService
-from cluster.messaging import request_signature
 from cluster.messaging.consumer_router import ConsumerRouter
 from cluster.messaging.convert import SendLimits, check_topic_resource
 from cluster.messaging.pull_reader import Reader
@@ -47,6 +46,7 @@ from cluster.messaging.v2_status import V2Error
 from cluster.metadata.topic_table import TopicTable
 from cluster.node.node_role import Forward, NotMaster
 from cluster.replicated.replicated_table import TableService
+from cluster.security.access import AccessControl
 
 if TYPE_CHECKING:
     from store.clock import Clock
@@ -64,7 +64,8 @@ ROUTE_FROM_MASTER_TIMEOUT = 2.0  # seconds a slave waits for its master's route
 class MessagingService:
     """The client API of one node. Gets the node's Role (where calls go), its store, its live
     config, its clock and its advertised address; owns the topic registry, the consumer and
-    transaction services, the telemetry hub and the forwarder to the master."""
+    transaction services, the telemetry hub, the forwarder to the master and the access control
+    (checked by v2_access.V2AccessInterceptor before a call reaches the servicer)."""
 
     def __init__(self, role: "Role", store: "MessageStore", config: "LiveConfig", clock: "Clock",
                  advertised_address: Callable[[], str]) -> None:
@@ -74,6 +75,7 @@ class MessagingService:
         self.live = config
         self.clock = clock
         self.advertised_address = advertised_address
+        self.access = AccessControl(lambda: self.config, clock)  # raises: ACL on, no valid file
         self.topics = TopicRegistry(
             TopicTable(role, store, clock),
             lambda: TopicDefaults(self.config.auto_create_topic_enable,
@@ -126,10 +128,6 @@ class MessagingService:
     @property
     def max_body_size(self) -> int:
         return self.config.store.max_message_size
-
-    def authorize(self, metadata) -> str | None:
-        c = self.config
-        return request_signature.check(metadata, c.access_key, c.secret_key)
 
     def group_addresses(self) -> list[str]:
         own = self.advertised_address()

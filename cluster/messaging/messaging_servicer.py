@@ -1,6 +1,7 @@
 """gRPC adapter of apache.rocketmq.v2.MessagingService. Every answer carries a v2 Status (errors
-included: the official clients read the Status, not the gRPC code). Authentication (auth.py) is
-checked first on every call; an unexpected exception answers INTERNAL_ERROR and is logged.
+included: the official clients read the Status, not the gRPC code). Signatures and permissions
+are checked before a call gets here (v2_access.py, a server interceptor); an unexpected exception
+answers INTERNAL_ERROR and is logged.
 
 Consumer calls go through the role-aware router (consumer_router.py). Not implemented, answered
 with NOT_IMPLEMENTED (50100), never a fake success: RecallMessage, SyncLiteSubscription.
@@ -41,9 +42,6 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
         self.service = service
 
     def _unary(self, context, response_cls, fn):
-        reason = self.service.authorize(context.invocation_metadata())
-        if reason is not None:
-            return response_cls(status=d.Status(code=d.UNAUTHORIZED, message=reason))
         try:
             return fn()
         except V2Error as e:
@@ -55,10 +53,6 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
 
     def _streaming(self, context, response_cls, fn):
         """A server-streaming call: the responses of fn(), or one status when refused."""
-        reason = self.service.authorize(context.invocation_metadata())
-        if reason is not None:
-            yield response_cls(status=d.Status(code=d.UNAUTHORIZED, message=reason))
-            return
         try:
             responses = fn()
         except Exception as e:  # answer with a status; the client must not hang or crash
@@ -105,10 +99,6 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
                                lambda: self.service.reader.pull(request, context.time_remaining))
 
     def Telemetry(self, request_iterator, context):  # noqa: N802
-        reason = self.service.authorize(context.invocation_metadata())
-        if reason is not None:
-            yield s.TelemetryCommand(status=d.Status(code=d.UNAUTHORIZED, message=reason))
-            return
         md = _metadata(context)
         yield from self.service.telemetry.serve(
             request_iterator, client_id=md.get("x-mq-client-id", ""), peer=context.peer() or "",

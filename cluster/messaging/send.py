@@ -17,7 +17,9 @@ queue); any other request takes the topic's next queue round-robin.
 
 `MasterForwarder` is the slave's side: the request goes unchanged (born_host filled from the
 client's address when empty) to the current master's MessagingService over one kept channel,
-marked with FORWARDED_HEADER so it is never forwarded twice.
+marked with FORWARDED_HEADER so it is never forwarded twice. It carries the client's own signed
+headers when it serves a client's call (the master checks the real user), else the node's
+accessKey/secretKey signature (cluster/security/signature.py).
 """
 from __future__ import annotations
 
@@ -37,11 +39,11 @@ from store.codec import Message
 from store.json_config import TopicConfig
 from store.put_result import PutResult
 
-from cluster.messaging import request_signature
 from cluster.messaging.convert import PROPERTY_SHARDING_KEY, SendLimits, to_store_messages
 from cluster.messaging.v2_status import V2Error, put_status
 from cluster.messaging.route import TopicRegistry
 from cluster.messaging.transaction_records import check_transactional_send
+from cluster.security import signature
 
 log = logging.getLogger(__name__)
 FORWARDED_HEADER = "x-rmqstore-forwarded"
@@ -165,8 +167,11 @@ class MasterForwarder:
             return self._stub
 
     def metadata(self, client_id: str = "") -> list[tuple[str, str]]:
-        return [*request_signature.sign(self.access_key, self.secret_key, client_id),
-                (FORWARDED_HEADER, "1")]
+        md = signature.sign(self.access_key, self.secret_key, client_id)
+        caller = signature.caller_headers()
+        if caller:  # the client's identity, not the node's
+            md = [kv for kv in md if kv[0] not in dict(caller)] + list(caller)
+        return [*md, (FORWARDED_HEADER, "1")]
 
     def call(self, address: str, method: str, request, timeout: float, client_id: str = ""):
         """The master's answer, or V2Error when it cannot be reached in time."""

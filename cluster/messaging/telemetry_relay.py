@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable
 
 import grpc
 
+from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 
 from cluster.messaging.telemetry import ClientStream, TelemetryHub
@@ -142,6 +143,14 @@ class _Relay(threading.Thread):
                 requests(), metadata=forwarder.metadata(self.stream.client_id))
             holder["call"] = call
             for command in call:
+                if command.HasField("status") and \
+                        command.status.code in (d.UNAUTHORIZED, d.FORBIDDEN):
+                    # The master's ACL refused the relay (signed with the node's accessKey/
+                    # secretKey: with ACL on, every node of the group needs the same pair).
+                    # Back off like an unreachable master instead of reconnecting at once.
+                    log.warning("relay of %s refused by the master %s: %s", self.stream.client_id,
+                                address, command.status.message)
+                    return False
                 got_any = True
                 self.connected = True
                 if command.WhichOneof("command") == "settings":

@@ -43,6 +43,7 @@ from cluster.admin.admin_node import AdminNode
 from cluster.admin.admin_servicer import AdminServicer
 from cluster.admin.admin_token import BearerTokenInterceptor, resolve_token
 from cluster.messaging import SERVICE_NAME as MESSAGING_SERVICE, MessagingService, MessagingServicer
+from cluster.messaging.v2_access import V2AccessInterceptor
 from cluster.controller.election import Assignment
 from cluster.node.assignment_plan import plan_assignment
 from cluster.node.controller_link import ControllerLink
@@ -120,7 +121,10 @@ class Node:
                           switch_role=self.switch_role, put_messages=self.put_messages,
                           update_config=self.update_config)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=96, thread_name_prefix="grpc"),
-                             interceptors=[BearerTokenInterceptor(token)], options=GRPC_OPTIONS)
+                             interceptors=[BearerTokenInterceptor(
+                                 token, signed_admin=self.messaging.access.admin_refusal),
+                                 V2AccessInterceptor(self.messaging.access)],
+                             options=GRPC_OPTIONS)
         replication_pb2_grpc.add_ReplicationServicer_to_server(
             ReplicationServicer(lambda: self.role.master, self.role.not_master_reason,
                                 lambda context: self.gate.admit(context, REPLICATION_STREAM)),

@@ -24,6 +24,8 @@ RocketMQ 5 client API (apache.rocketmq.v2.MessagingService, see cluster/messagin
                        in the replicated topic table) with defaultTopicQueueNums (4) queues
     accessKey, secretKey   when both are set, every MessagingService call must carry a valid
                        MQv2-HMAC-SHA1 `authorization` (else UNAUTHORIZED)
+    aclEnable, aclFile, aclDateTimeWindowSeconds   access control with a plain_acl.yml file
+                       (cluster/security/access.py)
     minInvisibleTimeMillsForRecv  the shortest invisible duration ReceiveMessage and
                        ChangeInvisibleDuration accept (10000, RocketMQ 5 proxy's default)
 Controller mode (see cluster/controller/): with `controllerAddr` set the node takes its role
@@ -50,6 +52,8 @@ from store.config import StoreConfig, parse_properties
 from store.errors import ConfigError
 from store.layout import StoreLayout
 
+from cluster.security.access import ACL_KEYS, AclConfig, acl_config_from_properties
+
 log = logging.getLogger(__name__)
 
 NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToken",
@@ -58,7 +62,7 @@ NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToke
                        "minInvisibleTimeMillsForRecv", "transactionTimeOut",
                        "transactionCheckMax", "transactionCheckInterval", "controllerAddr",
                        "controllerHeartbeatInterval", "brokerElectionPriority", "clusterSecret",
-                       "clusterSecretFile"})
+                       "clusterSecretFile"}) | ACL_KEYS
 
 
 def check_ipv4_address(key: str, value: str) -> str:
@@ -97,6 +101,7 @@ class NodeConfig:
     election_priority: int = 0
     cluster_secret: str = ""
     cluster_secret_file: str = ""
+    acl: AclConfig = field(default_factory=AclConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -194,7 +199,7 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
                       election_priority=_int(props, "brokerElectionPriority", 0),
                       cluster_secret=props.get("clusterSecret", "").strip(),
                       cluster_secret_file=props.get("clusterSecretFile", "").strip(),
-                      store=store)
+                      acl=acl_config_from_properties(props), store=store)
 
 
 def _int(props: dict[str, str], key: str, default: int) -> int:

@@ -12,7 +12,8 @@ stdin, writes JSON to stdout:
           "runs": [{"receipts": [{"message_id": ..., "offset": ..., "queue_id": ...,
                                   "endpoints": ["host:port", ...]} | {"error": "..."}]}]}
 
-One Producer per run (started, used, shut down). Errors of a send are reported, not raised.
+One Producer per run (started, used, shut down). Errors of a send are reported, not raised; a
+producer that cannot start reports its error as every message's.
 """
 from __future__ import annotations
 
@@ -26,7 +27,10 @@ def run(spec: dict) -> dict:
     from rocketmq import Producer
 
     producer = Producer(client_config(spec), (spec["topic"],))
-    producer.startup()
+    try:
+        producer.startup()
+    except Exception as e:  # reported to the test (e.g. an ACL refusal of its route)
+        return {"receipts": [{"error": f"{type(e).__name__}: {e}"} for _ in spec["messages"]]}
     receipts = []
     try:
         for m in spec["messages"]:

@@ -15,7 +15,9 @@ Reads JSON from stdin, runs the steps in order, writes JSON to stdout:
 
 A receive step calls SimpleConsumer.receive until `count` messages arrived or `within_s`
 passed (then returns what it has; the test asserts). One consumer per (group, topic, tags),
-kept across steps; everything is shut down at the end.
+kept across steps; everything is shut down at the end. With "errors_end_step": true a receive
+step whose consumer cannot start or receive ends there, its error in ack_errors ("startup: ..."
+or "receive: ..."), instead of failing the tool.
 """
 from __future__ import annotations
 
@@ -89,15 +91,30 @@ def main() -> int:
                 key = (step["group"], step["topic"], step.get("tags", "*"))
                 consumer = consumers.get(key)
                 if consumer is None:
-                    consumer = consumers[key] = SimpleConsumer(
+                    consumer = SimpleConsumer(
                         config, step["group"], {step["topic"]: FilterExpression(key[2])},
                         await_duration=step.get("await_s", 2))
-                    consumer.startup()
+                    try:
+                        consumer.startup()
+                    except Exception as e:  # reported to the test (e.g. an ACL refusal)
+                        if not step.get("errors_end_step"):
+                            raise
+                        out.append({"received": [], "ack_errors": [
+                            f"startup: {type(e).__name__}: {e}"]})
+                        continue
+                    consumers[key] = consumer
                 received, ack_errors = [], []
                 deadline = time.monotonic() + step.get("within_s", 20)
                 while len(received) < step["count"] and time.monotonic() < deadline:
-                    for m in consumer.receive(step["count"] - len(received),
-                                              step.get("invisible_s", 10)) or []:
+                    try:
+                        batch = consumer.receive(step["count"] - len(received),
+                                                 step.get("invisible_s", 10)) or []
+                    except Exception as e:  # reported to the test (e.g. an ACL refusal)
+                        if step.get("errors_end_step"):
+                            ack_errors.append(f"receive: {type(e).__name__}: {e}")
+                            break
+                        raise
+                    for m in batch:
                         received.append({
                             "body": m.body.decode(), "tag": m.tag, "keys": list(m.keys or []),
                             "message_id": m.message_id, "delivery_attempt": m.delivery_attempt,

@@ -11,7 +11,7 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cluster.messaging import request_signature as auth
+from cluster.security import signature as auth
 from cluster.messaging.send import FORWARDED_HEADER
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
