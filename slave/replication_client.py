@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Iterator
+from typing import Callable, Iterator
 
 import grpc
 
@@ -64,7 +64,8 @@ class ReplicationClient:
     """
 
     def __init__(self, store: MessageStore, epochs: EpochCache, epoch_file: EpochFile,
-                 master_address: str, node_id: str, broker_name: str, clock: Clock) -> None:
+                 master_address: str, node_id: str, broker_name: str, clock: Clock,
+                 open_channel: Callable[[str], grpc.Channel] | None = None) -> None:
         self.store = store
         self.epochs = epochs
         self.epoch_file = epoch_file
@@ -82,6 +83,10 @@ class ReplicationClient:
         self._outbox: queue.Queue[SlaveMessage | None] = queue.Queue()
         self._last_received = 0.0
         self._session: SlaveSession | None = None
+        # how a channel to the master is opened: the node passes its TLS rule in
+        # (cluster/security/tls.py open_channel); plaintext without one
+        self._open_channel = open_channel or (
+            lambda address: grpc.insecure_channel(address, options=GRPC_OPTIONS))
 
     @property
     def config(self) -> StoreConfig:
@@ -147,7 +152,7 @@ class ReplicationClient:
         self._session = session
         self._last_received = self.clock.monotonic()
         handshook = False
-        with grpc.insecure_channel(self.master_address, options=GRPC_OPTIONS) as channel:
+        with self._open_channel(self.master_address) as channel:
             call = pb_grpc.ReplicationStub(channel).Stream(self._requests(session))
             self._call = call
             if self._stopping.is_set():

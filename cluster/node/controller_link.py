@@ -27,6 +27,7 @@ from store.service import Service
 
 from cluster.controller.election import Assignment
 from cluster.node.controller_choice import ControllerChoice
+from cluster.security.tls import TlsSettings, open_channel
 
 log = logging.getLogger(__name__)
 # A controller that was down reconnects within a second, not gRPC's default backoff (up to
@@ -53,7 +54,8 @@ class ControllerLink(Service):
 
     def __init__(self, addresses: list[str] | str, interval_ms: int, clock: Clock,
                  report: Callable[[], pb.NodeHeartbeat],
-                 apply: Callable[[Assignment, float], None]) -> None:
+                 apply: Callable[[Assignment, float], None],
+                 tls: TlsSettings | None = None) -> None:
         super().__init__()
         self.choice = ControllerChoice(addresses.split(";") if isinstance(addresses, str)
                                        else addresses)
@@ -61,7 +63,7 @@ class ControllerLink(Service):
         self.clock = clock
         self._report = report
         self._apply = apply
-        self._channels = {a: grpc.insecure_channel(a, options=CHANNEL_OPTIONS)
+        self._channels = {a: open_channel(a, tls, CHANNEL_OPTIONS)
                           for a in self.choice.addresses}
         self._stubs = {a: pb_grpc.ControllerStub(c) for a, c in self._channels.items()}
         self._lock = threading.Lock()

@@ -49,6 +49,7 @@ from cluster.node.live_config import LiveConfig
 from cluster.node.node_config import NodeConfig
 from cluster.node.node_role import Follower, Leader, Role, Transitioning
 from cluster.node.node_status import node_status
+from cluster.security.tls import add_port, open_channel
 
 log = logging.getLogger(__name__)
 SERVICES = ("rmqstore.admin.v1.Admin", "rmqstore.replication.v1.Replication", MESSAGING_SERVICE)
@@ -118,7 +119,7 @@ class Node:
         messaging_pb2_grpc.add_MessagingServiceServicer_to_server(
             MessagingServicer(self.messaging), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        self.port = server.add_insecure_port(c.listen_address)
+        self.port = add_port(server, c.listen_address, c.tls)
         if self.port == 0:
             raise StoreError(f"cannot listen on {c.listen_address}")
         self._server = server
@@ -135,10 +136,12 @@ class Node:
         self.update_health()
         if self.controlled:
             self.link = ControllerLink(c.controller_addresses, c.controller_heartbeat_interval_ms,
-                                       self.clock, self.heartbeat_report, self.apply_assignment)
+                                       self.clock, self.heartbeat_report, self.apply_assignment,
+                                       tls=c.tls)
             self.link.start()
-        log.info("node %s listening on %s:%d as %s (admin token: %s)", c.node_id,
-                 c.store.broker_ip1, self.port, self.role.name, self.token_source)
+        log.info("node %s listening on %s:%d%s as %s (admin token: %s)", c.node_id,
+                 c.store.broker_ip1, self.port, " with TLS" if c.tls.enabled else "",
+                 self.role.name, self.token_source)
 
     def stop(self) -> None:
         if self.link is not None:
@@ -228,7 +231,9 @@ class Node:
     def _become_slave(self, master_address: str) -> None:
         self._set_store_role(BrokerRole.SLAVE, master_address)
         slave = ReplicationClient(self.store, self.epochs, self.epoch_file, master_address,
-                                  self.config.node_id, self.config.broker_name, self.clock)
+                                  self.config.node_id, self.config.broker_name, self.clock,
+                                  lambda address: open_channel(address, self.config.tls,
+                                                               GRPC_OPTIONS))
         slave.start()
         self._slave = slave
         self.role.set(Follower(master_address))

@@ -28,6 +28,13 @@ group starts from, and haMasterAddress is not needed):
                                 heartbeats go to the active one (cluster/node/controller_link.py)
     controllerHeartbeatInterval ms between two heartbeats to it (500)
     brokerElectionPriority      the lower wins an election between equally complete nodes (0)
+TLS on the node's port and its calls to peers (cluster/security/tls.py has the details):
+    tlsEnable                   false; true: serve TLS only, call the master and the controller
+                                over TLS
+    tlsServerCertPath, tlsServerKeyPath   the PEM certificate and key it presents (to clients,
+                                and to its peers as its client certificate)
+    tlsServerTrustCertPath      the PEM CA that verifies the peers it calls and, with
+                                tlsServerNeedClientAuth=true, its clients' certificates
 Transactions (RocketMQ's BrokerConfig names and defaults, see cluster/messaging/transaction*.py):
     transactionTimeOut       ms a half message stays unchecked after it was stored (6000)
     transactionCheckMax      checks sent before an unanswered transaction is rolled back (15)
@@ -44,6 +51,8 @@ from store.config import StoreConfig, parse_properties
 from store.errors import ConfigError
 from store.layout import StoreLayout
 
+from cluster.security.tls import KEYS as TLS_KEYS, TlsSettings, tls_settings_from_properties
+
 log = logging.getLogger(__name__)
 
 NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToken",
@@ -51,7 +60,7 @@ NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToke
                        "autoCreateTopicEnable", "defaultTopicQueueNums", "accessKey", "secretKey",
                        "minInvisibleTimeMillsForRecv", "transactionTimeOut",
                        "transactionCheckMax", "transactionCheckInterval", "controllerAddr",
-                       "controllerHeartbeatInterval", "brokerElectionPriority"})
+                       "controllerHeartbeatInterval", "brokerElectionPriority"}) | TLS_KEYS
 
 
 def check_ipv4_address(key: str, value: str) -> str:
@@ -88,6 +97,7 @@ class NodeConfig:
     controller_address: str = ""  # "" -> roles from brokerRole and SwitchRole, no controller
     controller_heartbeat_interval_ms: int = 500
     election_priority: int = 0
+    tls: TlsSettings = field(default_factory=TlsSettings)
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -175,7 +185,7 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
                       controller_heartbeat_interval_ms=_int(props, "controllerHeartbeatInterval",
                                                             500),
                       election_priority=_int(props, "brokerElectionPriority", 0),
-                      store=store)
+                      tls=tls_settings_from_properties(props), store=store)
 
 
 def _int(props: dict[str, str], key: str, default: int) -> int:

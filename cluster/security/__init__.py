@@ -1,0 +1,1 @@
+"""Security of a cluster: TLS settings and channels, and the throwaway certificate authority."""
