@@ -175,7 +175,16 @@ def open_channel(address: str, security: Security, options: Options = ()) -> grp
     tls = security.client() if isinstance(security, TlsSettings) else security
     if tls is None:
         return grpc.insecure_channel(address, options=list(options))
-    return grpc.secure_channel(address, tls.credentials(), options=list(options))
+    options = list(options)
+    if address.startswith("ipv4:") and "," in address and \
+            not any(k == "grpc.ssl_target_name_override" for k, _ in options):
+        # Several addresses in one target ("ipv4:a:p,b:p", cluster/client/connection.py): gRPC
+        # would check every server's certificate against that whole string and fail. Check it
+        # against the first address's IP instead, which each node's certificate must name
+        # (`cluster local --tls` and the compose cluster give every certificate all of them).
+        first = address[len("ipv4:"):].split(",")[0]
+        options.append(("grpc.ssl_target_name_override", first.rpartition(":")[0]))
+    return grpc.secure_channel(address, tls.credentials(), options=options)
 
 
 def peer_identity(context: grpc.ServicerContext) -> dict[str, list[str]]:

@@ -153,3 +153,13 @@ def test_bad_tls_settings_name_their_key(tmp_path):
             tls_settings_from_properties({**good, **change})
     with pytest.raises(ConfigError, match="needs tlsEnable=true"):
         tls_settings_from_properties({"tlsServerNeedClientAuth": "true"})
+
+
+def test_a_client_of_several_tls_nodes_verifies_each(nodes):
+    """One target of several IPv4 addresses (the official clients' form): each node's
+    certificate is checked against the first address's IP, which all of them name."""
+    a, b = nodes.start("a", tls=nodes.tls("a")), nodes.start("b", tls=nodes.tls("b"))
+    conn = nodes.connect(f"{a.address};{b.address}", tls=nodes.client_tls(a), request_timeout=5)
+    assert conn.readable_queues("Several") == [0, 1, 2, 3]
+    nodes.stop(sorted((a, b), key=lambda n: n.address)[0])  # pick-first moves to the other
+    assert conn.readable_queues("Several") == [0, 1, 2, 3]
