@@ -35,7 +35,7 @@ from store.layout import ADMIN_TOKEN_FILE
 
 from cluster.admin.admin_token import ensure_token_file, read_token_file
 from cluster.client.admin_client import AdminClient
-from cluster.security.cert_authority import ensure_ca, ensure_leaf
+from cluster.security.cert_authority import ensure_ca, ensure_leaf, target_names
 from cluster.security.tls import ClientTls
 
 # {"token_file": path, "nodes": [{"name", "address", ...}], "controller": {...},
@@ -67,14 +67,16 @@ def cluster_tls(info: dict) -> ClientTls | None:
     return ClientTls(tls.get("ca_file", ""), tls.get("cert_file", ""), tls.get("key_file", ""))
 
 
-def ensure_tls(root: str, names: list[str]) -> tuple[str, dict[str, list[str]]]:
+def ensure_tls(root: str, names: list[str],
+               node_addresses: list[str]) -> tuple[str, dict[str, list[str]]]:
     """The CA path and the tls* config lines per name (every node, the controller, the
-    operator), certificates made or reused in <root>/tls for 127.0.0.1."""
+    operator), certificates made or reused in <root>/tls for 127.0.0.1 and for clients given
+    several of `node_addresses` at once (a slave's route lists its master too)."""
     folder = os.path.abspath(os.path.join(root, TLS_DIR))
     ca = ensure_ca(folder, "LocalCluster")
     lines = {}
     for name in names:
-        leaf = ensure_leaf(folder, name, ca)
+        leaf = ensure_leaf(folder, name, ca, dns=target_names(node_addresses))
         lines[name] = ["tlsEnable=true", f"tlsServerCertPath={leaf.cert_path}",
                        f"tlsServerKeyPath={leaf.key_path}", f"tlsServerTrustCertPath={ca.cert_path}"]
     return ca.cert_path, lines
@@ -198,9 +200,9 @@ def run_local(root: str, base_port: int, role: str, controller: bool = True,
     token_file = os.path.join(root, ADMIN_TOKEN_FILE)
     ensure_token_file(token_file)
     controller_address = f"127.0.0.1:{base_port + CONTROLLER_PORT_OFFSET}" if controller else ""
-    ca_file, tls_lines = ensure_tls(root, [name for name, _ in NODES] + ["controller",
-                                                                          "operator"]) \
-        if tls else ("", {})
+    ca_file, tls_lines = ensure_tls(
+        root, [name for name, _ in NODES] + ["controller", "operator"],
+        [f"127.0.0.1:{base_port + 10 * i}" for i in range(len(NODES))]) if tls else ("", {})
     nodes = write_configs(root, base_port, role, token_file, controller_address, tls_lines)
     procs: list[tuple[str, subprocess.Popen]] = []
     stop = threading.Event()

@@ -16,8 +16,13 @@ and also calls its peers with the same certificate: mutual TLS) and names its ad
 subjectAltName: clients connect by IP (the routes hold IPv4 addresses), so the IPs must be
 there; 127.0.0.1 and localhost always are.
 
-"Ensure" is idempotent: what exists is reused, what is missing is generated, a leaf that another
-CA issued, that lacks a requested name or that is about to expire is refused or renewed (see
+Clients given several addresses at once (the official clients turn "a:p;b:p" and a route's
+endpoints into one gRPC target "ipv4:a:p,b:p", sorted) make gRPC check the server's
+certificate against the whole joined list as a host name, so such a certificate also needs that
+string as a DNS name: `target_names` lists them for every combination of a group's addresses.
+
+"Ensure" is idempotent: what exists is reused, what is missing is generated; a leaf that another
+CA issued is refused, one that lacks a requested name or is about to expire is issued anew (see
 `ensure_leaf`). A key is written to a temporary file created with mode 0600 (never readable by
 others, not even for a moment) and renamed into place before its certificate, so a certificate
 present means its key is too.
@@ -26,8 +31,10 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import itertools
 import os
 from dataclasses import dataclass
+from typing import Sequence
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -72,6 +79,15 @@ def leaf_files(folder: str, name: str) -> CertFiles:
     return CertFiles(os.path.join(folder, f"{name}.pem"), os.path.join(folder, f"{name}.key"))
 
 
+def target_names(addresses: Sequence[str]) -> tuple[str, ...]:
+    """The names gRPC checks a certificate against when a client connects to two or more of
+    `addresses` (host:port) in one target: each such set sorted as strings and joined by
+    commas, the official clients' form ("ipv4:" + that; cluster/client/connection.py too)."""
+    unique = sorted(set(addresses))
+    return tuple(",".join(combo) for size in range(2, len(unique) + 1)
+                 for combo in itertools.combinations(unique, size))
+
+
 def ensure_ca(folder: str, cluster: str) -> CertFiles:
     """The CA of `folder`, generated (named "rmqstore throwaway CA <cluster>") if missing."""
     files = ca_files(folder)
@@ -108,9 +124,10 @@ def ensure_leaf(folder: str, name: str, ca: CertFiles, ips: tuple[str, ...] = ()
                 dns: tuple[str, ...] = ()) -> CertFiles:
     """The leaf `name` of `folder`, issued by `ca`, with every requested IP and DNS name (plus
     127.0.0.1 and localhost) as subjectAltName. An existing leaf is reused when `ca` issued it,
-    it names all of them and it is valid for RENEW_DAYS more; one that is about to expire is
-    renewed; one from another CA, or without a requested name, is refused (CertificateError):
-    delete it to have a new one made."""
+    it names all of them and it is valid for RENEW_DAYS more; one without a requested name
+    (the cluster moved to other ports) or about to expire is issued anew with a new key; one
+    from another CA is refused (CertificateError: delete it to have a new one made), as it
+    would not be trusted by the peers that trust `ca`."""
     want_ips = tuple(dict.fromkeys((*ALWAYS_IPS, *ips)))
     want_dns = tuple(dict.fromkeys((*ALWAYS_DNS, *dns)))
     for ip in want_ips:
@@ -128,12 +145,8 @@ def ensure_leaf(folder: str, name: str, ca: CertFiles, ips: tuple[str, ...] = ()
                                    f"delete {files.cert_path} and {files.key_path} to have a "
                                    f"new one made")
         have_ips, have_dns = subject_alt_names(cert)
-        missing = [n for n in want_ips if n not in have_ips] + \
-                  [n for n in want_dns if n not in have_dns]
-        if missing:
-            raise CertificateError(f"{files.cert_path} does not name {', '.join(missing)}; "
-                                   f"delete it and {files.key_path} to have a new one made")
-        if cert.not_valid_after_utc - now > datetime.timedelta(days=RENEW_DAYS):
+        names_all = set(want_ips) <= set(have_ips) and set(want_dns) <= set(have_dns)
+        if names_all and cert.not_valid_after_utc - now > datetime.timedelta(days=RENEW_DAYS):
             return files
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name),

@@ -1,6 +1,7 @@
 """The throwaway CA (cluster/security/cert_authority.py): what its certificates say (CA
-constraints, EKU, SANs), 0600 keys, idempotent ensure, refusals of a foreign or incomplete leaf,
-and the `python -m cluster certs` command."""
+constraints, EKU, SANs), 0600 keys, idempotent ensure (a foreign leaf refused, one lacking a
+requested name issued anew), the names multi-address clients check, and the `python -m
+cluster certs` command."""
 from __future__ import annotations
 
 import os
@@ -14,7 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from cluster.security.cert_authority import (CertificateError, ensure_ca, ensure_leaf, issued_by,
-                                             load_cert, load_key, load_pair, subject_alt_names)
+                                             load_cert, load_key, load_pair, subject_alt_names,
+                                             target_names)
 from store.errors import ConfigError
 
 
@@ -62,7 +64,7 @@ def test_ensure_reuses_what_exists_and_makes_what_is_missing(tmp_path):
     assert mode(leaf.key_path) == 0o600
 
 
-def test_a_leaf_of_another_ca_or_without_a_requested_name_is_refused(tmp_path):
+def test_a_leaf_of_another_ca_is_refused_one_without_a_requested_name_reissued(tmp_path):
     ours = ensure_ca(str(tmp_path / "ours"), "ours")
     theirs = ensure_ca(str(tmp_path / "theirs"), "theirs")
     foreign = ensure_leaf(str(tmp_path / "theirs"), "n1", theirs)
@@ -70,9 +72,12 @@ def test_a_leaf_of_another_ca_or_without_a_requested_name_is_refused(tmp_path):
     os.replace(foreign.key_path, str(tmp_path / "ours" / "n1.key"))
     with pytest.raises(CertificateError, match="not issued by the CA"):
         ensure_leaf(str(tmp_path / "ours"), "n1", ours)
-    ensure_leaf(str(tmp_path / "ours"), "n2", ours, ips=("10.0.0.2",))
-    with pytest.raises(CertificateError, match="does not name 10.0.0.9"):
-        ensure_leaf(str(tmp_path / "ours"), "n2", ours, ips=("10.0.0.9",))
+    n2 = ensure_leaf(str(tmp_path / "ours"), "n2", ours, ips=("10.0.0.2",))
+    serial = load_cert(n2.cert_path).serial_number
+    ensure_leaf(str(tmp_path / "ours"), "n2", ours, ips=("10.0.0.9",))
+    cert = load_cert(n2.cert_path)
+    assert cert.serial_number != serial and "10.0.0.9" in subject_alt_names(cert)[0]
+    load_pair(n2)
     with pytest.raises(ConfigError, match="not an IP address"):
         ensure_leaf(str(tmp_path / "ours"), "n3", ours, ips=("host.example",))
 
@@ -106,6 +111,22 @@ def test_the_certs_command_prints_where_the_files_are(tmp_path):
     again = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr
     assert load_cert(os.path.join(out, "node1.pem")).serial_number == serial  # reused
-    refused = subprocess.run([*argv[:-4], "--ip", "10.0.0.99"], capture_output=True, text=True,
-                             timeout=60)
-    assert refused.returncode == 1 and "does not name 10.0.0.99" in refused.stderr
+    with_targets = subprocess.run([*argv, "--endpoints", "10.9.8.7:1;10.9.8.8:1;10.9.8.9:1"],
+                                  capture_output=True, text=True, timeout=60)
+    assert with_targets.returncode == 0, with_targets.stderr
+    dns = subject_alt_names(load_cert(os.path.join(out, "node1.pem")))[1]
+    assert "10.9.8.7:1,10.9.8.8:1,10.9.8.9:1" in dns and "10.9.8.7:1,10.9.8.9:1" in dns
+    other = str(tmp_path / "other")
+    os.makedirs(other)
+    foreign = ensure_leaf(other, "node1", ensure_ca(other, "other"))
+    os.replace(foreign.cert_path, os.path.join(out, "node1.pem"))
+    os.replace(foreign.key_path, os.path.join(out, "node1.key"))
+    refused = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "not issued by the CA" in refused.stderr
+
+
+def test_target_names_are_every_sorted_joined_combination():
+    assert target_names(["b:2", "a:1"]) == ("a:1,b:2",)
+    assert target_names(["c:3", "a:1", "b:2", "a:1"]) == (
+        "a:1,b:2", "a:1,c:3", "b:2,c:3", "a:1,b:2,c:3")
+    assert target_names(["a:1"]) == ()

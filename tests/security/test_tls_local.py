@@ -2,8 +2,8 @@
 the controller and the operator in <dir>/tls (keys 0600), every port TLS only (a plaintext
 client is refused), roles from the controller over TLS, `status --cluster-dir` and `produce` /
 `receive` working through the CA named in cluster.json, `health --tls-ca`, the
-GRPC_DEFAULT_SSL_ROOTS_FILE_PATH line printed, and a clean stop; a second start reuses the
-certificates."""
+GRPC_DEFAULT_SSL_ROOTS_FILE_PATH line printed, and a clean stop; a second start on other ports
+keeps the CA and issues the nodes' certificates anew for the new addresses."""
 from __future__ import annotations
 
 import os
@@ -75,12 +75,15 @@ def test_local_cluster_with_tls(local_tls):
     os.kill(lc.proc.pid, signal.SIGINT)
     assert lc.proc.wait(60) == 0
     wait_until(lambda: all(pid_gone(pid) for pid in pids), 10, "processes gone")
-    serial = load_cert(os.path.join(lc.root, "tls", "master.pem")).serial_number
+    ca_serial = load_cert(ca).serial_number
 
-    again = LocalCluster(lc.root, "--tls")  # the same folder: certificates reused
+    again = LocalCluster(lc.root, "--tls")  # the same folder, another base port
     try:
         again.wait_for("Ctrl-C stops everything cleanly", timeout=90)
-        assert load_cert(os.path.join(lc.root, "tls", "master.pem")).serial_number == serial
+        assert load_cert(ca).serial_number == ca_serial  # the CA is kept
+        joined = ",".join(sorted(f"127.0.0.1:{again.base + d}" for d in (0, 10, 20)))
+        assert joined in subject_alt_names(load_cert(os.path.join(lc.root, "tls",
+                                                                  "master.pem")))[1]
         status = cli("status", "--cluster-dir", lc.root)
         assert status.returncode == 0, status.stdout + status.stderr
     finally:

@@ -123,12 +123,13 @@ class Nodes:
         self.stop(node)
         return again(port)
 
-    def tls(self, name: str, need_client_auth: bool = False) -> TlsSettings:
-        """TlsSettings of a certificate for `name` (127.0.0.1) issued by this test's CA, in
-        <root>/tls."""
+    def tls(self, name: str, need_client_auth: bool = False,
+            dns: tuple[str, ...] = ()) -> TlsSettings:
+        """TlsSettings of a certificate for `name` (127.0.0.1, and `dns` names) issued by this
+        test's CA, in <root>/tls."""
         folder = os.path.join(self.root, "tls")
         ca = ensure_ca(folder, "test")
-        leaf = ensure_leaf(folder, name, ca)
+        leaf = ensure_leaf(folder, name, ca, dns=dns)
         return TlsSettings(enabled=True, cert_file=leaf.cert_path, key_file=leaf.key_path,
                            trust_file=ca.cert_path, need_client_auth=need_client_auth)
 
