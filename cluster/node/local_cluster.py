@@ -78,7 +78,8 @@ def ensure_tls(root: str, names: list[str],
     for name in names:
         leaf = ensure_leaf(folder, name, ca, dns=target_names(node_addresses))
         lines[name] = ["tlsEnable=true", f"tlsServerCertPath={leaf.cert_path}",
-                       f"tlsServerKeyPath={leaf.key_path}", f"tlsServerTrustCertPath={ca.cert_path}"]
+                       f"tlsServerKeyPath={leaf.key_path}",
+                       f"tlsServerTrustCertPath={ca.cert_path}"]
     return ca.cert_path, lines
 
 
