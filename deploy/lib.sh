@@ -34,6 +34,16 @@ compose_cmd() {
 # The admin token every node and controller reads (adminTokenFile): generated once, mode 0600,
 # owned by the image's uid so the containers' non-root user can read it through the bind mount
 # (chown needs root; a non-root builder gets an image whose uid is its own).
+# The folder the compose `certs` service writes the throwaway CA and certificates into
+# (bind-mounted): it must exist before `up` (Docker would create it owned by root, and the
+# service runs as the image's uid) and belong to that uid; mode 0700, the keys inside are 0600.
+ensure_tls_dir() {  # path, uid
+    local path="$1" uid="$2"
+    mkdir -p "$path"
+    chmod 700 "$path"
+    if [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$path")" != "$uid" ]; then chown "$uid" "$path"; fi
+}
+
 ensure_admin_token() {  # path, uid
     local path="$1" uid="$2"
     mkdir -p "$(dirname "$path")"

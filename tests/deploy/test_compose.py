@@ -1,7 +1,10 @@
 """The compose cluster end to end: build (or reuse) the images, bring deploy/docker-compose.yml up
 under a project name of its own, send and receive through the RocketMQ 5 API from the host, kill
 the master container and see a slave take over and serve, then `down -v` whatever happened. The
-official RocketMQ 5 Python client sends and receives from the host too.
+official RocketMQ 5 Python client sends and receives from the host too. Every port serves TLS
+with the CA the project's `certs` service made in deploy/secrets/tls: the host's clients trust
+it (the official client through GRPC_DEFAULT_SSL_ROOTS_FILE_PATH), a plaintext client is
+refused.
 
 deploy/build runs every time: with the base images cached it only rebuilds the code layers
 (seconds); without them it debootstraps (~2.5 min cold, hence the longer timeout). Skipped when
@@ -13,11 +16,14 @@ import os
 import subprocess
 import sys
 
+import grpc
 import pytest
 
 from cluster.admin.admin_token import read_token_file
 from cluster.client.admin_client import AdminClient
 from cluster.drills.compose_cluster import compose_command
+from cluster.security.cert_authority import load_cert, subject_alt_names
+from cluster.security.tls import ClientTls
 from tests.deploy.compose_support import DEPLOY, REPO, build_images, skip_reason
 from tests.support.official_client import client_home, run_tool
 from tests.support.waiting import wait_until
@@ -26,18 +32,19 @@ from tests.support.waiting import wait_until
 OFFICIAL_TOOL = os.path.join(REPO, "tests", "messaging", "official_consumer_tool.py")
 NODES = {"master": "127.0.0.1:10911", "slave1": "127.0.0.1:10921", "slave2": "127.0.0.1:10931"}
 ENDPOINTS = ";".join(NODES.values())  # what a client on the host is given
+CA = os.path.join(DEPLOY, "secrets", "tls", "ca.pem")  # written by the compose `certs` service
 
 
 def _cli(*args: str, timeout: float = 60) -> str:
-    r = subprocess.run([sys.executable, "-m", "cluster", *args], cwd=REPO, capture_output=True,
-                       text=True, timeout=timeout)
+    r = subprocess.run([sys.executable, "-m", "cluster", *args, "--tls-ca", CA], cwd=REPO,
+                       capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"cluster {' '.join(args)}: {r.stdout}{r.stderr}"
     return r.stdout
 
 
-def _role(address: str, token: str) -> str:
+def _role(address: str, token: str, tls: ClientTls | None = None) -> str:
     try:
-        with AdminClient(address, token, timeout=2) as client:
+        with AdminClient(address, token, timeout=2, tls=tls or ClientTls(CA)) as client:
             return client.status().role
     except Exception:  # noqa: BLE001 - down or not answering yet
         return ""
@@ -65,6 +72,14 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
         wait_until(healthy, 90, "healthy nodes", interval=0.5)
 
         token = read_token_file(os.path.join(DEPLOY, "secrets", "admin.token"))
+        # TLS only: the CA's certificates name each node's addresses; plaintext is refused
+        ips, _ = subject_alt_names(load_cert(os.path.join(DEPLOY, "secrets", "tls",
+                                                          "master.pem")))
+        assert {"127.0.0.1", "172.28.211.11"} <= set(ips)
+        with AdminClient(NODES["master"], token, timeout=3) as plain:
+            with pytest.raises(grpc.RpcError) as refused:
+                plain.status()
+            assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
 
         def master_now(among=tuple(NODES)) -> str | None:
             return next((n for n in among if _role(NODES[n], token).endswith("MASTER")), None)
@@ -81,8 +96,9 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
             steps = run_tool(OFFICIAL_TOOL, {"endpoint": ENDPOINTS, "steps": [
                 {"op": "send", "topic": "Official", "messages": [
                     {"body": f"official-{i}", "tag": "t"} for i in range(5)]},
-                {"op": "receive", "group": "og", "topic": "Official", "tags": "*", "count": 5}]},
-                home, timeout=180)["steps"]
+                {"op": "receive", "group": "og", "topic": "Official", "tags": "*", "count": 5}],
+                "tls": True}, home, timeout=180,
+                env={"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": CA})["steps"]
         assert not any("error" in m for m in steps[0]["sent"]), steps[0]
         assert sorted(m["body"] for m in steps[1]["received"]) == \
             [f"official-{i}" for i in range(5)]
