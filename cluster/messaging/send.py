@@ -38,11 +38,11 @@ from store.json_config import TopicConfig
 from store.put_result import PutResult
 
 from cluster.messaging import request_signature
-from cluster.security.tls import TlsSettings, open_channel
 from cluster.messaging.convert import PROPERTY_SHARDING_KEY, SendLimits, to_store_messages
 from cluster.messaging.v2_status import V2Error, put_status
 from cluster.messaging.route import TopicRegistry
 from cluster.messaging.transaction_records import check_transactional_send
+from cluster.security.tls import TlsSettings, open_channel
 
 log = logging.getLogger(__name__)
 FORWARDED_HEADER = "x-rmqstore-forwarded"
