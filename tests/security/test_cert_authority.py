@@ -106,7 +106,7 @@ def test_the_certs_command_prints_where_the_files_are(tmp_path):
     assert f"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={os.path.join(out, 'ca.pem')}" in first.stdout
     assert subject_alt_names(load_cert(os.path.join(out, "node1.pem"))) == \
         (["127.0.0.1", "10.9.8.7"], ["localhost", "node1.demo"])
-    assert mode(os.path.join(out, "node1.key")) == 0o600 and mode(os.path.join(out, "ca.key")) == 0o600
+    assert mode(os.path.join(out, "node1.key")) == mode(os.path.join(out, "ca.key")) == 0o600
     serial = load_cert(os.path.join(out, "node1.pem")).serial_number
     again = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr
