@@ -31,15 +31,55 @@ compose_cmd() {
     fi
 }
 
+# The folder the compose `certs` service writes the throwaway CA and certificates into
+# (bind-mounted): it must exist before `up` (Docker would create it owned by root, and the
+# service runs as the image's uid) and belong to that uid; mode 0700, the keys inside are 0600.
+ensure_tls_dir() {  # path, uid
+    local path="$1" uid="$2"
+    mkdir -p "$path"
+    chmod 700 "$path"
+    if [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$path")" != "$uid" ]; then chown "$uid" "$path"; fi
+}
+
 # The admin token (adminTokenFile) and the cluster secret (clusterSecretFile: replication and
-# controller peers prove membership with it) every node and controller reads: generated once, mode 0600,
-# owned by the image's uid so the containers' non-root user can read it through the bind mount
+# controller peers prove membership with it) every node and controller reads: generated once,
+# mode 0600, owned by the image's uid so the containers' non-root user can read it through the bind mount
 # (chown needs root; a non-root builder gets an image whose uid is its own).
 ensure_admin_token() {  # path, uid
     local path="$1" uid="$2"
     mkdir -p "$(dirname "$path")"
     if [ ! -s "$path" ]; then
         (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$path"; echo >>"$path")
+        echo "== generated $path (mode 0600)"
+    fi
+    chmod 600 "$path"
+    if [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$path")" != "$uid" ]; then chown "$uid" "$path"; fi
+}
+
+# The nodes' ACL (aclFile, RocketMQ's plain_acl.yml), generated once with random secret keys,
+# mode 0600 like the token: `rmq-admin` may do everything (the drills and the README's commands
+# sign as it), `rmq-demo` only publish and subscribe to the topic Demo with the groups g1 and
+# DemoGroup; anything else is refused (deny by default). Edit it and the nodes reload it.
+ensure_acl_file() {  # path, uid
+    local path="$1" uid="$2" admin demo
+    mkdir -p "$(dirname "$path")"
+    if [ ! -s "$path" ]; then
+        admin=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+        demo=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+        (umask 077; cat >"$path" <<ACL
+# Users of the compose cluster's nodes (aclEnable=true): see README "Security".
+accounts:
+  - accessKey: rmq-admin
+    secretKey: $admin
+    admin: true
+  - accessKey: rmq-demo
+    secretKey: $demo
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms: [Demo=PUB|SUB]
+    groupPerms: [g1=SUB, DemoGroup=SUB]
+ACL
+        )
         echo "== generated $path (mode 0600)"
     fi
     chmod 600 "$path"

@@ -65,7 +65,8 @@ class ReplicationClient:
 
     def __init__(self, store: MessageStore, epochs: EpochCache, epoch_file: EpochFile,
                  master_address: str, node_id: str, broker_name: str, clock: Clock,
-                 credentials: Callable[[grpc.Channel], Sequence[tuple[str, str]]]) -> None:
+                 credentials: Callable[[grpc.Channel], Sequence[tuple[str, str]]],
+                 open_channel: Callable[[str], grpc.Channel] | None = None) -> None:
         self.store = store
         self.epochs = epochs
         self.epoch_file = epoch_file
@@ -84,6 +85,10 @@ class ReplicationClient:
         self._outbox: queue.Queue[SlaveMessage | None] = queue.Queue()
         self._last_received = 0.0
         self._session: SlaveSession | None = None
+        # how a channel to the master is opened: the node passes its TLS rule in
+        # (cluster/security/tls.py open_channel); plaintext without one
+        self._open_channel = open_channel or (
+            lambda address: grpc.insecure_channel(address, options=GRPC_OPTIONS))
 
     @property
     def config(self) -> StoreConfig:
@@ -149,7 +154,7 @@ class ReplicationClient:
         self._session = session
         self._last_received = self.clock.monotonic()
         handshook = False
-        with grpc.insecure_channel(self.master_address, options=GRPC_OPTIONS) as channel:
+        with self._open_channel(self.master_address) as channel:
             try:
                 metadata = self.credentials(channel)
             except grpc.RpcError:

@@ -16,7 +16,7 @@ import grpc
 
 from cluster.admin.admin_token import read_token_file
 from cluster.client.admin_client import AdminClient, ExportError
-from cluster.node.local_cluster import ClusterFolderError, read_cluster_info
+from cluster.node.local_cluster import ClusterFolderError, cluster_tls, read_cluster_info
 
 
 def run_audit(cluster_dir: str, offline: bool, extra: list[str]) -> int:
@@ -36,7 +36,7 @@ def run_audit(cluster_dir: str, offline: bool, extra: list[str]) -> int:
         for node in info["nodes"]:
             dest = os.path.join(out, node["name"])
             try:
-                with AdminClient(node["address"], token) as client:
+                with AdminClient(node["address"], token, tls=cluster_tls(info)) as client:
                     s = client.export_store(dest)
             except (ExportError, grpc.RpcError) as e:
                 detail = e.details() if isinstance(e, grpc.RpcError) else str(e)

@@ -15,7 +15,7 @@ import time
 
 from cluster.client import ClientConfig, ClientError, Connection, Message, Producer, SimpleConsumer
 from cluster.client.client_errors import TransportError
-from cluster.cli.targets import CURRENT_MASTER, DEFAULT_CLUSTER_DIR, node_address
+from cluster.cli.targets import CURRENT_MASTER, DEFAULT_CLUSTER_DIR, add_tls_args, node_target
 
 
 def register(sub) -> None:
@@ -50,14 +50,15 @@ def _parser(sub, name: str, help: str) -> argparse.ArgumentParser:
                         f"master; any node serves, a slave forwards to its master)")
     p.add_argument("--access-key", default="")
     p.add_argument("--secret-key", default="")
+    add_tls_args(p)
     p.set_defaults(parser=p)
     return p
 
 
 def _connect(args) -> Connection:
-    address = args.address or node_address(args.parser, args.cluster_dir, args.node)
+    address, tls = node_target(args)
     return Connection(ClientConfig(address, access_key=args.access_key,
-                                   secret_key=args.secret_key, request_timeout=10))
+                                   secret_key=args.secret_key, request_timeout=10, tls=tls))
 
 
 def _produce(args) -> int:

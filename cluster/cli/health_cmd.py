@@ -5,7 +5,8 @@ the answer is SERVING; 1 for NOT_SERVING, an unknown service or no answer within
 node answers NOT_SERVING while its store is not writable or it is shutting down.
 A controller answers too: SERVING while it runs, standby or active; `--service
 rmqstore.controller.Active` is SERVING only on the active one. `--connect-only` exits 0 once a
-gRPC connection is up, for servers without the health service.
+gRPC connection is up, for servers without the health service. A server serving TLS needs
+`--tls-ca FILE` (and `--tls-cert`/`--tls-key` when it needs client certificates).
 """
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import sys
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from cluster.cli.targets import add_tls_args, client_tls
+from cluster.security.tls import open_channel
 
 
 def register(sub) -> None:
@@ -24,11 +28,12 @@ def register(sub) -> None:
     p.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for an answer")
     p.add_argument("--connect-only", action="store_true",
                    help="only check that a gRPC connection can be made")
+    add_tls_args(p)
     p.set_defaults(run=_health)
 
 
 def _health(args: argparse.Namespace) -> int:
-    with grpc.insecure_channel(args.address) as channel:
+    with open_channel(args.address, client_tls(args)) as channel:
         try:
             if args.connect_only:
                 grpc.channel_ready_future(channel).result(timeout=args.timeout)

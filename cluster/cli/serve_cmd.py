@@ -2,7 +2,7 @@
 
     python -m cluster node --config broker.conf [--set key=value ...]
     python -m cluster controller --config controller.conf [--set key=value ...]
-    python -m cluster local [--dir D] [--base-port P] [--role R] [--no-controller]
+    python -m cluster local [--dir D] [--base-port P] [--role R] [--no-controller] [--tls]
 
 `node` and `controller` run until SIGTERM or Ctrl-C, then stop cleanly, and print one JSON line
 when they serve, for the scripts and tests that start them:
@@ -42,6 +42,9 @@ def register(sub) -> None:
                        choices=[r.value for r in BrokerRole if r.is_master])
     local.add_argument("--no-controller", action="store_true",
                        help="fixed roles from brokerRole, no automatic failover")
+    local.add_argument("--tls", action="store_true",
+                       help="TLS on every port, with a throwaway CA and certificates made in "
+                            "<dir>/tls (reused on later starts)")
     local.set_defaults(run=_run_local)
 
 
@@ -113,4 +116,5 @@ def _run_local(args) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from cluster.node.local_cluster import run_local
-    return run_local(args.dir, args.base_port, args.role, controller=not args.no_controller)
+    return run_local(args.dir, args.base_port, args.role, controller=not args.no_controller,
+                     tls=args.tls)

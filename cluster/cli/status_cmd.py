@@ -7,10 +7,11 @@ import grpc
 from store.broker_role import BrokerRole
 
 from cluster.cli.output import fmt_ms, print_json, table
-from cluster.cli.targets import DEFAULT_CLUSTER_DIR, cluster_targets, operator
+from cluster.cli.targets import DEFAULT_CLUSTER_DIR, add_tls_args, cluster_targets, operator
 from cluster.client.admin_client import AdminClient
 from cluster.client.controller_client import ControllerClient
 from cluster.node.local_cluster import ClusterFolderError, read_cluster_info
+from cluster.security.tls import ClientTls
 
 
 def register(sub) -> None:
@@ -23,25 +24,26 @@ def register(sub) -> None:
     p.add_argument("--token-file")
     p.add_argument("--controller", help="host:port of a controller to ask as well")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    add_tls_args(p)
     p.set_defaults(run=run, parser=p)
 
 
 def run(args) -> int:
-    addresses, token = cluster_targets(args.cluster_dir, args.address, args.token_file)
+    addresses, token, tls = cluster_targets(args.cluster_dir, args.address, args.token_file, args)
     controller = args.controller
     if not controller and not args.address:
         try:
             controller = read_cluster_info(args.cluster_dir).get("controller", {}).get("address")
         except ClusterFolderError:
             controller = None
-    status = print_status(addresses, token, args.json)
+    status = print_status(addresses, token, args.json, tls)
     if controller and not args.json:
-        print_controller(controller, token)
+        print_controller(controller, token, tls)
     return status
 
 
-def print_controller(address: str, token: str) -> None:
-    with ControllerClient(address, token, timeout=5) as client:
+def print_controller(address: str, token: str, tls: ClientTls | None = None) -> None:
+    with ControllerClient(address, token, timeout=5, tls=tls) as client:
         try:
             view = client.groups()
         except grpc.RpcError as e:
@@ -62,10 +64,11 @@ def _mib(n: int) -> str:
     return f"{n / 1048576:.1f}M"
 
 
-def print_status(addresses: list[str], token: str, as_json: bool = False) -> int:
+def print_status(addresses: list[str], token: str, as_json: bool = False,
+                 tls: ClientTls | None = None) -> int:
     statuses, failures = [], 0
     for address in addresses:
-        with AdminClient(address, token, timeout=5, operator=operator()) as client:
+        with AdminClient(address, token, timeout=5, operator=operator(), tls=tls) as client:
             try:
                 statuses.append(client.status())
             except grpc.RpcError as e:

@@ -14,7 +14,8 @@ from store.broker_role import BrokerRole
 
 from cluster.cli.commands import answer, command
 from cluster.cli.output import print_json, refused
-from cluster.cli.targets import DEFAULT_CLUSTER_DIR, controller_target, node_status_by_name
+from cluster.cli.targets import (DEFAULT_CLUSTER_DIR, add_tls_args, controller_target,
+                                 node_status_by_name)
 from cluster.client.controller_client import ControllerClient
 
 
@@ -27,6 +28,7 @@ def register(sub) -> None:
     p.add_argument("--token-file", help="the admin token (default: the folder's)")
     p.add_argument("--cluster-dir", default=DEFAULT_CLUSTER_DIR)
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    add_tls_args(p)
     p.set_defaults(run=_switch, parser=p)
     r = command(sub, "role", "switch a node's role by hand (clusters without a controller)",
                 answer(_role, lambda st, args: print(f"{st.node_id} is now {st.role} in epoch "
@@ -45,14 +47,14 @@ def _role(client, args):
 
 
 def _switch(args: argparse.Namespace) -> int:
-    address, token = controller_target(args.parser, args.cluster_dir, args.controller,
-                                       args.token_file)
+    address, token, tls = controller_target(args.parser, args.cluster_dir, args.controller,
+                                            args.token_file, args)
     node_id, group = args.to, args.group
     if ":" not in node_id:  # a name of the cluster folder
-        status = node_status_by_name(args.parser, args.cluster_dir, node_id)
+        status = node_status_by_name(args.parser, args.cluster_dir, node_id, args)
         node_id, group = status.node_id, group or status.broker_name
     group = group or node_id.rpartition(":")[0]
-    with ControllerClient(address, token) as client:
+    with ControllerClient(address, token, tls=tls) as client:
         try:
             view = client.switch_master(group, node_id)
         except grpc.RpcError as e:

@@ -2,7 +2,11 @@
 `python -m cluster local` folder (`--cluster-dir`, whose cluster.json lists the nodes and the
 token file) with `--node NAME`. `--node @master` (the default of commands that change
 something) is whichever node of the folder is the master now: after a failover that is not the
-node named "master"."""
+node named "master".
+
+TLS: nodes serving TLS need the CA that issued their certificates: `--tls-ca FILE` (and
+`--tls-cert`/`--tls-key` for nodes that need client certificates), or, for the nodes of a
+cluster folder, the folder's (`tls` in cluster.json, written by `cluster local --tls`)."""
 from __future__ import annotations
 
 import argparse
@@ -15,10 +19,32 @@ from store.errors import ConfigError
 
 from cluster.admin.admin_token import read_token_file
 from cluster.client.admin_client import AdminClient
-from cluster.node.local_cluster import CLUSTER_INFO_FILE, ClusterFolderError, read_cluster_info
+from cluster.node.local_cluster import (CLUSTER_INFO_FILE, ClusterFolderError, cluster_tls,
+                                        read_cluster_info)
+from cluster.security.tls import ClientTls
 
 DEFAULT_CLUSTER_DIR = "data/cluster"
 CURRENT_MASTER = "@master"
+
+
+def add_tls_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tls-ca", metavar="FILE",
+                   help="PEM CA of nodes serving TLS (default with --cluster-dir: the folder's)")
+    p.add_argument("--tls-cert", metavar="FILE",
+                   help="client certificate, for nodes that need one (tlsServerNeedClientAuth)")
+    p.add_argument("--tls-key", metavar="FILE", help="the client certificate's key")
+
+
+def client_tls(args, info: dict | None = None) -> ClientTls | None:
+    """--tls-ca (with --tls-cert/--tls-key), else the TLS of the cluster folder whose
+    cluster.json is `info` (only when the nodes called are the folder's), else plaintext."""
+    ca = getattr(args, "tls_ca", None)
+    try:
+        if ca or getattr(args, "tls_cert", None):
+            return ClientTls(ca or "", args.tls_cert or "", args.tls_key or "")
+        return cluster_tls(info) if info is not None else None
+    except ConfigError as e:
+        raise SystemExit(f"TLS: {e}")
 
 
 def add_target_args(p: argparse.ArgumentParser, default_node: str | None) -> None:
@@ -29,25 +55,27 @@ def add_target_args(p: argparse.ArgumentParser, default_node: str | None) -> Non
     p.add_argument("--node", default=default_node,
                    help=f"node name in <cluster-dir>/cluster.json, or {CURRENT_MASTER} for the "
                         f"current master (default {default_node})")
+    add_tls_args(p)
 
 
 def _node_address(parser: argparse.ArgumentParser, info: dict, cluster_dir: str,
-                  node: str) -> str:
+                  node: str, tls: ClientTls | None = None) -> str:
     nodes = {n["name"]: n["address"] for n in info.get("nodes", [])}
     if node == CURRENT_MASTER:
-        return _current_master(parser, info, nodes)
+        return _current_master(parser, info, nodes, tls)
     if node not in nodes:
         parser.error(f"no node {node!r} in {os.path.join(cluster_dir, CLUSTER_INFO_FILE)} "
                      f"(nodes: {', '.join(nodes)})")
     return nodes[node]
 
 
-def _current_master(parser: argparse.ArgumentParser, info: dict, nodes: dict[str, str]) -> str:
+def _current_master(parser: argparse.ArgumentParser, info: dict, nodes: dict[str, str],
+                    tls: ClientTls | None) -> str:
     """The address of the node that reports a master role in the highest epoch."""
     token = read_token_file(info["token_file"])
     best: tuple[int, str] | None = None
     for address in nodes.values():
-        with AdminClient(address, token, timeout=3) as client:
+        with AdminClient(address, token, timeout=3, tls=tls) as client:
             try:
                 s = client.status()
             except grpc.RpcError:
@@ -60,18 +88,23 @@ def _current_master(parser: argparse.ArgumentParser, info: dict, nodes: dict[str
     return best[1]
 
 
-def node_address(parser: argparse.ArgumentParser, cluster_dir: str, node: str) -> str:
-    """The address of a node of a `python -m cluster local` folder (parser error if unknown)."""
+def node_target(args) -> tuple[str, ClientTls | None]:
+    """(address, TLS) of --address, or of node --node of the cluster folder (parser error if
+    unknown)."""
+    if args.address:
+        return args.address, client_tls(args)
     try:
-        info = read_cluster_info(cluster_dir)
+        info = read_cluster_info(args.cluster_dir)
     except ClusterFolderError as e:
-        parser.error(f"give --address, or a cluster folder: {e}")
-    return _node_address(parser, info, cluster_dir, node)
+        args.parser.error(f"give --address, or a cluster folder: {e}")
+    tls = client_tls(args, info)
+    return _node_address(args.parser, info, args.cluster_dir, args.node, tls), tls
 
 
-def resolve_target(parser: argparse.ArgumentParser, args) -> tuple[str, str]:
-    """(address, token) or a parser error naming what is missing."""
+def resolve_target(parser: argparse.ArgumentParser, args) -> tuple[str, str, ClientTls | None]:
+    """(address, token, TLS) or a parser error naming what is missing."""
     address, token_file = args.address, args.token_file
+    tls = client_tls(args)
     if not address or not token_file:
         try:
             info = read_cluster_info(args.cluster_dir)
@@ -80,12 +113,13 @@ def resolve_target(parser: argparse.ArgumentParser, args) -> tuple[str, str]:
         if not address:
             if not args.node:
                 parser.error("--cluster-dir needs --node NAME")
-            address = _node_address(parser, info, args.cluster_dir, args.node)
+            tls = client_tls(args, info)
+            address = _node_address(parser, info, args.cluster_dir, args.node, tls)
         token_file = token_file or info.get("token_file")
     if not token_file:
         parser.error("give --token-file (the node logs where its token is)")
     try:
-        return address, read_token_file(token_file)
+        return address, read_token_file(token_file), tls
     except ConfigError as e:
         parser.error(str(e))
         raise  # unreachable: parser.error exits
@@ -101,13 +135,16 @@ def operator() -> str:
 
 def connect(args, timeout: float = 30.0) -> AdminClient:
     """An AdminClient for the node the arguments name (parser errors exit with status 2)."""
-    address, token = resolve_target(args.parser, args)
-    return AdminClient(address, token, timeout=timeout, operator=operator())
+    address, token, tls = resolve_target(args.parser, args)
+    return AdminClient(address, token, timeout=timeout, operator=operator(), tls=tls)
 
 
 def cluster_targets(cluster_dir: str | None, addresses: list[str],
-                    token_file: str | None) -> tuple[list[str], str]:
-    """Every node of a cluster folder (or the --address list) and the token (`status`)."""
+                    token_file: str | None, args=None) -> tuple[list[str], str,
+                                                             ClientTls | None]:
+    """Every node of a cluster folder (or the --address list), the token and the TLS
+    (`status`; `args`: its --tls-* options)."""
+    tls = client_tls(args)
     if cluster_dir and not addresses:
         try:
             info = read_cluster_info(cluster_dir)
@@ -116,19 +153,21 @@ def cluster_targets(cluster_dir: str | None, addresses: list[str],
                              f"--token-file)")
         addresses = [n["address"] for n in info["nodes"]]
         token_file = token_file or info["token_file"]
+        tls = client_tls(args, info)
     if not addresses:
         raise SystemExit("give --cluster-dir or --address")
     if not token_file:
         raise SystemExit("give --token-file (the node logs where its token is)")
     try:
-        return addresses, read_token_file(token_file)
+        return addresses, read_token_file(token_file), tls
     except ConfigError as e:
         raise SystemExit(str(e))
 
 
 def controller_target(parser: argparse.ArgumentParser, cluster_dir: str, address: str | None,
-                      token_file: str | None) -> tuple[str, str]:
-    """(controller address, token): the arguments, or the cluster folder's controller."""
+                      token_file: str | None, args=None) -> tuple[str, str, ClientTls | None]:
+    """(controller address, token, TLS): the arguments, or the cluster folder's controller."""
+    tls = client_tls(args)
     if not address or not token_file:
         try:
             info = read_cluster_info(cluster_dir)
@@ -139,23 +178,27 @@ def controller_target(parser: argparse.ArgumentParser, cluster_dir: str, address
                 parser.error(f"the cluster in {cluster_dir} runs without a controller (use "
                              f"`python -m cluster role` there)")
             address = info["controller"]["address"]
+            tls = client_tls(args, info)
         token_file = token_file or info.get("token_file")
     try:
-        return address, read_token_file(token_file)
+        return address, read_token_file(token_file), tls
     except ConfigError as e:
         parser.error(str(e))
         raise  # unreachable: parser.error exits
 
 
-def node_status_by_name(parser: argparse.ArgumentParser, cluster_dir: str, name: str):
+def node_status_by_name(parser: argparse.ArgumentParser, cluster_dir: str, name: str,
+                        args=None):
     """The status of the node called `name` in the cluster folder (parser error if it cannot
     be read)."""
     try:
         info = read_cluster_info(cluster_dir)
     except ClusterFolderError as e:
         parser.error(f"give a node id (broker-a:1), or a cluster folder: {e}")
-    address = _node_address(parser, info, cluster_dir, name)
-    with AdminClient(address, read_token_file(info["token_file"]), timeout=5) as client:
+    tls = client_tls(args, info)
+    address = _node_address(parser, info, cluster_dir, name, tls)
+    with AdminClient(address, read_token_file(info["token_file"]), timeout=5,
+                     tls=tls) as client:
         try:
             return client.status()
         except grpc.RpcError as e:

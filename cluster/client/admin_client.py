@@ -6,7 +6,6 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-import grpc
 
 from proto import admin_pb2 as pb
 from proto import admin_pb2_grpc as pb_grpc
@@ -14,6 +13,7 @@ from slave.replication_client import GRPC_OPTIONS
 
 from cluster.admin.admin_error import OPERATOR_METADATA
 from cluster.admin.store_export import DEFAULT_CHUNK_BYTES, ExportPathError, check_relative_path
+from cluster.security.tls import ClientTls, open_channel
 
 
 class ExportError(RuntimeError):
@@ -79,16 +79,18 @@ def _topic_request(name: str, fields: dict) -> pb.TopicRequest:
 
 class AdminClient:
     """One node's Admin API. `operator` (e.g. the local user name) travels as `x-operator`
-    metadata so the node's log of changes says who asked; it is not authenticated."""
+    metadata so the node's log of changes says who asked; it is not authenticated. `tls`: the
+    CA (and client certificate) of a node serving TLS; None: plaintext."""
 
-    def __init__(self, address: str, token: str, timeout: float = 30.0, operator: str = "") -> None:
+    def __init__(self, address: str, token: str, timeout: float = 30.0, operator: str = "",
+                 tls: ClientTls | None = None) -> None:
         self.address = address
         self.timeout = timeout
         # A channel of its own connections: gRPC otherwise shares them per target in the
         # process, and a new client of a node that just restarted would inherit the reconnect
         # backoff of an old one and fail at once.
-        self._channel = grpc.insecure_channel(
-            address, options=[*GRPC_OPTIONS, ("grpc.use_local_subchannel_pool", 1)])
+        self._channel = open_channel(
+            address, tls, [*GRPC_OPTIONS, ("grpc.use_local_subchannel_pool", 1)])
         self._stub = pb_grpc.AdminStub(self._channel)
         metadata = [("authorization", f"Bearer {token}")]
         if operator:

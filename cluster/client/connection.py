@@ -32,6 +32,7 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
 
 from cluster.client.client_errors import TransportError, check
+from cluster.security.tls import ClientTls, open_channel
 
 CLIENT_VERSION = "rmqstore-client-0.1"
 SERVICE = "apache.rocketmq.v2.MessagingService"
@@ -79,7 +80,8 @@ def _is_ipv4(host: str) -> bool:
 @dataclass(frozen=True)
 class ClientConfig:
     """How to reach the nodes. `request_timeout` (seconds) is the deadline of one call; long
-    polls add their polling time to it. `route_ttl`: seconds a topic's route is reused."""
+    polls add their polling time to it. `route_ttl`: seconds a topic's route is reused. `tls`:
+    the CA (and client certificate) of nodes serving TLS; None: plaintext."""
     endpoints: str
     namespace: str = ""
     access_key: str = ""
@@ -88,6 +90,7 @@ class ClientConfig:
     client_id: str = ""
     route_ttl: float = 30.0
     max_message_bytes: int = 64 * 1024 * 1024  # gRPC send/receive limits of the channel
+    tls: ClientTls | None = None
 
     def __post_init__(self) -> None:
         addresses = parse_endpoints(self.endpoints)
@@ -123,7 +126,7 @@ class Connection:
     def __init__(self, config: ClientConfig | str) -> None:
         self.config = config if isinstance(config, ClientConfig) else ClientConfig(config)
         limit = self.config.max_message_bytes
-        self.channel = grpc.insecure_channel(self.config.target, options=[
+        self.channel = open_channel(self.config.target, self.config.tls, [
             ("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)])
         self.stub = s_grpc.MessagingServiceStub(self.channel)
         self._routes: dict[str, tuple[float, list[d.MessageQueue]]] = {}

@@ -1,19 +1,22 @@
 """A client of the controller's operator calls (proto/controller.proto): the groups it knows and
-a planned switch of a group's master. Both need the admin bearer token."""
+a planned switch of a group's master. Both need the admin bearer token. `tls`: the CA (and
+client certificate) of a controller serving TLS; None: plaintext."""
 from __future__ import annotations
 
-import grpc
 
 from proto import controller_pb2 as pb
 from proto import controller_pb2_grpc as pb_grpc
 
+from cluster.security.tls import ClientTls, open_channel
+
 
 class ControllerClient:
-    def __init__(self, address: str, token: str, timeout: float = 10.0) -> None:
+    def __init__(self, address: str, token: str, timeout: float = 10.0,
+                 tls: ClientTls | None = None) -> None:
         self.address = address
         self.timeout = timeout
         self._metadata = (("authorization", f"Bearer {token}"),)
-        self._channel = grpc.insecure_channel(address)
+        self._channel = open_channel(address, tls)
         self._stub = pb_grpc.ControllerStub(self._channel)
 
     def groups(self) -> pb.GroupsView:

@@ -27,6 +27,10 @@ with its state in a file, the default):
                                      over within about this long after the active one dies
     controllerAdvertisedAddress      host:port nodes reach this controller on, written into the
                                      leader key so standbys can name it (listenAddress)
+
+TLS, with a node's keys (cluster/security/tls.py): tlsEnable, tlsServerCertPath,
+tlsServerKeyPath, tlsServerTrustCertPath, tlsServerNeedClientAuth (true: only nodes and
+operators with a certificate of the trust CA may call).
 """
 from __future__ import annotations
 
@@ -38,13 +42,14 @@ from store.errors import ConfigError
 from store.layout import ADMIN_TOKEN_FILE
 
 from cluster.controller.election import ElectionConfig
+from cluster.security.tls import KEYS as TLS_KEYS, TlsSettings, tls_settings_from_properties
 
 KEYS = frozenset({"listenAddress", "controllerStorePath", "adminTokenFile",
                   "controllerFailoverTimeoutMillis", "controllerLeaseMillis",
                   "controllerSettleMillis", "enableElectUncleanMaster",
                   "controllerDefaultMasterRole", "controllerEtcdEndpoints",
                   "controllerEtcdPrefix", "controllerEtcdLeaseSeconds",
-                  "controllerAdvertisedAddress", "clusterSecret", "clusterSecretFile"})
+                  "controllerAdvertisedAddress", "clusterSecret", "clusterSecretFile"}) | TLS_KEYS
 STATE_FILE = "controller.json"
 
 
@@ -82,6 +87,7 @@ class ControllerConfig:
     advertised_address: str = ""  # "" -> the address it listens on
     cluster_secret: str = ""
     cluster_secret_file: str = ""
+    tls: TlsSettings = TlsSettings()
 
     @property
     def state_path(self) -> str:
@@ -127,7 +133,8 @@ def controller_config_from_properties(props: dict[str, str]) -> ControllerConfig
                             admin_token_file=props.get("adminTokenFile", "").strip(),
                             election=election, etcd=etcd, advertised_address=advertised,
                             cluster_secret=props.get("clusterSecret", "").strip(),
-                            cluster_secret_file=props.get("clusterSecretFile", "").strip())
+                            cluster_secret_file=props.get("clusterSecretFile", "").strip(),
+                            tls=tls_settings_from_properties(props))
 
 
 def _host_port(key: str, value: str) -> str:

@@ -35,6 +35,7 @@ from cluster.controller.etcd_client import EtcdClient
 from cluster.controller.etcd_store import EtcdStateStore
 from cluster.controller.leadership import Leadership, LeadershipConfig, LeadershipThread
 from cluster.security.member_gate import MemberGate, MembershipServicer, resolve_cluster_secret
+from cluster.security.tls import add_port
 
 log = logging.getLogger(__name__)
 TICK_S = 0.1
@@ -74,7 +75,7 @@ class ControllerProcess:
                                                         thread_name_prefix="controller"),
                              interceptors=[BearerTokenInterceptor(self.token, PROTECTED_METHODS)])
         host = self.config.listen_address.rpartition(":")[0]
-        port = server.add_insecure_port(self.config.listen_address)
+        port = add_port(server, self.config.listen_address, self.config.tls)
         if port == 0:
             raise StoreError(f"cannot listen on {self.config.listen_address}")
         self.address = f"{host}:{port}"
@@ -97,7 +98,8 @@ class ControllerProcess:
             thread.start()
         where = (f"etcd {','.join(self.config.etcd.endpoints)} under {self.config.etcd.prefix}"
                  if self.config.etcd.enabled else self.config.state_path)
-        log.info("controller listening on %s (state in %s)", self.address, where)
+        log.info("controller listening on %s%s (state in %s)", self.address,
+                 " with TLS" if self.config.tls.enabled else "", where)
 
     def stop(self) -> None:
         for thread in reversed(self._threads):  # the leadership first: it resigns the lease

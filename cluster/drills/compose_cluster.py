@@ -6,7 +6,10 @@ controllers (one active, one standby), a master and two slaves, each a container
 - `ContainerProcess` is one service's container behind the drills' process interface: kill is
   `docker kill` (SIGKILL to the whole container), pause/resume are `docker pause`/`unpause`
   (the cgroup freezer: a SIGSTOP of every process in it), start is `docker start`.
-- `ComposeCluster` is the DrillTarget. Partitions disconnect a container from the project's
+- `ComposeCluster` is the DrillTarget. Its clients trust the project's CA
+  (secrets/tls/ca.pem beside the compose file, made by its `certs` service) when it is there,
+  and sign as the first admin account of secrets/plain_acl.yml (the nodes' ACL).
+  Partitions disconnect a container from the project's
   network and reconnect it at its fixed address with its aliases. That cuts it from everything:
   published ports are forwarded (docker-proxy, iptables DNAT) to the container's address on
   that network, so the host's clients lose it too, unlike the local drill's firewall rules.
@@ -29,6 +32,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cluster.admin.admin_token import read_token_file
 from cluster.controller.controller_process import ACTIVE_HEALTH_SERVICE
 from cluster.drills.target import GroupViews
+from cluster.security.acl_file import admin_credentials
+from cluster.security.tls import ClientTls, open_channel
 
 DEPLOY_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "deploy")
@@ -71,6 +76,8 @@ class ComposeProject:
         self.file = os.path.abspath(compose_file or os.path.join(DEPLOY_DIR,
                                                                   "docker-compose.yml"))
         self.token_file = os.path.join(os.path.dirname(self.file), "secrets", "admin.token")
+        self.tls_ca_file = os.path.join(os.path.dirname(self.file), "secrets", "tls", "ca.pem")
+        self.acl_file = os.path.join(os.path.dirname(self.file), "secrets", "plain_acl.yml")
         self._compose = [*command, "-p", name, "-f", self.file]
 
     def run(self, *args: str, timeout: float = 120.0) -> str:
@@ -210,6 +217,9 @@ class ComposeCluster(GroupViews):
         self.project = project
         self.root = os.path.abspath(root)
         self.token = read_token_file(project.token_file)
+        self.tls = ClientTls(project.tls_ca_file) if os.path.exists(project.tls_ca_file) \
+            else None
+        self.credentials = admin_credentials(project.acl_file)
         self.etcd = ContainerProcess(ETCD, project.container_id(ETCD))
         self._controllers = [self._service(n, CONTROLLER_PORT) for n in CONTROLLERS]
         self.nodes = [self._service(n, port) for n, port in NODE_PORTS.items()]
@@ -227,7 +237,7 @@ class ComposeCluster(GroupViews):
         """The active controller (its health service says so); while none is, the one that was
         last seen active."""
         for proc in self._controllers:
-            if _is_active(proc):
+            if _is_active(proc, self.tls):
                 self._last_active = proc
                 return proc
         return self._last_active
@@ -273,11 +283,11 @@ class ComposeCluster(GroupViews):
             self._cuts.pop().heal()
 
 
-def _is_active(proc: ContainerProcess) -> bool:
+def _is_active(proc: ContainerProcess, tls: ClientTls | None) -> bool:
     if proc.paused:
         return False
     try:
-        with grpc.insecure_channel(proc.address) as channel:
+        with open_channel(proc.address, tls) as channel:
             r = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=ACTIVE_HEALTH_SERVICE), timeout=1.0)
     except grpc.RpcError:

@@ -164,8 +164,10 @@ class DrillCluster(GroupViews):
                                 local_cluster.start_node)
             proc.adopt(n["pid"])
             nodes.append(proc)
-        return cls(os.path.abspath(cluster_dir), info["token_file"], controller, nodes,
-                   attached=True)
+        cluster = cls(os.path.abspath(cluster_dir), info["token_file"], controller, nodes,
+                      attached=True)
+        cluster.tls = local_cluster.cluster_tls(info)  # `cluster local --tls`: its CA
+        return cluster
 
     # -- processes ---------------------------------------------------------------------------
     def controllers(self) -> list[DrillProcess]:

@@ -143,7 +143,8 @@ def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
     history = History()
     ctx = DrillContext(cluster, history, workload_config, options.timing)
     groups = workload_config.all_groups()
-    workload = Workload([p.address for p in cluster.nodes], history, workload_config)
+    workload = Workload([p.address for p in cluster.nodes], history, workload_config,
+                        tls=cluster.tls, credentials=cluster.credentials)
     try:
         cluster.start_all()
         _prepare(cluster, workload_config)

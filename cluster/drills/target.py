@@ -14,6 +14,7 @@ from typing import Callable, Protocol, Sequence
 import grpc
 
 from cluster.client.admin_client import AdminClient
+from cluster.security.tls import ClientTls
 from proto import admin_pb2 as pb
 
 MASTER_ROLES = ("SYNC_MASTER", "ASYNC_MASTER")
@@ -41,6 +42,8 @@ class DrillTarget(Protocol):
     in the order a cold start brings them up."""
     root: str
     token: str
+    tls: ClientTls | None  # how clients reach the nodes (None: plaintext)
+    credentials: tuple[str, str]  # the ACL user clients sign with (("", ""): unsigned)
     nodes: list
     by_name: dict
     attached: bool  # someone else's cluster: the drill names its topics per run, leaves it up
@@ -67,12 +70,14 @@ class DrillTarget(Protocol):
 
 class GroupViews:
     """The replica group as its nodes report it over the Admin API. Needs `self.nodes` (with
-    `address`, `alive()`, `paused`) and `self.token`."""
+    `address`, `alive()`, `paused`), `self.token` and `self.tls`."""
     nodes: list
     token: str
+    tls: ClientTls | None = None
+    credentials: tuple[str, str] = ("", "")
 
     def admin(self, proc, timeout: float = 2.0) -> AdminClient:
-        return AdminClient(proc.address, self.token, timeout=timeout)
+        return AdminClient(proc.address, self.token, timeout=timeout, tls=self.tls)
 
     def status(self, proc) -> pb.NodeStatus | None:
         if not proc.alive() or proc.paused:

@@ -29,6 +29,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 
 from cluster.client.client_errors import ClientError, NotDurableError, TransportError
 from cluster.client.connection import ClientConfig, Connection
+from cluster.security.tls import ClientTls
 from cluster.client.message import Message
 from cluster.client.producer import Producer
 from cluster.client.simple_consumer import SimpleConsumer
@@ -95,8 +96,12 @@ def send_outcome(error: Exception | None) -> SendOutcome:
 class _Endpoints:
     """A worker's connections, one per node, and the node it uses now."""
 
-    def __init__(self, addresses: Sequence[str], start: int, timeout: float) -> None:
-        self.connections = [Connection(ClientConfig(endpoints=a, request_timeout=timeout))
+    def __init__(self, addresses: Sequence[str], start: int, timeout: float,
+                 tls: ClientTls | None = None, credentials: tuple[str, str] = ("", "")) -> None:
+        access_key, secret_key = credentials
+        self.connections = [Connection(ClientConfig(endpoints=a, request_timeout=timeout,
+                                                    tls=tls, access_key=access_key,
+                                                    secret_key=secret_key))
                             for a in addresses]
         self.index = start % len(addresses)
 
@@ -117,8 +122,11 @@ class Workload:
     connections; everything it sees goes into `history`."""
 
     def __init__(self, addresses: Sequence[str], history: History,
-                 config: WorkloadConfig = WorkloadConfig()) -> None:
+                 config: WorkloadConfig = WorkloadConfig(), tls: ClientTls | None = None,
+                 credentials: tuple[str, str] = ("", "")) -> None:
         self.addresses = list(addresses)
+        self.tls = tls
+        self.credentials = credentials  # (access key, secret key) of an ACL user; "": unsigned
         self.history = history
         self.config = config
         self._producing = threading.Event()
@@ -163,7 +171,7 @@ class Workload:
     def _produce(self, index: int, message_groups: int | None) -> None:
         c = self.config
         fifo = message_groups is not None
-        ends = _Endpoints(self.addresses, index, c.send_timeout)
+        ends = _Endpoints(self.addresses, index, c.send_timeout, self.tls, self.credentials)
         seqs = [0] * (message_groups or 1)
         interval = 1.0 / c.rate
         next_at = time.monotonic()
@@ -208,7 +216,7 @@ class Workload:
     # -- consuming -----------------------------------------------------------------------------
     def _consume(self, group: str, topic: str, index: int) -> None:
         c = self.config
-        ends = _Endpoints(self.addresses, index, c.send_timeout)
+        ends = _Endpoints(self.addresses, index, c.send_timeout, self.tls, self.credentials)
         consumers = [SimpleConsumer(conn, group, {topic: "*"}, await_duration=1.0,
                                     invisible_duration=c.invisible_s)
                      for conn in ends.connections]

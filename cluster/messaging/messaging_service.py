@@ -89,7 +89,7 @@ class MessagingService:
         self.sender = Sender(lambda msgs: role.require_master().put_messages(msgs), self.topics,
                              self.limits, clock.now_ms, prepare=self.transactions.prepare)
         self.reader = Reader(store, self.topics, self.budget, clock)
-        self.forwarder = MasterForwarder(c.access_key, c.secret_key)
+        self.forwarder = MasterForwarder(c.access_key, c.secret_key, c.tls)
         self.relay = TelemetryRelay(  # producers on a slave still get the master's checks
             lambda: role.followed_address, self.telemetry, self.forwarder)
         self.consumers = ConsumerService(role, store, clock, self.topics)

@@ -44,6 +44,7 @@ from cluster.messaging.v2_status import V2Error, put_status
 from cluster.messaging.route import TopicRegistry
 from cluster.messaging.transaction_records import check_transactional_send
 from cluster.security import signature
+from cluster.security.tls import TlsSettings, open_channel
 
 log = logging.getLogger(__name__)
 FORWARDED_HEADER = "x-rmqstore-forwarded"
@@ -148,9 +149,11 @@ def forward_error(e: grpc.RpcError, address: str, method: str) -> V2Error:
 class MasterForwarder:
     """A slave's one channel to its current master's MessagingService."""
 
-    def __init__(self, access_key: str = "", secret_key: str = "") -> None:
+    def __init__(self, access_key: str = "", secret_key: str = "",
+                 tls: TlsSettings | None = None) -> None:
         self.access_key = access_key
         self.secret_key = secret_key
+        self.tls = tls
         self._lock = threading.Lock()
         self._address = ""
         self._channel: grpc.Channel | None = None
@@ -161,7 +164,7 @@ class MasterForwarder:
             if address != self._address or self._stub is None:
                 if self._channel is not None:
                     self._channel.close()
-                self._channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+                self._channel = open_channel(address, self.tls, GRPC_OPTIONS)
                 self._stub = s_grpc.MessagingServiceStub(self._channel)
                 self._address = address
             return self._stub

@@ -28,6 +28,7 @@ from store.service import Service
 from cluster.controller.election import Assignment
 from cluster.node.controller_choice import ControllerChoice
 from cluster.security.member_proof import MembershipRefused
+from cluster.security.tls import TlsSettings, open_channel
 
 log = logging.getLogger(__name__)
 # A controller that was down reconnects within a second, not gRPC's default backoff (up to
@@ -55,7 +56,8 @@ class ControllerLink(Service):
     def __init__(self, addresses: list[str] | str, interval_ms: int, clock: Clock,
                  report: Callable[[], pb.NodeHeartbeat],
                  apply: Callable[[Assignment, float], None],
-                 credentials: Callable[[grpc.Channel], Sequence[tuple[str, str]]]) -> None:
+                 credentials: Callable[[grpc.Channel], Sequence[tuple[str, str]]],
+                 tls: TlsSettings | None = None) -> None:
         super().__init__()
         self.choice = ControllerChoice(addresses.split(";") if isinstance(addresses, str)
                                        else addresses)
@@ -64,7 +66,7 @@ class ControllerLink(Service):
         self._report = report
         self._apply = apply
         self._credentials = credentials  # proves membership for one heartbeat
-        self._channels = {a: grpc.insecure_channel(a, options=CHANNEL_OPTIONS)
+        self._channels = {a: open_channel(a, tls, CHANNEL_OPTIONS)
                           for a in self.choice.addresses}
         self._stubs = {a: pb_grpc.ControllerStub(c) for a, c in self._channels.items()}
         self._lock = threading.Lock()

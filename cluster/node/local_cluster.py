@@ -12,6 +12,13 @@ it with the command printed). `--no-controller` runs the fixed roles of brokerRo
 then one node exiting stops the others.
 
 Ports: the nodes listen on base, base+10 and base+20; the controller on base+30.
+
+`--tls`: a throwaway CA and a certificate per node, for the controller and for the operator's
+tools are made (or reused) in <dir>/tls/ (cluster/security/cert_authority.py), every port
+serves TLS, nodes call each other and the controller over TLS, and cluster.json names the CA
+(`tls`), so `python -m cluster status --cluster-dir <dir>` and the other commands use it.
+Clients need no certificate (tlsServerNeedClientAuth stays false: the official clients present
+none); the official clients need `tls_enable=True` and GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=<the CA>.
 """
 from __future__ import annotations
 
@@ -29,8 +36,13 @@ from store.layout import ADMIN_TOKEN_FILE
 
 from cluster.admin.admin_token import ensure_token_file, read_token_file
 from cluster.client.admin_client import AdminClient
+from cluster.security.cert_authority import ensure_ca, ensure_leaf, target_names
+from cluster.security.tls import ClientTls
 
-CLUSTER_INFO_FILE = "cluster.json"  # {"token_file": path, "nodes": [{"name", "address", ...}]}
+# {"token_file": path, "nodes": [{"name", "address", ...}], "controller": {...},
+#  "tls": {"ca_file", "cert_file", "key_file"} (only with --tls: what operator tools use)}
+CLUSTER_INFO_FILE = "cluster.json"
+TLS_DIR = "tls"
 
 
 class ClusterFolderError(Exception):
@@ -46,6 +58,30 @@ def read_cluster_info(cluster_dir: str) -> dict:
             return json.load(f)
     except (OSError, ValueError) as e:
         raise ClusterFolderError(f"cannot read {path}: {e}") from None
+
+
+def cluster_tls(info: dict) -> ClientTls | None:
+    """What a client of the cluster folder's nodes uses for TLS (None: plaintext)."""
+    tls = info.get("tls")
+    if not tls:
+        return None
+    return ClientTls(tls.get("ca_file", ""), tls.get("cert_file", ""), tls.get("key_file", ""))
+
+
+def ensure_tls(root: str, names: list[str],
+               node_addresses: list[str]) -> tuple[str, dict[str, list[str]]]:
+    """The CA path and the tls* config lines per name (every node, the controller, the
+    operator), certificates made or reused in <root>/tls for 127.0.0.1 and for clients given
+    several of `node_addresses` at once (a slave's route lists its master too)."""
+    folder = os.path.abspath(os.path.join(root, TLS_DIR))
+    ca = ensure_ca(folder, "LocalCluster")
+    lines = {}
+    for name in names:
+        leaf = ensure_leaf(folder, name, ca, dns=target_names(node_addresses))
+        lines[name] = ["tlsEnable=true", f"tlsServerCertPath={leaf.cert_path}",
+                       f"tlsServerKeyPath={leaf.key_path}",
+                       f"tlsServerTrustCertPath={ca.cert_path}"]
+    return ca.cert_path, lines
 
 
 def write_cluster_info(cluster_dir: str, info: dict) -> None:
@@ -84,8 +120,9 @@ def ensure_cluster_secret(root: str) -> str:
 
 
 def write_configs(root: str, base_port: int, role: str, token_file: str,
-                  controller_address: str = "") -> list[tuple[str, str, str]]:
-    """(name, config path, address) per node."""
+                  controller_address: str = "",
+                  tls: dict[str, list[str]] | None = None) -> list[tuple[str, str, str]]:
+    """(name, config path, address) per node; `tls`: more lines per node name (ensure_tls)."""
     master_address = f"127.0.0.1:{base_port}"
     secret_file = ensure_cluster_secret(root)
     out = []
@@ -105,6 +142,7 @@ def write_configs(root: str, base_port: int, role: str, token_file: str,
             lines += [f"controllerAddr={controller_address}", *CONTROLLED_HA_KEYS]
         elif broker_id:
             lines.append(f"haMasterAddress={master_address}")
+        lines += (tls or {}).get(name, [])
         path = os.path.join(root, f"{name}.conf")
         with open(path, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
@@ -131,13 +169,15 @@ def start_node(config_path: str, log_path: str, **popen: Any) -> tuple[subproces
                   **popen)
 
 
-def write_controller_config(root: str, port: int, token_file: str) -> str:
+def write_controller_config(root: str, port: int, token_file: str,
+                            tls_lines: list[str] = ()) -> str:
     path = os.path.join(root, "controller.conf")
     with open(path, "w", encoding="utf-8") as f:
         f.write(f"listenAddress=127.0.0.1:{port}\n"
                 f"controllerStorePath={os.path.abspath(os.path.join(root, 'controller'))}\n"
                 f"adminTokenFile={os.path.abspath(token_file)}\n"
                 f"clusterSecretFile={ensure_cluster_secret(root)}\n")
+        f.write("".join(line + "\n" for line in tls_lines))
     return path
 
 
@@ -151,11 +191,12 @@ def _wait_for_roles(cluster_info: dict, token_file: str, timeout: float = 20.0) 
     """Until the controller made one node master and the others follow it (the roles printed
     are then the ones the nodes have), or `timeout`."""
     token = read_token_file(token_file)
+    tls = cluster_tls(cluster_info)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         roles = []
         for n in cluster_info["nodes"]:
-            with AdminClient(n["address"], token, timeout=2) as client:
+            with AdminClient(n["address"], token, timeout=2, tls=tls) as client:
                 try:
                     roles.append(client.status().role)
                 except Exception:  # noqa: BLE001 - not up yet: look again
@@ -167,20 +208,29 @@ def _wait_for_roles(cluster_info: dict, token_file: str, timeout: float = 20.0) 
         time.sleep(0.2)
 
 
-def run_local(root: str, base_port: int, role: str, controller: bool = True) -> int:
+def run_local(root: str, base_port: int, role: str, controller: bool = True,
+              tls: bool = False) -> int:
     os.makedirs(root, exist_ok=True)
     token_file = os.path.join(root, ADMIN_TOKEN_FILE)
     ensure_token_file(token_file)
     controller_address = f"127.0.0.1:{base_port + CONTROLLER_PORT_OFFSET}" if controller else ""
-    nodes = write_configs(root, base_port, role, token_file, controller_address)
+    ca_file, tls_lines = ensure_tls(
+        root, [name for name, _ in NODES] + ["controller", "operator"],
+        [f"127.0.0.1:{base_port + 10 * i}" for i in range(len(NODES))]) if tls else ("", {})
+    nodes = write_configs(root, base_port, role, token_file, controller_address, tls_lines)
     procs: list[tuple[str, subprocess.Popen]] = []
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
         cluster_info: dict = {"token_file": os.path.abspath(token_file), "nodes": []}
+        if tls:
+            operator = os.path.join(os.path.dirname(ca_file), "operator")
+            cluster_info["tls"] = {"ca_file": ca_file, "cert_file": operator + ".pem",
+                                   "key_file": operator + ".key"}
         if controller:
-            conf = write_controller_config(root, base_port + CONTROLLER_PORT_OFFSET, token_file)
+            conf = write_controller_config(root, base_port + CONTROLLER_PORT_OFFSET, token_file,
+                                           tls_lines.get("controller", []))
             log_path = os.path.abspath(os.path.join(root, "controller.log"))
             proc, ready = start_controller(conf, log_path)
             procs.append(("controller", proc))
@@ -207,6 +257,11 @@ def run_local(root: str, base_port: int, role: str, controller: bool = True) -> 
         print(f"admin token: {os.path.abspath(token_file)}")
         print(f"cluster secret (replication and controller peers prove it): "
               f"{ensure_cluster_secret(root)}")
+        if tls:
+            print(f"TLS CA:      {ca_file} (every port serves TLS; certificates in "
+                  f"{os.path.dirname(ca_file)})")
+            print(f"official clients (tls_enable=True): "
+                  f"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={ca_file}")
         print(f"status:      .venv/bin/python -m cluster status --cluster-dir {root}")
         print("Ctrl-C stops everything cleanly.", flush=True)
         reported: set[str] = set()

@@ -54,6 +54,7 @@ from cluster.node.node_status import node_status
 from cluster.security.member_gate import (MemberCredentials, MemberGate, MembershipServicer,
                                           resolve_cluster_secret)
 from cluster.security.member_proof import CONTROLLER_HEARTBEAT, REPLICATION_STREAM
+from cluster.security.tls import add_port, open_channel
 
 log = logging.getLogger(__name__)
 SERVICES = ("rmqstore.admin.v1.Admin", "rmqstore.replication.v1.Replication", MESSAGING_SERVICE)
@@ -134,7 +135,7 @@ class Node:
         messaging_pb2_grpc.add_MessagingServiceServicer_to_server(
             MessagingServicer(self.messaging), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        self.port = server.add_insecure_port(c.listen_address)
+        self.port = add_port(server, c.listen_address, c.tls)
         if self.port == 0:
             raise StoreError(f"cannot listen on {c.listen_address}")
         self._server = server
@@ -153,10 +154,11 @@ class Node:
             self.link = ControllerLink(c.controller_addresses, c.controller_heartbeat_interval_ms,
                                        self.clock, self.heartbeat_report, self.apply_assignment,
                                        lambda channel: self.credentials.metadata(
-                                           channel, CONTROLLER_HEARTBEAT))
+                                           channel, CONTROLLER_HEARTBEAT), tls=c.tls)
             self.link.start()
-        log.info("node %s listening on %s:%d as %s (admin token: %s)", c.node_id,
-                 c.store.broker_ip1, self.port, self.role.name, self.token_source)
+        log.info("node %s listening on %s:%d%s as %s (admin token: %s)", c.node_id,
+                 c.store.broker_ip1, self.port, " with TLS" if c.tls.enabled else "",
+                 self.role.name, self.token_source)
 
     def stop(self) -> None:
         if self.link is not None:
@@ -248,7 +250,9 @@ class Node:
         slave = ReplicationClient(self.store, self.epochs, self.epoch_file, master_address,
                                   self.config.node_id, self.config.broker_name, self.clock,
                                   lambda channel: self.credentials.metadata(channel,
-                                                                            REPLICATION_STREAM))
+                                                                            REPLICATION_STREAM),
+                                  lambda address: open_channel(address, self.config.tls,
+                                                               GRPC_OPTIONS))
         slave.start()
         self._slave = slave
         self.role.set(Follower(master_address))

@@ -36,6 +36,13 @@ group starts from, and haMasterAddress is not needed):
                                 heartbeats go to the active one (cluster/node/controller_link.py)
     controllerHeartbeatInterval ms between two heartbeats to it (500)
     brokerElectionPriority      the lower wins an election between equally complete nodes (0)
+TLS on the node's port and its calls to peers (cluster/security/tls.py has the details):
+    tlsEnable                   false; true: serve TLS only, call the master and the controller
+                                over TLS
+    tlsServerCertPath, tlsServerKeyPath   the PEM certificate and key it presents (to clients,
+                                and to its peers as its client certificate)
+    tlsServerTrustCertPath      the PEM CA that verifies the peers it calls and, with
+                                tlsServerNeedClientAuth=true, its clients' certificates
 Transactions (RocketMQ's BrokerConfig names and defaults, see cluster/messaging/transaction*.py):
     transactionTimeOut       ms a half message stays unchecked after it was stored (6000)
     transactionCheckMax      checks sent before an unanswered transaction is rolled back (15)
@@ -53,6 +60,7 @@ from store.errors import ConfigError
 from store.layout import StoreLayout
 
 from cluster.security.access import ACL_KEYS, AclConfig, acl_config_from_properties
+from cluster.security.tls import KEYS as TLS_KEYS, TlsSettings, tls_settings_from_properties
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +70,7 @@ NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToke
                        "minInvisibleTimeMillsForRecv", "transactionTimeOut",
                        "transactionCheckMax", "transactionCheckInterval", "controllerAddr",
                        "controllerHeartbeatInterval", "brokerElectionPriority", "clusterSecret",
-                       "clusterSecretFile"}) | ACL_KEYS
+                       "clusterSecretFile"}) | ACL_KEYS | TLS_KEYS
 
 
 def check_ipv4_address(key: str, value: str) -> str:
@@ -102,6 +110,7 @@ class NodeConfig:
     cluster_secret: str = ""
     cluster_secret_file: str = ""
     acl: AclConfig = field(default_factory=AclConfig)
+    tls: TlsSettings = field(default_factory=TlsSettings)
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -199,7 +208,8 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
                       election_priority=_int(props, "brokerElectionPriority", 0),
                       cluster_secret=props.get("clusterSecret", "").strip(),
                       cluster_secret_file=props.get("clusterSecretFile", "").strip(),
-                      acl=acl_config_from_properties(props), store=store)
+                      acl=acl_config_from_properties(props),
+                      tls=tls_settings_from_properties(props), store=store)
 
 
 def _int(props: dict[str, str], key: str, default: int) -> int:

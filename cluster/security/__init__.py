@@ -1,1 +1,2 @@
-"""Security: access control of the client API (ACL), request signatures, TLS and peer membership."""
+"""Security: peer membership, TLS and the throwaway CA, access control of the client API (ACL)
+and request signatures."""

@@ -24,6 +24,7 @@ request must be signed by a user here.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import yaml
@@ -151,3 +152,15 @@ def read_acl_file(path: str) -> Acl:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read the ACL file {path}: {e}") from None
     return parse_acl(text, path)
+
+
+def admin_credentials(path: str) -> tuple[str, str]:
+    """(accessKey, secretKey) of the first admin account in the ACL file at `path`, for tools
+    that operate a cluster they deployed (the compose drills); ("", "") when there is no file.
+    A file without an admin account is an error: such a tool could not sign anything."""
+    if not os.path.exists(path):
+        return "", ""
+    for account in read_acl_file(path).accounts.values():
+        if account.admin:
+            return account.access_key, account.secret_key
+    raise ConfigError(f"{path} has no account with admin: true")

@@ -1,7 +1,11 @@
 """The compose cluster end to end: build (or reuse) the images, bring deploy/docker-compose.yml up
 under a project name of its own, send and receive through the RocketMQ 5 API from the host, kill
 the master container and see a slave take over and serve, then `down -v` whatever happened. The
-official RocketMQ 5 Python client sends and receives from the host too.
+official RocketMQ 5 Python client sends and receives from the host too. Every port serves TLS
+with the CA the project's `certs` service made in deploy/secrets/tls: the host's clients trust
+it (the official client through GRPC_DEFAULT_SSL_ROOTS_FILE_PATH), a plaintext client is
+refused. ACL is on: an unsigned producer is refused, the host's commands sign as the admin user
+of deploy/secrets/plain_acl.yml and the official client as its demo user (topic Demo only).
 
 deploy/build runs every time: with the base images cached it only rebuilds the code layers
 (seconds); without them it debootstraps (~2.5 min cold, hence the longer timeout). Skipped when
@@ -13,11 +17,15 @@ import os
 import subprocess
 import sys
 
+import grpc
 import pytest
 
 from cluster.admin.admin_token import read_token_file
 from cluster.client.admin_client import AdminClient
 from cluster.drills.compose_cluster import compose_command
+from cluster.security.cert_authority import load_cert, subject_alt_names
+from cluster.security.acl_file import admin_credentials, read_acl_file
+from cluster.security.tls import ClientTls
 from tests.deploy.compose_support import DEPLOY, REPO, build_images, skip_reason
 from tests.support.official_client import client_home, run_tool
 from tests.support.waiting import wait_until
@@ -26,18 +34,26 @@ from tests.support.waiting import wait_until
 OFFICIAL_TOOL = os.path.join(REPO, "tests", "messaging", "official_consumer_tool.py")
 NODES = {"master": "127.0.0.1:10911", "slave1": "127.0.0.1:10921", "slave2": "127.0.0.1:10931"}
 ENDPOINTS = ";".join(NODES.values())  # what a client on the host is given
+CA = os.path.join(DEPLOY, "secrets", "tls", "ca.pem")  # written by the compose `certs` service
+ACL = os.path.join(DEPLOY, "secrets", "plain_acl.yml")  # written by deploy/build
 
 
-def _cli(*args: str, timeout: float = 60) -> str:
-    r = subprocess.run([sys.executable, "-m", "cluster", *args], cwd=REPO, capture_output=True,
-                       text=True, timeout=timeout)
-    assert r.returncode == 0, f"cluster {' '.join(args)}: {r.stdout}{r.stderr}"
-    return r.stdout
+def _cli(*args: str, timeout: float = 60, ok: bool = True) -> str:
+    r = subprocess.run([sys.executable, "-m", "cluster", *args, "--tls-ca", CA], cwd=REPO,
+                       capture_output=True, text=True, timeout=timeout)
+    assert (r.returncode == 0) == ok, f"cluster {' '.join(args)}: {r.stdout}{r.stderr}"
+    return r.stdout + r.stderr
 
 
-def _role(address: str, token: str) -> str:
+def _signed(*args: str, **kw) -> str:
+    """A messaging command signed as the compose ACL's admin user."""
+    access_key, secret_key = admin_credentials(ACL)
+    return _cli(*args, "--access-key", access_key, "--secret-key", secret_key, **kw)
+
+
+def _role(address: str, token: str, tls: ClientTls | None = None) -> str:
     try:
-        with AdminClient(address, token, timeout=2) as client:
+        with AdminClient(address, token, timeout=2, tls=tls or ClientTls(CA)) as client:
             return client.status().role
     except Exception:  # noqa: BLE001 - down or not answering yet
         return ""
@@ -65,24 +81,41 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
         wait_until(healthy, 90, "healthy nodes", interval=0.5)
 
         token = read_token_file(os.path.join(DEPLOY, "secrets", "admin.token"))
+        # TLS only: the CA's certificates name each node's addresses; plaintext is refused
+        ips, _ = subject_alt_names(load_cert(os.path.join(DEPLOY, "secrets", "tls",
+                                                          "master.pem")))
+        assert {"127.0.0.1", "172.28.211.11"} <= set(ips)
+        with AdminClient(NODES["master"], token, timeout=3) as plain:
+            with pytest.raises(grpc.RpcError) as refused:
+                plain.status()
+            assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
 
         def master_now(among=tuple(NODES)) -> str | None:
             return next((n for n in among if _role(NODES[n], token).endswith("MASTER")), None)
         # Containers start together: a fresh group's first master is the first node to report
         # (all stores are empty, so any is safe), not necessarily the service named "master".
         first = wait_until(master_now, 60, "a master", interval=0.5)
-        out = _cli("produce", "--address", ENDPOINTS, "--topic", "Compose", "--count", "20")
+        # ACL on: an unsigned client is refused, the admin user of plain_acl.yml is not
+        out = _cli("produce", "--address", ENDPOINTS, "--topic", "Compose", "--count", "1",
+                   ok=False)
+        assert "UNAUTHORIZED" in out or "40100" in out or "unauthorized" in out.lower(), out
+        out = _signed("produce", "--address", ENDPOINTS, "--topic", "Compose", "--count", "20")
         assert "sent 20 message(s)" in out
-        out = _cli("receive", "--address", ENDPOINTS, "--topic", "Compose", "--group", "g",
+        out = _signed("receive", "--address", ENDPOINTS, "--topic", "Compose", "--group", "g",
                    "--count", "20", "--wait", "10")
         assert "20 message(s) from Compose" in out
-        # the official RocketMQ 5 Python client from the host, given the published ports
+        # the official RocketMQ 5 Python client from the host, given the published ports, as
+        # the ACL's demo user (its clock in UTC: it writes local time with a "Z")
+        demo = next(a for a in read_acl_file(ACL).accounts.values() if not a.admin)
         with client_home(os.path.join(str(tmp_path), "client-home")) as home:
-            steps = run_tool(OFFICIAL_TOOL, {"endpoint": ENDPOINTS, "steps": [
-                {"op": "send", "topic": "Official", "messages": [
+            steps = run_tool(OFFICIAL_TOOL, {"endpoint": ENDPOINTS, "ak": demo.access_key,
+                                             "sk": demo.secret_key, "steps": [
+                {"op": "send", "topic": "Demo", "messages": [
                     {"body": f"official-{i}", "tag": "t"} for i in range(5)]},
-                {"op": "receive", "group": "og", "topic": "Official", "tags": "*", "count": 5}]},
-                home, timeout=180)["steps"]
+                {"op": "receive", "group": "DemoGroup", "topic": "Demo", "tags": "*",
+                 "count": 5}],
+                "tls": True}, home, timeout=180,
+                env={"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": CA, "TZ": "UTC"})["steps"]
         assert not any("error" in m for m in steps[0]["sent"]), steps[0]
         assert sorted(m["body"] for m in steps[1]["received"]) == \
             [f"official-{i}" for i in range(5)]
@@ -91,11 +124,11 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
         new_master = wait_until(lambda: master_now(tuple(n for n in NODES if n != first)), 30,
                                 "a slave to take over", interval=0.5)
         # the host's client goes on through the remaining published ports
-        out = _cli("produce", "--address", ENDPOINTS, "--topic", "Compose", "--count", "5",
-                   "--body", "after {i}")
+        out = _signed("produce", "--address", ENDPOINTS, "--topic", "Compose", "--count", "5",
+                      "--body", "after {i}")
         assert "sent 5 message(s)" in out, new_master
-        out = _cli("receive", "--address", ENDPOINTS, "--topic", "Compose", "--group", "g",
-                   "--count", "5", "--wait", "10")
+        out = _signed("receive", "--address", ENDPOINTS, "--topic", "Compose", "--group", "g",
+                      "--count", "5", "--wait", "10")
         assert "5 message(s) from Compose" in out and "after 4" in out
     finally:
         subprocess.run([*compose, "down", "-v", "--remove-orphans", "-t", "5"],

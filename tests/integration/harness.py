@@ -410,12 +410,14 @@ class LocalCluster:
     a base port with P, P+10, P+20, P+30 free), its output read line by line; kill_all() reaps
     it and its processes."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, *options: str) -> None:
+        """`options`: more `cluster local` options (--tls)."""
         self.root = root
         self.base = _free_base_port()
         env = {**os.environ, "PYTHONPATH": ROOT}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cluster", "local", "--dir", root, "--base-port", str(self.base)],
+            [sys.executable, "-m", "cluster", "local", "--dir", root, "--base-port", str(self.base),
+             *options],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
             start_new_session=True, text=True)
         self.lines: queue.Queue[str | None] = queue.Queue()

@@ -3,7 +3,7 @@
 Runs as a script in its own process (its generated modules clash with ours in one process).
 Reads JSON from stdin, runs the steps in order, writes JSON to stdout:
 
-    in:  {"endpoint": "127.0.0.1:P", "steps": [
+    in:  {"endpoint": "127.0.0.1:P", "tls": false, "steps": [
             {"op": "send", "topic": "T", "messages": [{"body": "...", "tag": "a", "keys": ["k"],
                                                        "delay_ms": 2000}]},
             {"op": "receive", "group": "G", "topic": "T", "tags": "*", "count": 3,
@@ -17,7 +17,9 @@ A receive step calls SimpleConsumer.receive until `count` messages arrived or `w
 passed (then returns what it has; the test asserts). One consumer per (group, topic, tags),
 kept across steps; everything is shut down at the end. With "errors_end_step": true a receive
 step whose consumer cannot start or receive ends there, its error in ack_errors ("startup: ..."
-or "receive: ..."), instead of failing the tool.
+or "receive: ..."), instead of failing the tool. "tls": true opens the client's channels
+with tls_enable=True (it then trusts gRPC's default roots: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH in
+the environment names the test's CA).
 """
 from __future__ import annotations
 
@@ -47,7 +49,8 @@ def push(config, step: dict) -> dict:
             return ConsumeResult.SUCCESS
 
     consumer = PushConsumer(config, step["group"], Listener(),
-                            {step["topic"]: FilterExpression(step.get("tags", "*"))})
+                            {step["topic"]: FilterExpression(step.get("tags", "*"))},
+                            tls_enable=step.get("tls", False))
     consumer.startup()
     try:
         deadline = time.monotonic() + step.get("within_s", 30)
@@ -68,6 +71,7 @@ def main() -> int:
 
     spec = json.loads(sys.stdin.read())
     config = client_config(spec)
+    tls = bool(spec.get("tls", False))
     producers: dict[str, Producer] = {}
     consumers: dict[tuple, SimpleConsumer] = {}
     out = []
@@ -76,7 +80,8 @@ def main() -> int:
             if step["op"] == "send":
                 producer = producers.get(step["topic"])
                 if producer is None:
-                    producer = producers[step["topic"]] = Producer(config, (step["topic"],))
+                    producer = producers[step["topic"]] = Producer(config, (step["topic"],),
+                                                                   tls_enable=tls)
                     producer.startup()
                 sent = []
                 for m in step["messages"]:
@@ -93,7 +98,7 @@ def main() -> int:
                 if consumer is None:
                     consumer = SimpleConsumer(
                         config, step["group"], {step["topic"]: FilterExpression(key[2])},
-                        await_duration=step.get("await_s", 2))
+                        await_duration=step.get("await_s", 2), tls_enable=tls)
                     try:
                         consumer.startup()
                     except Exception as e:  # reported to the test (e.g. an ACL refusal)
@@ -127,7 +132,7 @@ def main() -> int:
                                 ack_errors.append(f"{type(e).__name__}: {e}")
                 out.append({"received": received, "ack_errors": ack_errors})
             elif step["op"] == "push":
-                out.append(push(config, step))
+                out.append(push(config, {"tls": tls, **step}))
             else:
                 raise ValueError(f"unknown op {step['op']!r}")
     finally:

@@ -1,0 +1,1 @@
+"""Tests of cluster/security: TLS on every port and the throwaway certificate authority."""

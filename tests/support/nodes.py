@@ -12,6 +12,8 @@ and fast replication timings.
     settle(master)                            # reput dispatched everything appended
     nodes.restart(master)                     # stopped and started again on its store and port
     nodes.close()                             # connections, channels, then nodes (newest first)
+    tls = nodes.tls("master")                 # TlsSettings with a certificate of the test CA
+    secure = nodes.start(tls=tls)             # serves TLS; stub/admin/connect trust the CA
 
 A ManualClock node runs its invisibility times, long polls, delays and transaction checks by
 that clock: a long poll on an empty queue then ends only when the test advances the clock (or
@@ -33,6 +35,8 @@ from cluster.client import ClientConfig, Connection
 from cluster.client.admin_client import AdminClient
 from cluster.node.node import Node
 from cluster.node.node_config import NodeConfig
+from cluster.security.cert_authority import ensure_ca, ensure_leaf
+from cluster.security.tls import ClientTls, TlsSettings, open_channel
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
 from store.clock import SYSTEM_CLOCK, Clock
 from store.config import FIELD_BY_KEY, StoreConfig
@@ -121,14 +125,31 @@ class Nodes:
         self.stop(node)
         return again(port)
 
+    def tls(self, name: str, need_client_auth: bool = False,
+            dns: tuple[str, ...] = ()) -> TlsSettings:
+        """TlsSettings of a certificate for `name` (127.0.0.1, and `dns` names) issued by this
+        test's CA, in <root>/tls."""
+        folder = os.path.join(self.root, "tls")
+        ca = ensure_ca(folder, "test")
+        leaf = ensure_leaf(folder, name, ca, dns=dns)
+        return TlsSettings(enabled=True, cert_file=leaf.cert_path, key_file=leaf.key_path,
+                           trust_file=ca.cert_path, need_client_auth=need_client_auth)
+
     # -- clients ------------------------------------------------------------------------------
+    @staticmethod
+    def client_tls(node: Node) -> ClientTls | None:
+        """What a client of `node` needs: its CA and (for a node that needs one) its own
+        certificate as the client certificate; None for a plaintext node."""
+        return node.config.tls.client()
+
     def stub(self, node: Node) -> s_grpc.MessagingServiceStub:
-        channel = grpc.insecure_channel(node.address)
+        channel = open_channel(node.address, self.client_tls(node))
         self._channels.append(channel)
         return s_grpc.MessagingServiceStub(channel)
 
     def admin(self, node: Node, token: str = TOKEN) -> AdminClient:
-        client = AdminClient(node.address, token, timeout=15, operator="pytest")
+        client = AdminClient(node.address, token, timeout=15, operator="pytest",
+                             tls=self.client_tls(node))
         self._clients.append(client)
         return client
 
@@ -136,6 +157,8 @@ class Nodes:
         """A client Connection to a node (or to "host:port;host:port" endpoints)."""
         endpoints = node_or_endpoints if isinstance(node_or_endpoints, str) \
             else node_or_endpoints.address
+        if not isinstance(node_or_endpoints, str):
+            config.setdefault("tls", self.client_tls(node_or_endpoints))
         conn = Connection(ClientConfig(endpoints, **config))
         self._clients.append(conn)
         return conn

@@ -16,9 +16,11 @@ import pytest
 VERSION = "5.1.2"
 
 
-def run_tool(tool: str, request: dict, home: str, timeout: float = 120) -> dict:
-    """Run `tool` with `request` as JSON on stdin; its JSON answer (its client_version checked)."""
-    env = {**os.environ, "HOME": home}
+def run_tool(tool: str, request: dict, home: str, timeout: float = 120,
+             env: dict[str, str] | None = None) -> dict:
+    """Run `tool` with `request` as JSON on stdin; its JSON answer (its client_version checked).
+    `env`: more environment variables (GRPC_DEFAULT_SSL_ROOTS_FILE_PATH for a TLS node)."""
+    env = {**os.environ, **(env or {}), "HOME": home}
     env.pop("PYTHONPATH", None)
     proc = subprocess.run([sys.executable, tool], input=json.dumps(request), capture_output=True,
                           text=True, env=env, timeout=timeout)
