@@ -3,6 +3,7 @@
     python -m cluster node --config broker.conf [--set key=value ...]
     python -m cluster controller --config controller.conf [--set key=value ...]
     python -m cluster local [--dir D] [--base-port P] [--role R] [--no-controller] [--tls]
+                            [--acl PLAIN_ACL_YML]
 
 `node` and `controller` run until SIGTERM or Ctrl-C, then stop cleanly, and print one JSON line
 when they serve, for the scripts and tests that start them:
@@ -45,6 +46,9 @@ def register(sub) -> None:
     local.add_argument("--tls", action="store_true",
                        help="TLS on every port, with a throwaway CA and certificates made in "
                             "<dir>/tls (reused on later starts)")
+    local.add_argument("--acl", default="", metavar="PLAIN_ACL_YML",
+                       help="ACL on: every client call is signed by a user of this RocketMQ "
+                            "plain_acl.yml and holds its PUB/SUB permissions (README Security)")
     local.set_defaults(run=_run_local)
 
 
@@ -116,5 +120,9 @@ def _run_local(args) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from cluster.node.local_cluster import run_local
-    return run_local(args.dir, args.base_port, args.role, controller=not args.no_controller,
-                     tls=args.tls)
+    try:
+        return run_local(args.dir, args.base_port, args.role,
+                         controller=not args.no_controller, tls=args.tls, acl_file=args.acl)
+    except ConfigError as e:  # a bad --acl file: nothing was started
+        print(f"cluster local: {e}", file=sys.stderr)
+        return 2
