@@ -42,6 +42,24 @@ def check_topic(topic: str, *, allow_system: bool = False) -> None:
         raise MessageIllegal("topic", f"{topic} is a reserved system topic")
 
 
+MAX_GROUP_LENGTH = 120  # TopicValidator.GROUP_MAX_LENGTH
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"  # MixAll.isSysConsumerGroup
+
+
+def check_group(group: str) -> None:
+    """A consumer group name (RocketMQ's Validators.checkGroup and the proxy's system groups)."""
+    if not group:
+        raise MessageIllegal("consumer group", "empty")
+    if not TOPIC_PATTERN.match(group):
+        raise MessageIllegal("consumer group",
+                             f"{group!r} has characters outside [%|a-zA-Z0-9_-]")
+    if len(group) > MAX_GROUP_LENGTH:
+        raise MessageIllegal("consumer group", f"length {len(group)} exceeds {MAX_GROUP_LENGTH}")
+    if group.startswith(SYSTEM_GROUP_PREFIX):
+        raise MessageIllegal("consumer group", f"{group} is a reserved system group "
+                                               f"({SYSTEM_GROUP_PREFIX}...)")
+
+
 def check_message(msg: Message, *, max_body: int, allow_system_topic: bool = False,
                   known_topics: set[str] | None = None) -> None:
     """Topic, body and queue id. Properties (separators, tag, size) are checked by

@@ -73,8 +73,10 @@ def _group(resource: d.Resource) -> str:
 
 class ConsumerCalls:
     def __init__(self, consumers: ConsumerService, waiter: "DispatchWaiter",
-                 budget: "StreamBudget | None", settings: ConsumeSettings = ConsumeSettings()) -> None:
+                 budget: "StreamBudget | None", settings: ConsumeSettings = ConsumeSettings(),
+                 *, receipt_key: bytes) -> None:
         self.consumers = consumers
+        self.receipt_key = receipt_key  # the group's shared key: handles survive failover
         self.waiter = waiter
         self.budget = budget
         self.settings = settings
@@ -205,7 +207,8 @@ class ConsumerCalls:
         for qid, x in deliveries:
             m = record_to_v2(x.record)
             sp = m.system_properties
-            sp.receipt_handle = receipt.encode(topic, group, qid, x.offset, x.handle)
+            sp.receipt_handle = receipt.encode(self.receipt_key, topic, group, qid, x.offset,
+                                               x.handle)
             sp.delivery_attempt = x.attempt
             sp.invisible_duration.CopyFrom(Duration(seconds=invisible_ms // 1000,
                                                     nanos=invisible_ms % 1000 * 1_000_000))
@@ -251,7 +254,7 @@ class ConsumerCalls:
     def _current(self, group: str, topic: str, text: str) -> receipt.Receipt:
         """The receipt of a delivery still in flight (call with the lock held)."""
         try:
-            r = receipt.decode(text, topic, group)
+            r = receipt.decode(self.receipt_key, text, topic, group)
         except receipt.BadReceiptHandle as e:
             raise V2Error(d.INVALID_RECEIPT_HANDLE, str(e)) from None
         q = self.consumers.state.queue(group, topic, r.queue_id)
@@ -281,7 +284,8 @@ class ConsumerCalls:
                 "until": self._clock.now_ms() + invisible}])
         status = consumers.wait(master, pending)
         return s.ChangeInvisibleDurationResponse(
-            status=status, receipt_handle=receipt.encode(topic, group, r.queue_id, r.offset, new))
+            status=status,
+            receipt_handle=receipt.encode(self.receipt_key, topic, group, r.queue_id, r.offset, new))
 
     # -- ForwardMessageToDeadLetterQueue ------------------------------------------------------
     def forward_to_dlq(self, request: s.ForwardMessageToDeadLetterQueueRequest

@@ -47,7 +47,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store import codec
 from store.codec import Message, MessageRecord, SysFlag
 from store.errors import MessageIllegal
-from store.validation import check_topic
+from store.validation import check_group, check_topic
 
 from cluster.messaging.v2_status import V2Error
 
@@ -72,18 +72,19 @@ RESERVED_PROPERTY_NAMES = frozenset({
     PROPERTY_TRACE_CONTEXT, "CHECK_IMMUNITY_TIME_IN_SECONDS", "__transactionId__",
     "TRANSACTION_CHECK_TIMES",
 })
-# RocketMQ 5 proxy defaults (ProxyConfig).
-MAX_USER_PROPERTY_NUM = 128
-MAX_USER_PROPERTY_SIZE = 16 * 1024  # user properties + tag + keys, UTF-8 bytes
-MAX_MESSAGE_GROUP_SIZE = 64  # bytes; RocketMQ refuses >= this
 SECONDS_THAT_ARE_MILLIS = 10 ** 11  # see the module doc (client bug)
 
 
 @dataclass(frozen=True)
 class SendLimits:
-    max_body: int  # maxMessageSize (per message body, after decompression)
+    """What one SendMessage may carry (keys and defaults: cluster/node/client_limits.py)."""
+    max_body: int  # maxMessageSize (per message body, after decompression; per batch)
     max_properties: int  # maxPropertiesSize (encoded properties of one record)
     max_delay_ms: int  # timerMaxDelaySec in ms
+    max_user_property_size: int = 16 * 1024  # user properties + tag + keys, UTF-8 bytes
+    max_user_property_num: int = 128
+    max_message_group_size: int = 64  # bytes; RocketMQ refuses >= this
+    max_batch_count: int = 1024  # messages per request
 
 
 # -- validation helpers --------------------------------------------------------------------------
@@ -122,9 +123,9 @@ def check_group_resource(resource: d.Resource) -> str:
     name = resource.name
     if name:
         try:
-            check_topic(name)
+            check_group(name)
         except MessageIllegal as e:
-            raise V2Error(d.ILLEGAL_CONSUMER_GROUP, str(e).replace("topic", "consumer group")) from None
+            raise V2Error(d.ILLEGAL_CONSUMER_GROUP, str(e)) from None
     return name
 
 
@@ -181,6 +182,9 @@ def to_store_messages(messages: Sequence[d.Message], limits: SendLimits, now_ms:
     picks the queue). Raises V2Error; the result is only built when every message is valid."""
     if not messages:
         raise V2Error(d.MESSAGE_CORRUPTED, "no message to send")
+    if len(messages) > limits.max_batch_count:
+        raise V2Error(d.PAYLOAD_TOO_LARGE, f"{len(messages)} messages in one request, at most "
+                                           f"maxBatchMessageCount {limits.max_batch_count}")
     first = messages[0].topic
     topic = check_topic_resource(first)
     out = []
@@ -236,9 +240,10 @@ def _to_store_message(m: d.Message, topic: str, limits: SendLimits, now_ms: int,
     user_size = 0
     user = m.user_properties
     if user:
-        if len(user) > MAX_USER_PROPERTY_NUM:
+        if len(user) > limits.max_user_property_num:
             raise V2Error(d.MESSAGE_PROPERTIES_TOO_LARGE,
-                          f"{len(user)} user properties, at most {MAX_USER_PROPERTY_NUM}")
+                          f"{len(user)} user properties, at most userPropertyMaxNum "
+                          f"{limits.max_user_property_num}")
         for name in sorted(user):
             value = user[name]
             if not name or not name.strip():
@@ -281,10 +286,11 @@ def _to_store_message(m: d.Message, topic: str, limits: SendLimits, now_ms: int,
             user_size += _utf8_len(key)
         if kept:
             props[_KEYS] = codec.KEY_SEPARATOR.join(kept)
-    if user_size > MAX_USER_PROPERTY_SIZE:
+    if user_size > limits.max_user_property_size:
         raise V2Error(d.MESSAGE_PROPERTIES_TOO_LARGE, f"user properties, tag and keys take "
                                                       f"{user_size} bytes, at most "
-                                                      f"{MAX_USER_PROPERTY_SIZE}")
+                                                      f"maxUserPropertySize "
+                                                      f"{limits.max_user_property_size}")
     # message id
     message_id = sp.message_id
     if not message_id.strip():
@@ -297,9 +303,10 @@ def _to_store_message(m: d.Message, topic: str, limits: SendLimits, now_ms: int,
     if group:
         if not group.strip():
             raise V2Error(d.ILLEGAL_MESSAGE_GROUP, "message group cannot be blank")
-        if _utf8_len(group) >= MAX_MESSAGE_GROUP_SIZE:
-            raise V2Error(d.ILLEGAL_MESSAGE_GROUP, f"message group must be shorter than "
-                                                   f"{MAX_MESSAGE_GROUP_SIZE} bytes")
+        if _utf8_len(group) >= limits.max_message_group_size:
+            raise V2Error(d.ILLEGAL_MESSAGE_GROUP, f"message group of {_utf8_len(group)} bytes, "
+                                                   f"must be shorter than maxMessageGroupSize "
+                                                   f"{limits.max_message_group_size}")
         if _control(group):
             raise V2Error(d.ILLEGAL_MESSAGE_GROUP, "message group contains a control character")
         props[PROPERTY_SHARDING_KEY] = group

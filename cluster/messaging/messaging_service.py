@@ -24,6 +24,7 @@ a slave, its master's address. `advertisedAddress` defaults to brokerIP1 and the
 from __future__ import annotations
 
 import logging
+import os
 from typing import TYPE_CHECKING, Callable
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
@@ -68,8 +69,16 @@ class MessagingService:
     (checked by v2_access.V2AccessInterceptor before a call reaches the servicer)."""
 
     def __init__(self, role: "Role", store: "MessageStore", config: "LiveConfig", clock: "Clock",
-                 advertised_address: Callable[[], str]) -> None:
+                 advertised_address: Callable[[], str], receipt_key: bytes | None = None) -> None:
+        """`receipt_key`: the broker group's shared key of receipt handles and transaction ids
+        (cluster/consume/handle_mac.py); default NodeConfig.receipt_key, or a random key (valid
+        on this node until it stops) when that is empty."""
         c = config.current
+        key = c.receipt_key if receipt_key is None else receipt_key
+        if not key:
+            log.warning("no cluster secret: receipt handles and transaction ids use a random "
+                        "key and do not survive a restart or a failover")
+            key = os.urandom(32)
         self.role = role
         self.store = store
         self.live = config
@@ -83,7 +92,7 @@ class MessagingService:
         self.budget = StreamBudget(MAX_OPEN_STREAMS)
         self.telemetry = TelemetryHub(self.budget, lambda: self.max_body_size)
         self.telemetry.group_settings = self._group_settings
-        self.transactions = TransactionService(role, store)
+        self.transactions = TransactionService(role, store, key=key)
         self.transaction_checker = TransactionChecker(self.transactions, self.telemetry, clock,
                                                       config)
         self.sender = Sender(lambda msgs: role.require_master().put_messages(msgs), self.topics,
@@ -96,7 +105,7 @@ class MessagingService:
         self.tables = TableService([self.consumers.table, self.topics.table.replicated])
         self.consumer_router = ConsumerRouter(self, ConsumerCalls(
             self.consumers, self.reader.waiter, self.budget,
-            ConsumeSettings(min_invisible_ms=c.min_invisible_time_ms)))
+            consume_settings(c), receipt_key=key))
 
     @property
     def config(self) -> "NodeConfig":
@@ -117,9 +126,7 @@ class MessagingService:
 
     # -- settings -----------------------------------------------------------------------------
     def limits(self) -> SendLimits:
-        c = self.config.store
-        return SendLimits(max_body=c.max_message_size, max_properties=c.max_properties_size,
-                          max_delay_ms=c.timer_max_delay_sec * 1000)
+        return send_limits(self.config)
 
     def _group_settings(self, group: str) -> tuple[bool, int] | None:
         info = self.consumers.state.groups.get(group) if self.role.master is not None else None
@@ -217,6 +224,25 @@ class MessagingService:
         """The master resolves the transaction (transaction.py); a slave forwards it."""
         return self.transactions.end_transaction(request, self.forwarder, forwarded=forwarded,
                                                  timeout=timeout, client_id=client_id)
+
+
+def send_limits(config: "NodeConfig") -> SendLimits:
+    """What a SendMessage may carry (cluster/node/client_limits.py, the store's sizes)."""
+    c, lim = config.store, config.limits
+    return SendLimits(max_body=c.max_message_size, max_properties=c.max_properties_size,
+                      max_delay_ms=c.timer_max_delay_sec * 1000,
+                      max_user_property_size=lim.max_user_property_size,
+                      max_user_property_num=lim.user_property_max_num,
+                      max_message_group_size=lim.max_message_group_size,
+                      max_batch_count=lim.max_batch_message_count)
+
+
+def consume_settings(config: "NodeConfig") -> ConsumeSettings:
+    lim = config.limits
+    return ConsumeSettings(min_invisible_ms=config.min_invisible_time_ms,
+                           max_invisible_ms=lim.max_invisible_time_ms,
+                           max_long_polling_ms=lim.max_long_polling_ms,
+                           max_batch_size=lim.max_receive_batch_size)
 
 
 def _error(code: int, message: str) -> s.SendMessageResponse:

@@ -60,13 +60,14 @@ _DONE = {"commit": "committed", "rollback": "rolled back"}
 class Renewed:
     """A check copy just appended: what to send the producer."""
     record: MessageRecord  # the half as read (its content is the copy's)
-    transaction_id: str  # the copy's offset msg id
+    transaction_id: str  # the copy's transaction id (its offset msg id, with the check)
 
 
 class TransactionService:
-    def __init__(self, role: "Role", store: "MessageStore") -> None:
+    def __init__(self, role: "Role", store: "MessageStore", *, key: bytes) -> None:
         self.role = role
         self.store = store
+        self.key = key  # the group's shared key of transaction ids (transaction_records.py)
         self.lock = threading.Lock()
         self.table = TransactionTable()
         self._loaded_for: object | None = None
@@ -116,7 +117,8 @@ class TransactionService:
                     if self._loaded_for is master:
                         self.table.add_half(record)
         result = master.wait_durable([half], result)
-        ids = [a.msg_id for a in result.appends]
+        uniq = msg.properties[codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
+        ids = [tr.transaction_id(self.key, a.msg_id, msg.topic, uniq) for a in result.appends]
         return send_response(result, [half], ids)
 
     def _appended_record(self, result: PutResult) -> MessageRecord | None:
@@ -148,12 +150,13 @@ class TransactionService:
                                                 "characters")
         if not request.transaction_id.strip():
             raise V2Error(d.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
-        phy = tr.transaction_offset(request.transaction_id)
+        phy, offset_msg_id = tr.transaction_offset(self.key, request.transaction_id, topic,
+                                                   message_id)
         resolution = request.resolution
         if resolution not in (d.COMMIT, d.ROLLBACK, d.TRANSACTION_RESOLUTION_UNSPECIFIED):
             raise V2Error(d.BAD_REQUEST, f"unknown resolution {resolution}")
         master = self.ensure_loaded()
-        record = self._half_at(phy, request.transaction_id)
+        record = self._half_at(phy, offset_msg_id, request.transaction_id)
         self._check_matches(record, topic, message_id, request.transaction_id)
         if resolution == d.TRANSACTION_RESOLUTION_UNSPECIFIED:
             return s.EndTransactionResponse(status=d.Status(
@@ -181,7 +184,7 @@ class TransactionService:
                  d.TransactionSource.values() else request.source)
         return s.EndTransactionResponse(status=put_status(master.wait_durable(msgs, result)))
 
-    def _half_at(self, phy: int, transaction_id: str) -> MessageRecord:
+    def _half_at(self, phy: int, offset_msg_id: str, transaction_id: str) -> MessageRecord:
         """The half record a transaction id names: it must be a record the half queue lists at
         that commitlog offset (so an offset into a message body finds nothing)."""
         with self.lock:
@@ -194,7 +197,7 @@ class TransactionService:
                                                     f"half message at offset {phy}")
         record = self.store.look_message_by_offset(phy)
         if record is None or record.topic != tr.HALF_TOPIC or record.queue_offset != known[0] \
-                or record.msg_id != transaction_id.strip().upper():
+                or record.msg_id != offset_msg_id.upper():
             raise V2Error(d.INVALID_TRANSACTION_ID, f"transaction {transaction_id} does not name "
                                                     f"a half message")
         return record
@@ -238,7 +241,9 @@ class TransactionService:
         if not result.status.stored:
             log.warning("check copy of transaction %d: %s", half.root, put_status_message(result))
             return None
-        return Renewed(record, result.append.msg_id)
+        uniq = record.properties.get(codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
+        return Renewed(record, tr.transaction_id(self.key, result.append.msg_id, half.real_topic,
+                                                 uniq))
 
     def give_up(self, half: OpenHalf) -> bool:
         """Roll back a transaction checked transactionCheckMax times (an op record)."""

@@ -34,11 +34,20 @@ Committed record (endMessageTransaction): the half record rebuilt on its real to
 sysFlag TRANSACTION_COMMIT_TYPE, preparedTransactionOffset = the half record's commitlog offset,
 properties without REAL_TOPIC, REAL_QID, TRAN_MSG and TRAN_PREPARED_QUEUE_OFFSET.
 
-Transaction id (SendResultEntry.transaction_id, RecoverOrphanedTransactionCommand): the offset
-message id of the half record it names: uppercase hex of store host IP + i32 port + i64
-commitlog offset (32 characters for IPv4, 56 for IPv6), RocketMQ's offset msgId. It locates the
-record directly, survives failover (records replicate byte for byte, store host included) and is
-checked against the record it points at, so a forged offset finds nothing.
+Transaction id (SendResultEntry.transaction_id, RecoverOrphanedTransactionCommand), opaque to
+the clients:
+
+    <offset msg id>-<check>
+
+The offset message id of the half record it names (uppercase hex of store host IP + i32 port +
+i64 commitlog offset, 32 characters for IPv4, 56 for IPv6, RocketMQ's offset msgId) locates the
+record directly and survives failover (records replicate byte for byte, store host included).
+The check is handle_mac.mac(key, "T1", offset msg id, topic, message id) under the broker
+group's shared key: without the key nobody can name a half message (the offsets are easy to
+guess), so a producer cannot commit or roll back another producer's transaction, and an id
+used with another topic or message id is refused before anything is looked up. The record it
+points at is still checked (topic, message id, that it is a half message). An id without the
+check (the format before it) is INVALID_TRANSACTION_ID.
 """
 from __future__ import annotations
 
@@ -50,6 +59,7 @@ from store import codec
 from store.codec import Message, MessageRecord, SysFlag
 from store.errors import MessageIllegal
 
+from cluster.consume.handle_mac import mac, verify
 from cluster.messaging.convert import record_to_v2
 
 from cluster.messaging.v2_status import V2Error
@@ -205,14 +215,35 @@ def op_offsets(record: MessageRecord) -> list[int]:
 
 
 # -- transaction ids ----------------------------------------------------------------------------
-def transaction_offset(transaction_id: str) -> int:
-    """The commitlog offset a transaction id names; INVALID_TRANSACTION_ID when malformed."""
+_ID_SEPARATOR = "-"
+_ID_KIND = "T1"
+
+
+def transaction_id(key: bytes, offset_msg_id: str, topic: str, message_id: str) -> str:
+    """The id a producer gets for the half record at `offset_msg_id` (see the module doc)."""
+    return f"{offset_msg_id}{_ID_SEPARATOR}{mac(key, _ID_KIND, offset_msg_id, topic, message_id)}"
+
+
+def transaction_offset(key: bytes, transaction_id: str, topic: str, message_id: str
+                       ) -> tuple[int, str]:
+    """(commitlog offset, offset msg id) of a transaction id issued for `topic` and
+    `message_id`; INVALID_TRANSACTION_ID when it is malformed, old, forged or another's."""
+    text = transaction_id.strip()
+    offset_msg_id, separator, check = text.partition(_ID_SEPARATOR)
+    if not separator:
+        raise V2Error(d.INVALID_TRANSACTION_ID,
+                      f"transaction id {transaction_id!r} is not one this server issued (an id "
+                      f"without its check, of an earlier version, is no longer accepted)")
     try:
-        _, _, offset = codec.decode_offset_msg_id(transaction_id.strip())
+        _, _, offset = codec.decode_offset_msg_id(offset_msg_id)
     except (MessageIllegal, ValueError, OSError) as e:
         raise V2Error(d.INVALID_TRANSACTION_ID,
                       f"transaction id {transaction_id!r} is not one this server issued: {e}") from None
+    if not verify(key, check, _ID_KIND, offset_msg_id, topic, message_id):
+        raise V2Error(d.INVALID_TRANSACTION_ID,
+                      f"transaction id {transaction_id!r} was not issued for topic {topic} and "
+                      f"message {message_id} (or was altered)")
     if offset < 0:
         raise V2Error(d.INVALID_TRANSACTION_ID, f"transaction id {transaction_id!r} names a "
                                                 f"negative offset")
-    return offset
+    return offset, offset_msg_id

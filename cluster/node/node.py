@@ -27,7 +27,7 @@ from proto import controller_pb2 as cpb
 from proto import membership_pb2_grpc
 from proto import replication_pb2_grpc
 from proto.apache.rocketmq.v2 import service_pb2_grpc as messaging_pb2_grpc
-from slave.replication_client import GRPC_OPTIONS, ReplicationClient
+from slave.replication_client import ReplicationClient
 from store import running_flags
 from store.broker_role import BrokerRole
 from store.clock import SYSTEM_CLOCK, Clock
@@ -47,6 +47,7 @@ from cluster.messaging.v2_access import V2AccessInterceptor
 from cluster.controller.election import Assignment
 from cluster.node.assignment_plan import plan_assignment
 from cluster.node.controller_link import ControllerLink
+from cluster.node.client_limits import server_options
 from cluster.node.live_config import LiveConfig
 from cluster.node.node_config import NodeConfig
 from cluster.node.node_role import Follower, Leader, Role, Transitioning
@@ -125,7 +126,7 @@ class Node:
                              interceptors=[BearerTokenInterceptor(
                                  token, signed_admin=self.messaging.access.admin_refusal),
                                  V2AccessInterceptor(self.messaging.access)],
-                             options=GRPC_OPTIONS)
+                             options=server_options(c.limits, c.store.max_message_size))
         replication_pb2_grpc.add_ReplicationServicer_to_server(
             ReplicationServicer(lambda: self.role.master, self.role.not_master_reason,
                                 lambda context: self.gate.admit(context, REPLICATION_STREAM)),

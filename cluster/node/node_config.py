@@ -47,6 +47,8 @@ Transactions (RocketMQ's BrokerConfig names and defaults, see cluster/messaging/
     transactionTimeOut       ms a half message stays unchecked after it was stored (6000)
     transactionCheckMax      checks sent before an unanswered transaction is rolled back (15)
     transactionCheckInterval ms between two check-back rounds of the master (60000)
+Client limits (maxUserPropertySize, userPropertyMaxNum, maxBatchMessageCount,
+grpcMaxInboundMessageSize, ...): cluster/node/client_limits.py.
 Every other key is a StoreConfig key; unknown keys are logged and ignored, as RocketMQ does.
 """
 from __future__ import annotations
@@ -55,6 +57,8 @@ import ipaddress
 import logging
 from dataclasses import dataclass, field
 
+from cluster.node.client_limits import (CLIENT_LIMIT_KEYS, ClientLimits,
+                                        client_limits_from_properties)
 from store.config import StoreConfig, parse_properties
 from store.errors import ConfigError
 from store.layout import StoreLayout
@@ -70,7 +74,7 @@ NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToke
                        "minInvisibleTimeMillsForRecv", "transactionTimeOut",
                        "transactionCheckMax", "transactionCheckInterval", "controllerAddr",
                        "controllerHeartbeatInterval", "brokerElectionPriority", "clusterSecret",
-                       "clusterSecretFile"}) | ACL_KEYS | TLS_KEYS
+                       "clusterSecretFile"}) | ACL_KEYS | TLS_KEYS | CLIENT_LIMIT_KEYS
 
 
 def check_ipv4_address(key: str, value: str) -> str:
@@ -111,6 +115,7 @@ class NodeConfig:
     cluster_secret_file: str = ""
     acl: AclConfig = field(default_factory=AclConfig)
     tls: TlsSettings = field(default_factory=TlsSettings)
+    limits: ClientLimits = field(default_factory=ClientLimits)
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -179,6 +184,14 @@ class NodeConfig:
     def default_token_path(self) -> str:
         return StoreLayout(self.store.store_path_root_dir).admin_token
 
+    @property
+    def receipt_key(self) -> bytes:
+        """Placeholder until the node passes the cluster secret: the key of receipt handles
+        and transaction ids (cluster/consume/handle_mac.py), the same on every node of the
+        group. b"" when there is none (the messaging service then uses a random one)."""
+        secret = getattr(self, "cluster_secret", "") or self.admin_token
+        return secret.encode()
+
 
 def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
     store, unknown = StoreConfig.from_properties(props, NODE_KEYS)
@@ -209,7 +222,9 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
                       cluster_secret=props.get("clusterSecret", "").strip(),
                       cluster_secret_file=props.get("clusterSecretFile", "").strip(),
                       acl=acl_config_from_properties(props),
-                      tls=tls_settings_from_properties(props), store=store)
+                      tls=tls_settings_from_properties(props),
+                      limits=client_limits_from_properties(props),
+                      store=store)
 
 
 def _int(props: dict[str, str], key: str, default: int) -> int:

@@ -1,33 +1,54 @@
-"""Receipt handles: what they encode, and that they are bound to their topic and group."""
+"""Receipt handles: what they encode, that they are bound to their topic and group by a MAC
+under the group's key, and that nobody without the key can make one."""
 from __future__ import annotations
+
+import zlib
 
 import pytest
 
 from cluster.consume import receipt
 
+KEY = b"test-cluster-key"
+
 
 def test_receipt_handles_are_bound_to_topic_and_group():
-    text = receipt.encode("T", "G", 3, 42, 7)
-    assert receipt.decode(text, "T", "G") == receipt.Receipt(3, 42, 7)
+    text = receipt.encode(KEY, "T", "G", 3, 42, 7)
+    assert receipt.decode(KEY, text, "T", "G") == receipt.Receipt(3, 42, 7)
     for topic, group in (("T2", "G"), ("T", "G2")):
-        with pytest.raises(receipt.BadReceiptHandle):
-            receipt.decode(text, topic, group)
+        with pytest.raises(receipt.BadReceiptHandle, match="does not belong"):
+            receipt.decode(KEY, text, topic, group)
 
 
 def test_the_text_layout():
-    text = receipt.encode("T", "G", 3, 42, 7)
+    text = receipt.encode(KEY, "T", "G", 3, 42, 7)
     prefix, queue_id, offset, handle, check = text.split(":")
-    assert (prefix, queue_id, offset, handle) == ("R1", "3", "42", "7")
-    assert len(check) == 8 and int(check, 16) >= 0
+    assert (prefix, queue_id, offset, handle) == ("R2", "3", "42", "7")
+    assert len(check) == 32 and int(check, 16) >= 0
 
 
-GOOD = receipt.encode("T", "G", 3, 42, 7)
+def test_a_handle_made_without_the_key_is_refused():
+    """Another node key (or a guess) does not make a valid handle: the check is a MAC."""
+    forged = receipt.encode(b"another-key", "T", "G", 3, 42, 7)
+    with pytest.raises(receipt.BadReceiptHandle):
+        receipt.decode(KEY, forged, "T", "G")
+
+
+def test_old_crc_handles_are_refused_with_a_clear_message():
+    body = "R1:3:42:7"
+    old = f"{body}:{zlib.crc32(f'{body}:T:G'.encode()) & 0xFFFFFFFF:08X}"
+    with pytest.raises(receipt.BadReceiptHandle, match="old unauthenticated format"):
+        receipt.decode(KEY, old, "T", "G")
+
+
+GOOD = receipt.encode(KEY, "T", "G", 3, 42, 7)
 
 
 @pytest.mark.parametrize("text", [
-    "", "R1:" + "9" * 200, GOOD.replace("R1", "R2", 1), GOOD.replace(":42:", ":4x:"),
+    "", "R2:" + "9" * 200, GOOD.replace("R2", "R3", 1), GOOD.replace(":42:", ":4x:"),
     ":".join(GOOD.split(":")[:4]), GOOD.replace(":42:", ":43:"),  # no check; altered offset
+    GOOD.replace(":42:", ":４２:"), GOOD.replace(":42:", ":" + "9" * 40 + ":"),  # non-ASCII; huge
+    GOOD[:-1],
 ])
 def test_malformed_or_altered_handles_are_refused(text):
     with pytest.raises(receipt.BadReceiptHandle):
-        receipt.decode(text, "T", "G")
+        receipt.decode(KEY, text, "T", "G")

@@ -28,11 +28,11 @@ def test_half_message_is_invisible_until_committed_once(nodes):
     node = nodes.start(**TX_KEYS)
     stub = nodes.stub(node)
     entry = send_half(stub, b"paid", tag="TagA", keys=["order-1"])
-    assert len(entry.transaction_id) == 32 and entry.message_id
+    assert len(entry.transaction_id) == 65 and entry.message_id
     settle(node)
     assert pull_all(stub) == [] and node.store.max_offset_in_queue(TOPIC, 0) == 0
     [half] = queue_records(node, tr.HALF_TOPIC)
-    assert half.msg_id == entry.transaction_id and half.sys_flag & codec.SysFlag.TRANSACTION_MASK == 0
+    assert half.msg_id == entry.transaction_id.split("-")[0] and half.sys_flag & codec.SysFlag.TRANSACTION_MASK == 0
     p = half.properties
     assert (p["REAL_TOPIC"], p["REAL_QID"], p["TRAN_MSG"], p["PGROUP"]) == (TOPIC, "0", "true", TOPIC)
     assert p["UNIQ_KEY"] == p["__transactionId__"] == entry.message_id and p["TAGS"] == "TagA"
@@ -114,16 +114,22 @@ def test_bad_ids_and_mismatches_write_nothing(nodes):
     settle(node)
     [normal] = queue_records(node, TOPIC)
     ip, port = codec.parse_host(normal.store_host)
-    inside = codec.offset_msg_id(ip, port, int(entry.transaction_id[-16:], 16) + 4)
+    offset_id = entry.transaction_id.split("-")[0]
+    inside = codec.offset_msg_id(ip, port, int(offset_id[-16:], 16) + 4)
+
+    def signed(offset_msg_id: str) -> str:  # as if the node had issued it: the record checks
+        return tr.transaction_id(node.messaging.transactions.key, offset_msg_id, TOPIC,
+                                 entry.message_id)
     end_offset = node.store.max_phy_offset()
     cases = [
         (dict(transaction_id=""), d.INVALID_TRANSACTION_ID),
         (dict(transaction_id="not-hex"), d.INVALID_TRANSACTION_ID),
-        (dict(transaction_id="AB" * 16), d.INVALID_TRANSACTION_ID),  # an offset beyond the log
-        (dict(transaction_id=normal.msg_id), d.INVALID_TRANSACTION_ID),  # not a half message
-        (dict(transaction_id=inside), d.INVALID_TRANSACTION_ID),  # inside a record
+        (dict(transaction_id=offset_id), d.INVALID_TRANSACTION_ID),  # old format: no MAC
+        (dict(transaction_id=signed("AB" * 16)), d.INVALID_TRANSACTION_ID),  # beyond the log
+        (dict(transaction_id=signed(normal.msg_id)), d.INVALID_TRANSACTION_ID),  # not a half
+        (dict(transaction_id=signed(inside)), d.INVALID_TRANSACTION_ID),  # inside a record
         (dict(topic="Other"), d.INVALID_TRANSACTION_ID),
-        (dict(message_id="01OTHER"), d.ILLEGAL_MESSAGE_ID),
+        (dict(message_id="01OTHER"), d.INVALID_TRANSACTION_ID),  # issued for another message
         (dict(message_id=""), d.ILLEGAL_MESSAGE_ID),
         (dict(topic="a b"), d.ILLEGAL_TOPIC),
         (dict(resolution=7), d.BAD_REQUEST),

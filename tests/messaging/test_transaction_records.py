@@ -46,8 +46,15 @@ def test_half_commit_and_op_records_round_trip():
     assert tr.op_offsets(batched) == [1, 2, 7]  # RocketMQ 5 batches offsets; junk is skipped
     other_tag = _record(codec.Message(topic=tr.OP_TOPIC, body=b"1", properties={"TAGS": "x"}))
     assert tr.op_offsets(other_tag) == []
-    assert tr.transaction_offset(half.msg_id) == 4096
-    for bad in ("", "zz", "AB" * 10):
+    key = b"test-key"
+    issued = tr.transaction_id(key, half.msg_id, TOPIC, "01AB")
+    assert tr.transaction_offset(key, issued, TOPIC, "01AB") == (4096, half.msg_id)
+    forged = tr.transaction_id(b"other-key", half.msg_id, TOPIC, "01AB")
+    for bad, topic, message_id in (("", TOPIC, "01AB"), ("zz", TOPIC, "01AB"),
+                                   ("AB" * 10, TOPIC, "01AB"),
+                                   (half.msg_id, TOPIC, "01AB"),  # the old format, unchecked
+                                   (issued, "Other", "01AB"), (issued, TOPIC, "01AC"),
+                                   (forged, TOPIC, "01AB"), (issued[:-1], TOPIC, "01AB")):
         with pytest.raises(Exception) as e:
-            tr.transaction_offset(bad)
-        assert e.value.code == d.INVALID_TRANSACTION_ID
+            tr.transaction_offset(key, bad, topic, message_id)
+        assert e.value.code == d.INVALID_TRANSACTION_ID, bad
