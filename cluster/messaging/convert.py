@@ -129,9 +129,15 @@ def check_group_resource(resource: d.Resource) -> str:
     return name
 
 
+# google.protobuf.Timestamp's own range ends at 9999-12-31T23:59:59Z; beyond it the
+# milliseconds would not fit the record's i64 fields.
+MAX_TIMESTAMP_SECONDS = 253_402_300_799
+
+
 def timestamp_ms(ts: Timestamp, code: int, what: str) -> int:
-    if not 0 <= ts.nanos < 1_000_000_000 or ts.seconds < 0:
-        raise V2Error(code, f"{what} {ts.seconds}s {ts.nanos}ns is not a valid timestamp")
+    if not 0 <= ts.nanos < 1_000_000_000 or not 0 <= ts.seconds <= MAX_TIMESTAMP_SECONDS:
+        raise V2Error(code, f"{what} {ts.seconds}s {ts.nanos}ns is not a valid timestamp "
+                            f"(0..{MAX_TIMESTAMP_SECONDS} s, nanos 0..999999999)")
     return ts.seconds * 1000 + ts.nanos // 1_000_000
 
 

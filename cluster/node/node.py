@@ -48,6 +48,7 @@ from cluster.controller.election import Assignment
 from cluster.node.assignment_plan import plan_assignment
 from cluster.node.controller_link import ControllerLink
 from cluster.node.client_limits import server_options
+from cluster.node.request_decoding import UndecodableRequestInterceptor
 from cluster.node.live_config import LiveConfig
 from cluster.node.node_config import NodeConfig
 from cluster.node.node_role import Follower, Leader, Role, Transitioning
@@ -123,8 +124,11 @@ class Node:
                           switch_role=self.switch_role, put_messages=self.put_messages,
                           update_config=self.update_config)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=96, thread_name_prefix="grpc"),
+                             # undecodable bytes are refused before the ACL check, which
+                             # reads the request's fields
                              interceptors=[BearerTokenInterceptor(
                                  token, signed_admin=self.messaging.access.admin_refusal),
+                                 UndecodableRequestInterceptor(),
                                  V2AccessInterceptor(self.messaging.access)],
                              options=server_options(c.limits, c.store.max_message_size))
         replication_pb2_grpc.add_ReplicationServicer_to_server(
