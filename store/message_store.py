@@ -270,13 +270,21 @@ class MessageStore:
             return False
         return any(m.properties.get(codec.PROPERTY_WAIT_STORE_MSG_OK, "true") != "false" for m in msgs)
 
-    def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
-        """Validate, encode and append; no waiting. Returns PUT_OK with where each landed, or
-        the refusal (nothing written)."""
+    def check(self, msgs: Sequence[Message], *, allow_system_topic: bool = False
+              ) -> PutResult | None:
+        """The refusal `append` would answer for these messages (MESSAGE_ILLEGAL,
+        PROPERTIES_SIZE_EXCEEDED, ...), or None: lets a caller that writes something else
+        first (a topic record) refuse before it writes anything."""
+        _, refusal = self._encode(msgs, allow_system_topic)
+        return refusal
+
+    def _encode(self, msgs: Sequence[Message], allow_system_topic: bool
+                ) -> tuple[list, PutResult | None]:
+        """(encoded records, None), or ([], the refusal): the checks of every put."""
         if not msgs:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, reason="empty batch")
+            return [], PutResult(PutStatus.MESSAGE_ILLEGAL, reason="empty batch")
         if not self.flags.writable:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self.flags.reason)
+            return [], PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self.flags.reason)
         c = self.config
         encode = codec.encode
         v2, prop_crc = c.auto_message_version_on_topic_len, c.enabled_append_prop_crc
@@ -297,9 +305,17 @@ class MessageStore:
                                        max_properties_size=max_props, store_host=host),
                                 m.topic, m.queue_id))
         except PropertiesSizeExceeded as e:
-            return PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason=str(e))
+            return [], PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason=str(e))
         except MessageIllegal as e:
-            return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=str(e))
+            return [], PutResult(PutStatus.MESSAGE_ILLEGAL, reason=str(e))
+        return encoded, None
+
+    def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
+        """Validate, encode and append; no waiting. Returns PUT_OK with where each landed, or
+        the refusal (nothing written)."""
+        encoded, refusal = self._encode(msgs, allow_system_topic)
+        if refusal is not None:
+            return refusal
         try:
             appends = self.commitlog.put_batch(encoded)
         except CreateFileError as e:
@@ -315,10 +331,10 @@ class MessageStore:
         stats = self.stats
         stats.put_messages += len(appends)
         stats.put_bytes += appends[-1].end_offset - appends[0].wrote_offset
-        if not c.is_sync_flush:
+        if not self.config.is_sync_flush:
             if self.committer is not None:
                 self.committer.wakeup()
-            elif not c.flush_commit_log_timed:
+            elif not self.config.flush_commit_log_timed:
                 self.flusher.wakeup()
         return PutResult(PutStatus.PUT_OK, tuple(appends))
 

@@ -81,6 +81,12 @@ class AdminServicer(pb_grpc.AdminServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no messages")
         host = _born_host(context)
         msgs = [to_store_message(m, host) for m in request.messages]
+        # The store's refusal before the topics are learnt: a refused batch writes nothing,
+        # not even the record of its topic.
+        refusal = self.node.store.check(msgs)
+        if refusal is not None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"send refused ({refusal.status.value}): {refusal.reason}")
         try:
             topic_admin.learn_sent_topics(self.node, msgs)
         except AdminError as e:

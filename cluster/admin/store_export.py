@@ -56,6 +56,9 @@ PARTS = (layout.COMMITLOG_DIR, layout.CONSUME_QUEUE_DIR, layout.INDEX_DIR, layou
          layout.CHECKPOINT_FILE, layout.EPOCH_FILE)
 DEFAULT_CHUNK_BYTES = 1 << 20
 MAX_CHUNK_BYTES = 4 << 20
+# Smaller chunks only cost: a chunk of 1 byte makes a message (and a server thread's loop) per
+# byte of the store, which holds a worker for hours.
+MIN_CHUNK_BYTES = 4 << 10
 _BAD_CHARS = ("/", "\\", "\0")
 
 
@@ -110,9 +113,9 @@ def parse_include(include) -> tuple[str, ...]:
 
 
 def parse_chunk_bytes(chunk_bytes: int) -> int:
-    if chunk_bytes < 0 or chunk_bytes > MAX_CHUNK_BYTES:
-        raise ExportRequestError(f"chunk_bytes {chunk_bytes} must be within 0..{MAX_CHUNK_BYTES} "
-                                 f"(0 = {DEFAULT_CHUNK_BYTES})")
+    if chunk_bytes != 0 and not MIN_CHUNK_BYTES <= chunk_bytes <= MAX_CHUNK_BYTES:
+        raise ExportRequestError(f"chunk_bytes {chunk_bytes} must be 0 (= {DEFAULT_CHUNK_BYTES}) "
+                                 f"or within {MIN_CHUNK_BYTES}..{MAX_CHUNK_BYTES}")
     return chunk_bytes or DEFAULT_CHUNK_BYTES
 
 

@@ -87,13 +87,20 @@ def learn_sent_topics(node: "AdminNode", msgs) -> None:
         except MessageIllegal:  # the store refuses the put with MESSAGE_ILLEGAL, as before
             del queues[topic]
     table = _table(node)
-    for topic, ids in sorted(queues.items()):
+    missing = []
+    for topic, ids in sorted(queues.items()):  # every check before the first record
         what = f"send to {topic}"
-        if _call(what, lambda: table.get(topic)) is not None:
-            continue
-        n = min(MAX_QUEUE_NUMS, max(node.messaging.topics.defaults().queue_nums, max(ids) + 1))
-        config = TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n)
-        _call(what, lambda: table.add_missing(config, "learn"))
+        known = _call(what, lambda: table.get(topic))
+        limit = MAX_QUEUE_NUMS if known is None else max(known.read_queue_nums,
+                                                         known.write_queue_nums)
+        if max(ids) >= limit:
+            raise invalid(f"queue_id {max(ids)} of topic {topic} is not in [0, {limit}): no "
+                          f"route would list it")
+        if known is None:
+            n = min(MAX_QUEUE_NUMS, max(node.messaging.topics.defaults().queue_nums, max(ids) + 1))
+            missing.append(TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n))
+    for config in missing:
+        _call(f"send to {config.topic_name}", lambda: table.add_missing(config, "learn"))
 
 
 def _durable(what: str, result: PutResult) -> None:

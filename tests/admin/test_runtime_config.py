@@ -13,6 +13,7 @@ from proto import admin_pb2 as pb
 from store.config import FIELD_BY_KEY
 from store.retention import RetentionService
 
+from tests.support.admin import code_of
 from tests.support.nodes import TOKEN
 
 
@@ -50,8 +51,8 @@ def test_max_message_size_takes_effect_for_every_put_path(node, c):
     assert (r.key, r.value) == ("maxMessageSize", "1000") and "in memory only" in r.note
     assert node.store.config.max_message_size == 1000 == node.config.store.max_message_size
     assert node.messaging.limits().max_body == 1000  # MessagingService SendMessage
-    big = c.send([pb.Message(topic="Sized", body=b"x" * 1001)])
-    assert big.status == "MESSAGE_ILLEGAL" and "1000" in big.reason
+    code, details = code_of(lambda: c.send([pb.Message(topic="Sized", body=b"x" * 1001)]))
+    assert code is grpc.StatusCode.INVALID_ARGUMENT and "maxMessageSize 1000" in details
     assert c.send([pb.Message(topic="Sized", body=b"x" * 1000)]).status == "PUT_OK"
     c.update_config("maxMessageSize", r.old_value)
     assert c.send([pb.Message(topic="Sized", body=b"x" * 1001)]).status == "PUT_OK"

@@ -301,7 +301,7 @@ def test_client_rejects_a_manifest_with_unsafe_paths():
 
 def test_argument_parsing():
     assert parse_chunk_bytes(0) == 1 << 20 and parse_chunk_bytes(MAX_CHUNK_BYTES) == MAX_CHUNK_BYTES
-    for bad in (-1, MAX_CHUNK_BYTES + 1):
+    for bad in (-1, 1, 4095, MAX_CHUNK_BYTES + 1):  # 1: found by the fuzz (a message per byte)
         with pytest.raises(ValueError):
             parse_chunk_bytes(bad)
     assert parse_include([]) == ("commitlog", "consumequeue", "index", "config", "checkpoint",
