@@ -154,6 +154,48 @@ def _build(cls: type[Message], fields: dict[str, Any]) -> Message:
     return m
 
 
+def _set_paths(m: Message, prefix: tuple = (), depth: int = 0) -> list[tuple]:
+    """The paths (field descriptors from the top) of every field set in `m`, nested ones
+    included (two levels down)."""
+    out = []
+    for field, value in m.ListFields():
+        path = (*prefix, field)
+        out.append(path)
+        if depth < 2 and field.type == pd.FieldDescriptor.TYPE_MESSAGE and not field.is_repeated:
+            out.extend(_set_paths(value, path, depth + 1))
+    return out
+
+
+def _copy_field(target: Message, source: Message, field: pd.FieldDescriptor) -> None:
+    target.ClearField(field.name)
+    if _is_map(field):
+        getattr(target, field.name).update(getattr(source, field.name))
+    elif field.is_repeated:
+        getattr(target, field.name).extend(getattr(source, field.name))
+    elif field.type == pd.FieldDescriptor.TYPE_MESSAGE:
+        getattr(target, field.name).CopyFrom(getattr(source, field.name))
+    else:
+        setattr(target, field.name, getattr(source, field.name))
+
+
+@st.composite
+def one_field_replaced(draw, valid: Message) -> Message:
+    """`valid` with one field, at any depth, taken from a fuzzed message of its type: the
+    checks behind the first field are reached too."""
+    other = draw(messages(type(valid)))
+    paths = _set_paths(other)
+    out = type(valid)()
+    out.CopyFrom(valid)
+    if not paths:
+        return out
+    path = draw(st.sampled_from(paths))
+    target, source = out, other
+    for field in path[:-1]:
+        target, source = getattr(target, field.name), getattr(source, field.name)
+    _copy_field(target, source, path[-1])
+    return out
+
+
 # Raw request bodies that are not (or not certainly) valid protobuf.
 raw_bodies = st.one_of(
     st.binary(max_size=256),

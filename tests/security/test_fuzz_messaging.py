@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 
-from tests.security.fuzz_strategies import (GROUP, TOPIC, messages, method_paths, raw_bodies)
+from tests.security.fuzz_strategies import (GROUP, TOPIC, messages, method_paths,
+                                            one_field_replaced, raw_bodies)
 from tests.security.node_checks import Watch, assert_serving
 from tests.support.nodes import settle
-from tests.support.v2 import msg, send
+from tests.support.v2 import duration, msg, send
 
 SERVICE = s.DESCRIPTOR.services_by_name["MessagingService"]
 PATHS = method_paths(SERVICE)
@@ -88,6 +89,51 @@ def test_any_request_gets_a_clear_answer_and_refusals_write_nothing(node, stub, 
     def run(request):
         _call(node, stub, method, request)
 
+    run()
+    assert_serving(node, stub)
+
+
+# -- every method: a valid request but for one field ----------------------------------------------
+_G, _T = d.Resource(name=GROUP), d.Resource(name=TOPIC)
+_MQ = d.MessageQueue(topic=_T, id=0)
+_TAGS = d.FilterExpression(type=d.TAG, expression="*")
+_HANDLE = "R2:0:0:1:" + "0" * 32
+VALID = {
+    "QueryRoute": s.QueryRouteRequest(topic=_T),
+    "Heartbeat": s.HeartbeatRequest(group=_G, client_type=d.SIMPLE_CONSUMER),
+    "ReceiveMessage": s.ReceiveMessageRequest(group=_G, message_queue=_MQ, filter_expression=_TAGS,
+                                              batch_size=32, invisible_duration=duration(30),
+                                              long_polling_timeout=duration(0)),
+    "AckMessage": s.AckMessageRequest(group=_G, topic=_T, entries=[
+        s.AckMessageEntry(message_id="01AB", receipt_handle=_HANDLE)]),
+    "ChangeInvisibleDuration": s.ChangeInvisibleDurationRequest(
+        group=_G, topic=_T, receipt_handle=_HANDLE, invisible_duration=duration(30),
+        message_id="01AB"),
+    "ForwardMessageToDeadLetterQueue": s.ForwardMessageToDeadLetterQueueRequest(
+        group=_G, topic=_T, receipt_handle=_HANDLE, message_id="01AB", delivery_attempt=1,
+        max_delivery_attempts=16),
+    "PullMessage": s.PullMessageRequest(group=_G, message_queue=_MQ, offset=0, batch_size=32,
+                                        filter_expression=_TAGS,
+                                        long_polling_timeout=duration(0)),
+    "UpdateOffset": s.UpdateOffsetRequest(group=_G, message_queue=_MQ, offset=0),
+    "GetOffset": s.GetOffsetRequest(group=_G, message_queue=_MQ),
+    "QueryOffset": s.QueryOffsetRequest(message_queue=_MQ, query_offset_policy=d.BEGINNING),
+    "QueryAssignment": s.QueryAssignmentRequest(topic=_T, group=_G),
+    "EndTransaction": s.EndTransactionRequest(topic=_T, message_id="01AB",
+                                              transaction_id="0" * 32 + "-" + "0" * 32,
+                                              resolution=d.COMMIT),
+    "NotifyClientTermination": s.NotifyClientTerminationRequest(group=_G),
+}
+
+
+@pytest.mark.parametrize("method", sorted(VALID))
+def test_valid_requests_but_for_one_field(node, stub, method):
+    @FUZZ
+    @given(request=one_field_replaced(VALID[method]))
+    def run(request):
+        _call(node, stub, method, request)
+
+    _call(node, stub, method, VALID[method])  # the base itself gets a clear answer
     run()
     assert_serving(node, stub)
 
