@@ -154,7 +154,9 @@ class AdminServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SendMessages(self, request, context):
-        """Smoke-test writes and reads (the RocketMQ 5 messaging service is the client API).
+        """Smoke-test writes and reads (the RocketMQ 5 messaging service is the client API). A batch
+        the store would refuse (MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED) or a queue_id outside
+        its topic is INVALID_ARGUMENT, and writes nothing (not even the topic).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
