@@ -4,6 +4,8 @@ mutated handle is refused with nothing written. Two nodes of a group with the sa
 each other's handles (they survive a failover); a node with another key does not."""
 from __future__ import annotations
 
+import zlib
+
 import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -39,6 +41,21 @@ def test_another_groups_or_topics_handle_is_refused(nodes):
     watch.nothing_written("acks with another group's handles")
     assert ack(stub, [first, second], topic="Orders",
                group=d.Resource(name="group-a")).status.code == d.OK
+
+
+def test_an_old_format_handle_is_refused_with_a_clear_message(nodes):
+    """Handles of the CRC format (R1, before the MAC) are refused, saying what to do."""
+    node = nodes.start()
+    stub, [m] = _received(nodes, node, "Orders", "group-a", 1)
+    real = receipt.decode(node.messaging.consumer_router.calls.receipt_key,
+                          m.system_properties.receipt_handle, "Orders", "group-a")
+    body = f"R1:{real.queue_id}:{real.offset}:{real.handle}"
+    m.system_properties.receipt_handle = \
+        f"{body}:{zlib.crc32(f'{body}:Orders:group-a'.encode()) & 0xFFFFFFFF:08X}"
+    watch = Watch(node)
+    r = ack(stub, [m], topic="Orders", group=d.Resource(name="group-a"))
+    assert r.status.code == d.INVALID_RECEIPT_HANDLE and "old" in r.status.message, r.status
+    watch.nothing_written("an ack with an old-format handle")
 
 
 def test_a_handle_made_with_the_layout_but_not_the_key_is_refused(nodes):
