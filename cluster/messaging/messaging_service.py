@@ -1,9 +1,9 @@
 """The MessagingService of one node: wires the plain modules to the node's role.
 
 - Master: QueryRoute answers from the topic table (auto-creating), SendMessage appends.
-- Slave: SendMessage is forwarded to the current master (the Role's followed address: the
-  node's haMasterAddress, or the address given by the last SwitchRole); QueryRoute asks the
-  master for the topic (fresher; it may create it there) and answers with the slave's view of
+- Slave: SendMessage is validated (convert.py) and forwarded to the current master (the
+  Role's followed address: the node's haMasterAddress, or the address given by the last
+  SwitchRole); QueryRoute asks the master for the topic (fresher; it may create it there) and answers with the slave's view of
   the group's addresses; when the master cannot be reached, the slave's own replicated topic
   table answers (its master's table up to the confirm offset).
 - Consumer calls (ReceiveMessage, Ack, offsets, DLQ): the master answers from its consumer
@@ -34,7 +34,7 @@ from store.errors import StoreError
 from cluster.consume.consumer_calls import ConsumeSettings, ConsumerCalls
 from cluster.consume.consumer_service import ConsumerService
 from cluster.messaging.consumer_router import ConsumerRouter
-from cluster.messaging.convert import SendLimits, check_topic_resource
+from cluster.messaging.convert import SendLimits, check_topic_resource, to_store_messages
 from cluster.messaging.pull_reader import Reader
 from cluster.messaging.route import (TopicDefaults, TopicRegistry, config_from_route, endpoints,
                                      message_queues)
@@ -43,6 +43,7 @@ from cluster.messaging.telemetry import MAX_OPEN_STREAMS, StreamBudget, Telemetr
 from cluster.messaging.telemetry_relay import TelemetryRelay
 from cluster.messaging.transaction import TransactionService
 from cluster.messaging.transaction_check import TransactionChecker
+from cluster.messaging.transaction_records import check_transactional_send
 from cluster.messaging.v2_status import V2Error
 from cluster.metadata.topic_table import TopicTable
 from cluster.node.node_role import Forward, NotMaster
@@ -206,6 +207,11 @@ class MessagingService:
                 return self.sender.send(request, peer_ip)
             except (StoreError, NotMaster) as e:  # the role changed under the put
                 return _error(d.INTERNAL_SERVER_ERROR, str(e))
+        try:  # refused here, before it costs the master anything (the master checks again)
+            check_transactional_send(request.messages)
+            to_store_messages(request.messages, self.limits(), self.clock.now_ms(), peer_ip)
+        except V2Error as e:
+            return s.SendMessageResponse(status=e.status())
         copy = s.SendMessageRequest()
         copy.CopyFrom(request)
         if peer_ip:
