@@ -3,9 +3,10 @@
 - Master: QueryRoute answers from the topic table (auto-creating), SendMessage appends.
 - Slave: SendMessage is validated (convert.py) and forwarded to the current master (the
   Role's followed address: the node's haMasterAddress, or the address given by the last
-  SwitchRole); QueryRoute asks the master for the topic (fresher; it may create it there) and answers with the slave's view of
-  the group's addresses; when the master cannot be reached, the slave's own replicated topic
-  table answers (its master's table up to the confirm offset).
+  SwitchRole); QueryRoute asks the master for the topic (fresher; it may create it there)
+  and answers with the slave's view of the group's addresses; when the master cannot be
+  reached, the slave's own replicated topic table answers (its master's table up to the
+  confirm offset).
 - Consumer calls (ReceiveMessage, Ack, offsets, DLQ): the master answers from its consumer
   state (cluster/consume/); a slave forwards them to its master (consumer_router.py).
 - Any role: PullMessage / QueryOffset read the local store; Heartbeat and
