@@ -16,6 +16,14 @@ MAC_HEX_LENGTH = 32  # 16 bytes
 _SEPARATOR = "\x00"  # cannot occur in topics, groups or the numeric fields (no ambiguity)
 
 
+def handle_key(secret: bytes) -> bytes:
+    """The key of handles derived from the group's shared secret (the cluster secret, which
+    also proves membership): a key of their own, so a MAC of one use never serves the other."""
+    if not secret:
+        raise ValueError("the secret is empty")
+    return hmac.new(secret, b"rmqstore client handles v1", hashlib.sha256).digest()
+
+
 def mac(key: bytes, *fields: str) -> str:
     """The MAC of `fields` (joined unambiguously) under `key`, as 32 uppercase hex digits."""
     if not key:

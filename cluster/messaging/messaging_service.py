@@ -73,13 +73,13 @@ class MessagingService:
     def __init__(self, role: "Role", store: "MessageStore", config: "LiveConfig", clock: "Clock",
                  advertised_address: Callable[[], str], receipt_key: bytes | None = None) -> None:
         """`receipt_key`: the broker group's shared key of receipt handles and transaction ids
-        (cluster/consume/handle_mac.py); default NodeConfig.receipt_key, or a random key (valid
-        on this node until it stops) when that is empty."""
+        (cluster/consume/handle_mac.py; the node derives it from the cluster secret). Without
+        one, a random key: handles then hold only on this node until it stops."""
         c = config.current
-        key = c.receipt_key if receipt_key is None else receipt_key
+        key = receipt_key
         if not key:
-            log.warning("no cluster secret: receipt handles and transaction ids use a random "
-                        "key and do not survive a restart or a failover")
+            log.warning("no handle key: receipt handles and transaction ids use a random key "
+                        "and do not survive a restart or a failover")
             key = os.urandom(32)
         self.role = role
         self.store = store

@@ -47,6 +47,7 @@ from cluster.messaging.v2_access import V2AccessInterceptor
 from cluster.controller.election import Assignment
 from cluster.node.assignment_plan import plan_assignment
 from cluster.node.controller_link import ControllerLink
+from cluster.consume.handle_mac import handle_key
 from cluster.node.client_limits import server_options
 from cluster.node.request_decoding import UndecodableRequestInterceptor
 from cluster.node.live_config import LiveConfig
@@ -116,8 +117,11 @@ class Node:
         self.store.load()
         self.store.start()
         self.epochs = EpochCache.from_entries(self.epoch_file.load())
+        # Handles must hold on every node of the group (failover): the cluster secret is the
+        # group's; a lone master without one uses its admin token (kept in its store).
         self.messaging = MessagingService(self.role, self.store, self.live, self.clock,
-                                          self.advertised_address)
+                                          self.advertised_address,
+                                          handle_key(secret or token.encode()))
         self.messaging.start()
         admin = AdminNode(node_id=c.node_id, role=self.role, store=self.store, config=self.live,
                           messaging=self.messaging, status=self.status,

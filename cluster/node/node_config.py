@@ -184,14 +184,6 @@ class NodeConfig:
     def default_token_path(self) -> str:
         return StoreLayout(self.store.store_path_root_dir).admin_token
 
-    @property
-    def receipt_key(self) -> bytes:
-        """Placeholder until the node passes the cluster secret: the key of receipt handles
-        and transaction ids (cluster/consume/handle_mac.py), the same on every node of the
-        group. b"" when there is none (the messaging service then uses a random one)."""
-        secret = getattr(self, "cluster_secret", "") or self.admin_token
-        return secret.encode()
-
 
 def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
     store, unknown = StoreConfig.from_properties(props, NODE_KEYS)

@@ -116,8 +116,11 @@ def test_handles_hold_on_another_node_of_the_group(nodes):
     key = second.messaging.consumer_router.calls.receipt_key
     assert key == first.messaging.consumer_router.calls.receipt_key
     assert receipt.decode(key, text, "Orders", "group-a")
+    other = nodes.start("other-cluster", cluster_secret="another-cluster-secret-0123456789")
+    other_key = other.messaging.consumer_router.calls.receipt_key
+    assert other_key != key
     with pytest.raises(receipt.BadReceiptHandle):
-        receipt.decode(b"another-cluster's-key", text, "Orders", "group-a")
+        receipt.decode(other_key, text, "Orders", "group-a")
 
 
 def test_a_transaction_id_cannot_be_forged_or_used_on_another_topic(nodes):

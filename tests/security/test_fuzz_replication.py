@@ -6,9 +6,9 @@ with a gRPC status that names the reason (never UNKNOWN/INTERNAL), the master's 
 changed by it, its registry of slave connections is back to what it was, and it keeps
 serving.
 
-Written against the protocol of today (a Hello opens the stream). The membership proof that
-comes before the Hello (issue 13, item 1) is obtained by `membership_metadata`: fill it in
-when the master asks for one, so the fuzz reaches the replication messages behind the proof.
+Each stream first gets past the membership gate (issue 13, item 1) with a proof made from the
+cluster secret (`membership_metadata`), so the fuzz reaches the replication messages: a
+member's bugs or a compromised member must not break the master either.
 """
 from __future__ import annotations
 
@@ -18,25 +18,30 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cluster.node.node import Node
+from cluster.security.member_gate import MemberCredentials
+from cluster.security.member_proof import REPLICATION_STREAM
 from proto import replication_pb2 as pb
 from proto import replication_pb2_grpc as pb_grpc
 
 from tests.security.fuzz_strategies import messages, raw_bodies
 from tests.security.node_checks import Watch, assert_serving
+from tests.support.nodes import CLUSTER_SECRET
 from tests.support.v2 import send
 from tests.support.waiting import wait_until
 
 STREAM_PATH = "/rmqstore.replication.v1.Replication/Stream"
 STREAM_TIMEOUT = 8.0
+PEER = "broker-a:9"  # the node id the fuzzing peer proves (the module's node is broker-a)
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 def membership_metadata(node: Node, channel: grpc.Channel) -> list[tuple[str, str]]:
     """What a member presents to open a Replication stream on `node` (the proof of issue 13,
-    item 1). Nothing yet: today's master admits any Hello. Fill in with the node's own
-    credentials once the master asks for a proof, so this fuzz tests the messages behind it."""
-    return []
+    item 1): a proof made with the cluster secret, as a real slave would, so this fuzz tests
+    the messages behind the gate (the gate's own refusals have their tests)."""
+    credentials = MemberCredentials(CLUSTER_SECRET.encode(), PEER)
+    return credentials.metadata(channel, REPLICATION_STREAM)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +65,7 @@ def channel(node):
 def _hellos(node_broker: str):
     epochs = st.lists(messages(pb.EpochEntry), max_size=4)
     return messages(pb.Hello, broker_name=st.sampled_from([node_broker, "", "other", "x" * 300]),
-                    node_id=st.sampled_from(["broker-a:1", "", "fuzz:9", "\x00", "x" * 300]),
+                    node_id=st.sampled_from([PEER, PEER, "broker-a:1", "", "\x00", "x" * 300]),
                     epochs=epochs)
 
 
@@ -97,11 +102,11 @@ def test_slave_messages_with_garbage_end_cleanly(node, stub, channel):
     @FUZZ
     @given(requests=_streams(broker))
     @example(requests=[pb.SlaveMessage(ack=pb.Ack(max_offset=2 ** 63 - 1))])  # ack before Hello
-    @example(requests=[pb.SlaveMessage(hello=pb.Hello(broker_name=broker, node_id="broker-a:1",
+    @example(requests=[pb.SlaveMessage(hello=pb.Hello(broker_name=broker, node_id=PEER,
                                                       max_offset=-1))])
-    @example(requests=[pb.SlaveMessage(hello=pb.Hello(broker_name=broker, node_id="broker-a:1",
+    @example(requests=[pb.SlaveMessage(hello=pb.Hello(broker_name=broker, node_id=PEER,
                                                       max_offset=2 ** 63 - 1))])
-    @example(requests=[pb.SlaveMessage(hello=pb.Hello(broker_name=broker, node_id="broker-a:1")),
+    @example(requests=[pb.SlaveMessage(hello=pb.Hello(broker_name=broker, node_id=PEER)),
                        pb.SlaveMessage(nack=pb.Nack(offset=-5, reason="\x00" * 10))])
     def run(requests):
         _run_stream(node, channel, requests)
