@@ -73,7 +73,7 @@ def test_a_handle_made_with_the_layout_but_not_the_key_is_refused(nodes):
     watch.nothing_written("acks with forged handles")
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_mutated_handles_write_nothing(module_nodes, data):

@@ -22,7 +22,7 @@ SERVICE = pb.DESCRIPTOR.services_by_name["Admin"]
 PATHS = method_paths(SERVICE)
 AUTH = [("authorization", f"Bearer {TOKEN}")]
 CALL_TIMEOUT = 10.0
-FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.large_base_example,
                                        HealthCheck.filter_too_much])

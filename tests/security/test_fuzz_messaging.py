@@ -24,7 +24,7 @@ from tests.support.v2 import duration, msg, send
 SERVICE = s.DESCRIPTOR.services_by_name["MessagingService"]
 PATHS = method_paths(SERVICE)
 CALL_TIMEOUT = 10.0
-FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.large_base_example])
 

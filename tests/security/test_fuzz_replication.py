@@ -32,7 +32,7 @@ from tests.support.waiting import wait_until
 STREAM_PATH = "/rmqstore.replication.v1.Replication/Stream"
 STREAM_TIMEOUT = 8.0
 PEER = "broker-a:9"  # the node id the fuzzing peer proves (the module's node is broker-a)
-FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
