@@ -40,6 +40,15 @@ CALLS = {
 }
 
 
+def check_names(request) -> None:
+    """The group and topic names of a consumer call, checked on a slave before it forwards
+    the call (a refusal then costs the master nothing; the master checks everything again)."""
+    if not check_group_resource(request.group):
+        raise V2Error(d.ILLEGAL_CONSUMER_GROUP, "the consumer group is required")
+    by_queue = "message_queue" in request.DESCRIPTOR.fields_by_name
+    check_topic_resource(request.message_queue.topic if by_queue else request.topic)
+
+
 class ConsumerRouter:
     def __init__(self, service: "MessagingService", calls: ConsumerCalls) -> None:
         self.service = service
@@ -54,6 +63,7 @@ class ConsumerRouter:
             if not isinstance(target, Forward):
                 fn = getattr(self.calls, attribute)
                 return fn(request, time_remaining) if streaming else fn(request)
+            check_names(request)
             return self._forward(target.address, method, request, streaming, timeout, client_id)
         except V2Error as e:
             answer = response_cls(status=e.status())
