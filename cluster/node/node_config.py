@@ -157,6 +157,9 @@ class NodeConfig:
         if not 1 <= self.min_invisible_time_ms <= 12 * 3600_000:
             raise ConfigError(f"minInvisibleTimeMillsForRecv={self.min_invisible_time_ms}: must be "
                               f"1..43200000")
+        if self.min_invisible_time_ms > self.limits.max_invisible_time_ms:
+            raise ConfigError(f"minInvisibleTimeMillsForRecv={self.min_invisible_time_ms} is above "
+                              f"maxInvisibleTimeMills={self.limits.max_invisible_time_ms}")
         if not 0 <= self.transaction_timeout_ms <= 24 * 3600_000:
             raise ConfigError(f"transactionTimeOut={self.transaction_timeout_ms}: must be "
                               f"0..86400000 ms")

@@ -31,6 +31,7 @@ def test_keys_parse_with_proxy_defaults():
 @pytest.mark.parametrize("key,value", [
     ("userPropertyMaxNum", "0"), ("maxUserPropertySize", "-1"), ("maxBatchMessageCount", "x"),
     ("maxInvisibleTimeMills", "10"), ("grpcMaxInboundMessageSize", str(2 ** 40)),
+    ("maxInvisibleTimeMills", "5000"),  # below minInvisibleTimeMillsForRecv (10000)
 ])
 def test_out_of_range_values_are_refused_naming_the_key(key, value):
     with pytest.raises(ConfigError, match=key):
