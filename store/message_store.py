@@ -272,19 +272,18 @@ class MessageStore:
 
     def check(self, msgs: Sequence[Message], *, allow_system_topic: bool = False
               ) -> PutResult | None:
-        """The refusal `append` would answer for these messages (MESSAGE_ILLEGAL,
-        PROPERTIES_SIZE_EXCEEDED, ...), or None: lets a caller that writes something else
-        first (a topic record) refuse before it writes anything."""
+        """The refusal `append` would answer for these messages themselves (MESSAGE_ILLEGAL,
+        PROPERTIES_SIZE_EXCEEDED), or None: lets a caller that writes something else first (a
+        topic record) refuse bad input before it writes anything. The store's own state (not
+        writable) is `append`'s to answer."""
         _, refusal = self._encode(msgs, allow_system_topic)
         return refusal
 
     def _encode(self, msgs: Sequence[Message], allow_system_topic: bool
                 ) -> tuple[list, PutResult | None]:
-        """(encoded records, None), or ([], the refusal): the checks of every put."""
+        """(encoded records, None), or ([], the refusal): the checks of every put's input."""
         if not msgs:
             return [], PutResult(PutStatus.MESSAGE_ILLEGAL, reason="empty batch")
-        if not self.flags.writable:
-            return [], PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self.flags.reason)
         c = self.config
         encode = codec.encode
         v2, prop_crc = c.auto_message_version_on_topic_len, c.enabled_append_prop_crc
@@ -313,6 +312,8 @@ class MessageStore:
     def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
         """Validate, encode and append; no waiting. Returns PUT_OK with where each landed, or
         the refusal (nothing written)."""
+        if msgs and not self.flags.writable:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self.flags.reason)
         encoded, refusal = self._encode(msgs, allow_system_topic)
         if refusal is not None:
             return refusal
