@@ -27,7 +27,7 @@ from proto import controller_pb2 as cpb
 from proto import membership_pb2_grpc
 from proto import replication_pb2_grpc
 from proto.apache.rocketmq.v2 import service_pb2_grpc as messaging_pb2_grpc
-from slave.replication_client import ReplicationClient
+from slave.replication_client import GRPC_OPTIONS, ReplicationClient
 from store import running_flags
 from store.broker_role import BrokerRole
 from store.clock import SYSTEM_CLOCK, Clock
