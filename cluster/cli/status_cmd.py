@@ -90,6 +90,8 @@ def print_status(addresses: list[str], token: str, as_json: bool = False,
         if s.role == BrokerRole.SLAVE:
             note = (f"following {s.master_address}" if s.master_connected
                     else f"NOT connected to {s.master_address}: {s.replication_error}")
+        if s.acl_problem:
+            note = f"{note}; ACL: {s.acl_problem}" if note else f"ACL: {s.acl_problem}"
         rows.append((s.node_id, s.role, s.address, s.epoch, s.max_offset, s.flushed_offset,
                      s.confirm_offset, s.writable, note))
     table(("node", "role", "address", "epoch", "max", "flushed", "confirm", "writable", "note"),

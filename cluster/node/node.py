@@ -334,8 +334,10 @@ class Node:
             self.health.set(name, state)
 
     def status(self) -> apb.NodeStatus:
+        messaging = self.messaging
         return node_status(self.config, self.role, self.store, self.epochs, self.address,
-                           self._slave, self.link)
+                           self._slave, self.link,
+                           messaging.access.problem if messaging is not None else "")
 
     # -- runtime configuration (Admin.UpdateConfig) -----------------------------------------
     def update_config(self, change: Callable[[NodeConfig], NodeConfig]) -> NodeConfig:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def node_status(c: "NodeConfig", role: "Role", store: "MessageStore", epochs: "EpochCache",
                 address: str, slave: "ReplicationClient | None",
-                link: "ControllerLink | None" = None) -> apb.NodeStatus:
+                link: "ControllerLink | None" = None, acl_problem: str = "") -> apb.NodeStatus:
     st = apb.NodeStatus(
         node_id=c.node_id, cluster_name=c.cluster_name, broker_name=c.broker_name,
         broker_id=c.broker_id, role=role.name, address=address, epoch=epochs.last_epoch,
@@ -30,7 +30,7 @@ def node_status(c: "NodeConfig", role: "Role", store: "MessageStore", epochs: "E
         flushed_offset=store.flushed_offset, confirm_offset=store.confirm_offset or 0,
         dispatched_offset=store.reput.reput_from_offset, writable=store.writable,
         not_writable_reason=store.not_writable_reason, pid=os.getpid(),
-        store_path=c.store.store_path_root_dir)
+        store_path=c.store.store_path_root_dir, acl_problem=acl_problem)
     master = role.master
     if master is not None:
         max_offset = st.max_offset

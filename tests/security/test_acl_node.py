@@ -201,10 +201,12 @@ def test_reload_takes_effect_without_restart(nodes, acl_file, caplog):
     clock.advance(1)
     assert send_as("nobody").code == d.OK  # the broken file changed nothing
     assert "secretKey is required" in node.messaging.access.problem
+    assert "secretKey is required" in nodes.admin(node).status().acl_problem  # operators see it
     assert any("previous ACL stays in force" in r.message for r in caplog.records)
     write(acl_file, ACL)
     clock.advance(1)
     assert send_as("nobody").code == d.FORBIDDEN and node.messaging.access.problem == ""
+    assert nodes.admin(node).status().acl_problem == ""
 
 
 def test_a_slave_forwards_the_callers_identity(nodes, acl_file, tmp_path):
