@@ -15,7 +15,11 @@ HOST_PORTS = (9876, 9877, 10911, 10921, 10931)  # deploy/docker-compose.yml publ
 
 
 def _port_free(port: int) -> bool:
+    """No listener on 127.0.0.1:port. SO_REUSEADDR: connections of an earlier test to the port
+    linger in TIME_WAIT for a minute after its cluster went down, and would otherwise make a
+    free port look taken (docker-proxy binds with it too)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
