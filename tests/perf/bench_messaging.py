@@ -17,7 +17,8 @@ Figures per scenario:
                  send_batch of the same scenario in the same run (target: >= 0.8x)
   official       msg/s of the official Python client's sequential sends (subprocess)
 Baselines in the same run: the bare service (gRPC + protobuf, no store) answering the same
-send_batch load, and sequential raw unary calls to it (calls/s, p50/p99).
+send_batch load and the same receive + ack load (the ceiling of the per-message server stream
+of ReceiveMessage), and sequential raw unary calls to it (calls/s, p50/p99).
 
 Not a test: nothing asserts on time. The machine is shared and noisy; compare figures measured
 side by side in one run, and runs with --compare (see tests/perf/README.md).
@@ -168,6 +169,12 @@ def bench_baseline(ctx: Context, plan: Plan) -> None:
                                       plan.seconds)
         add_rate(ctx, "bare_send_batch", f"bare: send_batch({plan.batch}) x {plan.producers} "
                  f"threads", rate)
+        for batch in sorted({32, plan.batch}):
+            rate = load.receive_ack_rate(server.address, "Bare", plan.receive_messages,
+                                         threads=plan.producers, batch=batch,
+                                         limit_s=plan.seconds * 3)
+            add_rate(ctx, f"bare_receive_ack{'' if batch == 32 else f'_{batch}'}",
+                     f"bare: receive({batch}) + ack x {plan.producers} threads", rate)
         samples = load.bare_unary(server.address, plan.latency_samples)
         ctx.add("bare_unary_rate", "bare: sequential raw unary calls",
                 len(samples) / (sum(samples) / 1000), "calls/s")
