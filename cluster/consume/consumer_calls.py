@@ -223,7 +223,7 @@ class ConsumerCalls:
             raise V2Error(d.BAD_REQUEST, "no entries to acknowledge")
         consumers = self.consumers
         master = consumers.ensure_loaded()
-        results, events = [], []
+        results, items = [], []
         with consumers.lock:
             for entry in request.entries:
                 try:
@@ -231,10 +231,12 @@ class ConsumerCalls:
                 except V2Error as e:
                     results.append((entry, e.status()))
                     continue
-                events.append({"kind": "ack", "group": group, "topic": topic,
-                               "queue": r.queue_id, "offset": r.offset, "handle": r.handle})
+                items.append([r.queue_id, r.offset, r.handle])
                 results.append((entry, None))
-            pending = consumers.commit(master, events) if events else None
+            # one record for every valid entry: one append, one dispatch by reput and one
+            # wait for the request, not one per entry
+            pending = consumers.commit(master, [{"kind": "acks", "group": group, "topic": topic,
+                                                 "items": items}]) if items else None
         status = consumers.wait(master, pending) if pending is not None else OK
         answer = s.AckMessageResponse()
         codes = set()

@@ -8,6 +8,7 @@ event kind as the tag, the event as a compact JSON body. The kinds (state.py has
     group      yes   a group's config, or its deletion
     pop        no    offsets handed out (at-least-once: a lost pop only means a redelivery)
     ack        yes   an offset done
+    acks       yes   the offsets of one AckMessage request done (one record for all its entries)
     change     yes   a delivery's invisibility moved (new handle)
     offset     yes   a committed offset set by UpdateOffset or an offset reset
     snapshot   yes   the whole state; replay may start at the newest one

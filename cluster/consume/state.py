@@ -16,6 +16,9 @@ Events (the `kind` of each record):
                moves the cursor past them (and past `skip_to`, what the tag filter skipped)
     ack        an offset done; only the delivery whose handle matches counts (a stale handle
                after a redelivery is refused)
+    acks       the offsets of one AckMessage request done at once: `items` of [queue, offset,
+               handle], each applied like an `ack` (one record per request instead of one per
+               entry; `ack` records of earlier versions still replay)
     change     a delivery's invisibility moved (new deadline, new handle)
     offset     the committed offset set by UpdateOffset or an offset reset: the cursor moves
                there and nothing stays in flight
@@ -141,6 +144,14 @@ class ConsumerState:
         if current is not None and current.handle == int(e["handle"]):
             del q.inflight[int(e["offset"])]
 
+    def _acks(self, e: dict[str, Any]) -> None:
+        group, topic = e["group"], e["topic"]
+        for queue, offset, handle in e["items"]:
+            q = self.queues.get((group, topic, int(queue)))
+            current = q.inflight.get(int(offset)) if q is not None else None
+            if current is not None and current.handle == int(handle):
+                del q.inflight[int(offset)]
+
     def _change(self, e: dict[str, Any]) -> None:
         q = self.queues.get((e["group"], e["topic"], int(e["queue"])))
         if q is None:
@@ -218,6 +229,7 @@ _HANDLERS = {
     "group": ConsumerState._group,
     "pop": ConsumerState._pop,
     "ack": ConsumerState._ack,
+    "acks": ConsumerState._acks,
     "change": ConsumerState._change,
     "offset": ConsumerState._offset,
     "snapshot": ConsumerState._snapshot,

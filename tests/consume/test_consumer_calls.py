@@ -7,6 +7,7 @@ a test that checks a long poll starts it in the background and advances the cloc
 waits. The failover test keeps the real clock: its slave replicates by it."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -15,6 +16,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
+from cluster.consume.records import STATE_TOPIC
 from tests.support.nodes import settle
 from tests.support.v2 import G, ack, bodies, mq, receive, send
 from tests.support.waiting import in_background, waiting_on
@@ -216,6 +218,50 @@ def test_bad_receipt_handles_are_refused(master, handle):
         invisible_duration=Duration(seconds=-1)))
     assert bad_duration.status.code == d.ILLEGAL_INVISIBLE_TIME
     assert state_records(node) == before
+
+
+def test_an_ack_of_many_entries_appends_one_record_and_answers_each(master, clock):
+    """One AckMessage with many entries: one `acks` record holds every valid entry, and each
+    entry gets its own result in order (a stale or forged handle is refused, the rest acked)."""
+    node, stub = master
+    send(stub, "T", [b"%d" % i for i in range(6)])
+    settle(node)
+    _, got = receive(stub, n=6, invisible=0.5)
+    assert len(got) == 6
+    assert ack(stub, got[:1]).status.code == d.OK  # got[0]'s handle is stale from now on
+    forged = d.Message()
+    forged.CopyFrom(got[1])
+    forged.system_properties.receipt_handle = "R2:0:0:1:" + "0" * 32
+    records = lambda: node.store.max_offset_in_queue(STATE_TOPIC, 0)  # noqa: E731
+    settle(node)
+    before = records()
+    r = ack(stub, [got[0], *got[1:3], forged, *got[3:]])
+    assert r.status.code == d.MULTIPLE_RESULTS
+    assert [e.status.code for e in r.entries] == [
+        d.INVALID_RECEIPT_HANDLE, d.OK, d.OK, d.INVALID_RECEIPT_HANDLE, d.OK, d.OK, d.OK]
+    assert [e.receipt_handle for e in r.entries] == [m.system_properties.receipt_handle for m in
+                                                     [got[0], *got[1:3], forged, *got[3:]]]
+    settle(node)
+    assert records() == before + 1
+    (record,) = node.store.get_messages(STATE_TOPIC, 0, before, 8).messages
+    event = json.loads(record.body)
+    assert event["kind"] == "acks" and len(event["items"]) == 5
+    clock.advance(1)  # past the invisibility: nothing comes back, every delivery was acked
+    assert receive(stub, n=32)[0].code == d.MESSAGE_NOT_FOUND
+    assert ack(stub, got[1:]).status.code == d.INVALID_RECEIPT_HANDLE  # acked already
+
+
+def test_an_ack_with_only_bad_handles_appends_nothing(master):
+    node, stub = master
+    send(stub, "T", [b"x"])
+    settle(node)
+    _, got = receive(stub, invisible=30)
+    assert ack(stub, got).status.code == d.OK
+    settle(node)
+    before = node.store.max_phy_offset()
+    r = ack(stub, got * 3)  # all stale
+    assert r.status.code == d.INVALID_RECEIPT_HANDLE and len(r.entries) == 3
+    assert node.store.max_phy_offset() == before
 
 
 def test_state_survives_a_restart(nodes, clock):

@@ -30,6 +30,31 @@ def test_committed_is_the_lowest_offset_in_flight_or_the_cursor():
     assert state.queue("G", "T", 0) == QueueState(2)
 
 
+def test_acks_of_one_request_apply_like_one_ack_each():
+    """An `acks` record (one per AckMessage request) ends exactly the deliveries whose handle
+    is current, across queues, like the per-entry `ack` records of earlier versions, which
+    still replay."""
+    def popped() -> ConsumerState:
+        state = ConsumerState()
+        for queue in (0, 1):
+            state.apply({"kind": "pop", "group": "G", "topic": "T", "queue": queue, "base": 0,
+                         "until": 100, "skip_to": 0,
+                         "items": [[0, 1, 10 + queue * 10, ""], [1, 1, 11 + queue * 10, ""]]})
+        return state
+
+    batched = popped()
+    batched.apply({"kind": "acks", "group": "G", "topic": "T",
+                   "items": [[0, 0, 10], [0, 1, 99], [1, 1, 21], [2, 0, 10]]})  # 99: stale
+    one_by_one = popped()
+    for queue, offset, handle in [[0, 0, 10], [0, 1, 99], [1, 1, 21], [2, 0, 10]]:
+        one_by_one.apply({"kind": "ack", "group": "G", "topic": "T", "queue": queue,
+                          "offset": offset, "handle": handle})
+    assert batched.queues == one_by_one.queues
+    assert sorted(batched.queue("G", "T", 0).inflight) == [1]
+    assert sorted(batched.queue("G", "T", 1).inflight) == [0]
+    assert batched.queue("G", "T", 2) is None  # an ack of an unknown queue creates nothing
+
+
 events = st.lists(st.one_of(
     st.builds(lambda q, items, until, skip: {"kind": "pop", "group": "G", "topic": "T",
                                              "queue": q, "base": 0, "until": until,
@@ -41,6 +66,9 @@ events = st.lists(st.one_of(
     st.builds(lambda q, o, h: {"kind": "ack", "group": "G", "topic": "T", "queue": q,
                                "offset": o, "handle": h},
               st.integers(0, 2), st.integers(0, 50), st.integers(1, 200)),
+    st.builds(lambda items: {"kind": "acks", "group": "G", "topic": "T", "items": items},
+              st.lists(st.tuples(st.integers(0, 2), st.integers(0, 50),
+                                 st.integers(1, 200)).map(list), max_size=4)),
     st.builds(lambda q, o: {"kind": "offset", "group": "G", "topic": "T", "queue": q, "offset": o},
               st.integers(0, 2), st.integers(0, 50)),
     st.builds(lambda f, r: {"kind": "group", "group": "G", "fifo": f, "retry_max_times": r},

@@ -12,10 +12,13 @@ Figures per scenario:
                  connection (target for sync: >= 30,000 msg/s)
   send_async     msg/s, the same threads calling BatchingProducer.send_async
   latency p50/p99  ms of sequential single-message Producer.send (target p99 < 5 ms)
-  receive/ack    msg/s, SimpleConsumer threads: ReceiveMessage(32) + one AckMessage per batch
+  receive/ack    msg/s, SimpleConsumer threads: ReceiveMessage(32) + one AckMessage per batch,
+                 and the same with `--batch` messages per receive; each with its ratio to
+                 send_batch of the same scenario in the same run (target: >= 0.8x)
   official       msg/s of the official Python client's sequential sends (subprocess)
 Baselines in the same run: the bare service (gRPC + protobuf, no store) answering the same
-send_batch load, and sequential raw unary calls to it (calls/s, p50/p99).
+send_batch load and the same receive + ack load (the ceiling of the per-message server stream
+of ReceiveMessage), and sequential raw unary calls to it (calls/s, p50/p99).
 
 Not a test: nothing asserts on time. The machine is shared and noisy; compare figures measured
 side by side in one run, and runs with --compare (see tests/perf/README.md).
@@ -114,14 +117,10 @@ def bench_scenario(ctx: Context, scenario: str, plan: Plan, py_spy_dir: str | No
         add_rate(ctx, f"{scenario}_send_async", f"BatchingProducer x {plan.producers} threads", rate)
         add_latency(ctx, f"{scenario}_latency", "single send latency",
                     load.send_latencies(addr, "BenchLatency", plan.latency_samples), 5.0)
-        load.fill(addr, "BenchReceive", plan.receive_messages)
-        rate = load.receive_ack_rate(addr, "BenchReceive", plan.receive_messages,
-                                     threads=plan.producers, batch=32, limit_s=plan.seconds * 3)
-        if rate is None:
-            print("  receive/ack: skipped, the server answers ReceiveMessage with NOT_IMPLEMENTED")
-        else:
-            add_rate(ctx, f"{scenario}_receive_ack", f"receive(32) + ack x {plan.producers} threads",
-                     rate)
+        produced = ctx.results[f"{scenario}_send_batch"].value
+        for batch in sorted({32, plan.batch}):
+            if not bench_receive_ack(ctx, scenario, plan, addr, batch, produced):
+                break
         out = load.official_send(addr, "BenchOfficial", plan.official_messages)
         if "error" in out:
             print(f"  official client: failed: {out['error']}")
@@ -143,6 +142,25 @@ def bench_scenario(ctx: Context, scenario: str, plan: Plan, py_spy_dir: str | No
                 r.label = f"{scenario}: {r.label}"
 
 
+def bench_receive_ack(ctx: Context, scenario: str, plan: Plan, addr: str, batch: int,
+                      produced: float) -> bool:
+    """receive(batch) + one AckMessage per batch, next to the produce rate of the same scenario
+    measured just before (send_batch): the consume path must keep up with producers (target:
+    at least 0.8x). False when the server does not implement ReceiveMessage."""
+    topic = f"BenchReceive{batch}"
+    load.fill(addr, topic, plan.receive_messages)
+    rate = load.receive_ack_rate(addr, topic, plan.receive_messages, threads=plan.producers,
+                                 batch=batch, limit_s=plan.seconds * 3)
+    if rate is None:
+        print("  receive/ack: skipped, the server answers ReceiveMessage with NOT_IMPLEMENTED")
+        return False
+    key = f"{scenario}_receive_ack" + ("" if batch == 32 else f"_{batch}")
+    add_rate(ctx, key, f"receive({batch}) + ack x {plan.producers} threads", rate)
+    ctx.add(f"{key}_ratio", f"  receive({batch}) + ack / send_batch({plan.batch})",
+            rate.value / max(produced, 1e-9), "x", 0.8)
+    return True
+
+
 def bench_baseline(ctx: Context, plan: Plan) -> None:
     print("\nbaseline, bare gRPC MessagingService (no store) in its own process:", flush=True)
     server = load.BareServer(free_port())
@@ -151,6 +169,12 @@ def bench_baseline(ctx: Context, plan: Plan) -> None:
                                       plan.seconds)
         add_rate(ctx, "bare_send_batch", f"bare: send_batch({plan.batch}) x {plan.producers} "
                  f"threads", rate)
+        for batch in sorted({32, plan.batch}):
+            rate = load.receive_ack_rate(server.address, "Bare", plan.receive_messages,
+                                         threads=plan.producers, batch=batch,
+                                         limit_s=plan.seconds * 3)
+            add_rate(ctx, f"bare_receive_ack{'' if batch == 32 else f'_{batch}'}",
+                     f"bare: receive({batch}) + ack x {plan.producers} threads", rate)
         samples = load.bare_unary(server.address, plan.latency_samples)
         ctx.add("bare_unary_rate", "bare: sequential raw unary calls",
                 len(samples) / (sum(samples) / 1000), "calls/s")

@@ -219,7 +219,9 @@ def official_send(endpoint: str, topic: str, count: int) -> dict:
 # -- the bare service: gRPC and protobuf, no store ---------------------------------------------
 class BareServicer(s_grpc.MessagingServiceServicer):
     """Answers SendMessage with one OK entry per message (ids from the request), QueryRoute
-    with four queues: what a node answers, without converting, storing or replicating."""
+    with four queues, ReceiveMessage with `batch_size` prebuilt 1 KiB messages (one response
+    each, as the v2 API streams them) and AckMessage with one OK entry per entry: what a node
+    answers, without converting, storing, replicating or keeping consumer state."""
 
     def __init__(self, address: str) -> None:
         host, _, port = address.rpartition(":")
@@ -227,6 +229,7 @@ class BareServicer(s_grpc.MessagingServiceServicer):
             scheme=d.IPv4, addresses=[d.Address(host=host, port=int(port))]))
         self.ok = d.Status(code=d.OK, message="OK")
         self.broker = broker
+        self.delivery: d.Message | None = None
 
     def QueryRoute(self, request, context):  # noqa: N802
         return s.QueryRouteResponse(status=self.ok, message_queues=[
@@ -237,6 +240,22 @@ class BareServicer(s_grpc.MessagingServiceServicer):
         return s.SendMessageResponse(status=self.ok, entries=[
             s.SendResultEntry(status=self.ok, message_id=m.system_properties.message_id, offset=i)
             for i, m in enumerate(request.messages)])
+
+    def ReceiveMessage(self, request, context):  # noqa: N802
+        if self.delivery is None or self.delivery.topic.name != request.message_queue.topic.name:
+            self.delivery = d.Message(
+                topic=request.message_queue.topic, body=BODY,
+                system_properties=d.SystemProperties(
+                    message_id="01" + "0" * 32, tag="bench", receipt_handle="R2:0:0:1:" + "0" * 32,
+                    delivery_attempt=1, invisible_duration=request.invisible_duration))
+        yield s.ReceiveMessageResponse(status=self.ok)
+        for _ in range(request.batch_size):
+            yield s.ReceiveMessageResponse(message=self.delivery)
+
+    def AckMessage(self, request, context):  # noqa: N802
+        return s.AckMessageResponse(status=self.ok, entries=[
+            s.AckMessageResultEntry(status=self.ok, message_id=e.message_id,
+                                    receipt_handle=e.receipt_handle) for e in request.entries])
 
 
 def _serve_bare(address: str, ready) -> None:
