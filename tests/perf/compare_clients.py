@@ -88,7 +88,7 @@ def _batches(send, count: int, window: int, warmup: int, start_at: float) -> dic
 async def _nats_connect(spec: dict):
     import nats
     nc = await nats.connect(f"nats://{spec['address']}", max_reconnect_attempts=0)
-    return nc, nc.jetstream(timeout=30)
+    return nc, nc.jetstream(timeout=spec.get("js_timeout", 30))
 
 
 async def _nats_produce(spec: dict, topic: str, count: int, window: int, warmup: int,

@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -138,8 +139,10 @@ def start(key: str, parent: str, file_mib: int) -> Running:
         else:
             _start_redis(run, key.removeprefix("redis-"))
     except BaseException:
-        print(run.log_tail())
-        run.stop()
+        try:
+            print(run.log_tail(), file=sys.stderr)
+        finally:  # stop what was started even when printing fails (a closed pipe)
+            run.stop()
         raise
     return run
 
@@ -188,7 +191,8 @@ def _wait_jetstream_cluster(spec: dict, timeout: float = 30) -> None:
     deadline, last = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
         try:
-            compare_clients.prepare(spec, "probe")
+            # A short timeout: a request sent before the election may never be answered.
+            compare_clients.prepare({**spec, "js_timeout": 2}, "probe")
             return
         except Exception as e:  # noqa: BLE001 - any failure means "not ready yet"
             last = e
