@@ -22,7 +22,6 @@ METRICS: dict[str, tuple[str, bool]] = {
     "consume": ("msg/s", True),
     "e2e_p50": ("ms", False),
     "e2e_p99": ("ms", False),
-    "cpu_us_produce_x4": ("µs/msg", False),
 }
 LABELS = {
     "produce_x1": "batched produce, 1 producer",
@@ -33,7 +32,6 @@ LABELS = {
     "consume": "consume (receive + ack) of a backlog",
     "e2e_p50": "produce + consume at a fixed rate, end-to-end p50",
     "e2e_p99": "produce + consume at a fixed rate, end-to-end p99",
-    "cpu_us_produce_x4": "server CPU per message, produce x4 (busiest server process)",
 }
 
 
