@@ -151,18 +151,15 @@ class ReplicationClient:
                                sync_from_last_file=self.config.sync_from_last_file)
         self._outbox = queue.Queue()
         self._outbox.put(session.start())
-        self._session = session
-        self._last_received = self.clock.monotonic()
         handshook = False
         with self._open_channel(self.master_address) as channel:
             try:
                 metadata = self.credentials(channel)
-            except grpc.RpcError:
-                raise
-            except Exception as e:  # the master is not a member, or this node has no secret
+            except PermissionError as e:  # the master is not a member, or we have no secret
                 self.last_error = f"membership: {e}"
-                self._session = None
                 return False
+            self._session = session  # from here on the stream runs (the catch-up bound)
+            self._last_received = self.clock.monotonic()
             call = pb_grpc.ReplicationStub(channel).Stream(self._requests(session),
                                                            metadata=metadata)
             self._call = call

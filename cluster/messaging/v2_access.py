@@ -128,7 +128,9 @@ class V2AccessInterceptor(grpc.ServerInterceptor):
 
     def intercept_service(self, continuation, handler_call_details):
         method_path = handler_call_details.method
-        if not method_path.startswith(PREFIX):
+        if not method_path.startswith(PREFIX) or not self.access.active:
+            # nothing to check (decided per call: aclEnable may change at runtime); no
+            # wrapping and no permission lists on the send path
             return continuation(handler_call_details)
         handler = continuation(handler_call_details)
         if handler is None:

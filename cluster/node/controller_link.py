@@ -56,7 +56,7 @@ class ControllerLink(Service):
     def __init__(self, addresses: list[str] | str, interval_ms: int, clock: Clock,
                  report: Callable[[], pb.NodeHeartbeat],
                  apply: Callable[[Assignment, float], None],
-                 credentials: Callable[[grpc.Channel], Sequence[tuple[str, str]]],
+                 credentials: Callable[[grpc.Channel, float], Sequence[tuple[str, str]]],
                  tls: TlsSettings | None = None) -> None:
         super().__init__()
         self.choice = ControllerChoice(addresses.split(";") if isinstance(addresses, str)
@@ -65,7 +65,7 @@ class ControllerLink(Service):
         self.clock = clock
         self._report = report
         self._apply = apply
-        self._credentials = credentials  # proves membership for one heartbeat
+        self._credentials = credentials  # (channel, timeout): proves membership for one beat
         self._channels = {a: open_channel(a, tls, CHANNEL_OPTIONS)
                           for a in self.choice.addresses}
         self._stubs = {a: pb_grpc.ControllerStub(c) for a, c in self._channels.items()}
@@ -86,7 +86,9 @@ class ControllerLink(Service):
             sent_at = self.clock.monotonic()  # before the challenge: the lease errs early
             timeout = max(1.0, 2 * self.interval_ms / 1000)
             try:
-                metadata = self._credentials(self._channels[address])
+                # the challenge shares the heartbeat's timeout: a hung controller must not
+                # delay moving on to the next one
+                metadata = self._credentials(self._channels[address], timeout)
                 answer = self._stubs[address].Heartbeat(heartbeat, timeout=timeout,
                                                         metadata=metadata)
             except MembershipRefused as e:  # not a member: the next controller may be one

@@ -162,8 +162,8 @@ class Node:
         if self.controlled:
             self.link = ControllerLink(c.controller_addresses, c.controller_heartbeat_interval_ms,
                                        self.clock, self.heartbeat_report, self.apply_assignment,
-                                       lambda channel: self.credentials.metadata(
-                                           channel, CONTROLLER_HEARTBEAT), tls=c.tls)
+                                       lambda channel, timeout: self.credentials.metadata(
+                                           channel, CONTROLLER_HEARTBEAT, timeout), tls=c.tls)
             self.link.start()
         log.info("node %s listening on %s:%d%s as %s (admin token: %s)", c.node_id,
                  c.store.broker_ip1, self.port, " with TLS" if c.tls.enabled else "",

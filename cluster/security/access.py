@@ -105,6 +105,12 @@ class AccessControl:
         source = self._source if self.config().acl.enable else None
         return source.problem if source is not None else ""
 
+    @property
+    def active(self) -> bool:
+        """Whether calls are checked at all (ACL on, or the node's accessKey pair set)."""
+        c = self.config()
+        return c.acl.enable or bool(c.access_key)
+
     def check(self, metadata: Metadata | None, needs: Sequence[Need]) -> Refusal | None:
         """None when the call may proceed, else the refusal (UNAUTHORIZED or FORBIDDEN)."""
         who = self.authenticate(metadata)

@@ -41,8 +41,9 @@ CLIENT_NONCE_BYTES = (16, 64)
 SERVER_NONCE_BYTES = 32
 
 
-class MembershipRefused(Exception):
-    """Why a peer is not admitted (its message names the reason; the adapter adds the peer)."""
+class MembershipRefused(PermissionError):
+    """Why a peer is not admitted (its message names the reason; the adapter adds the peer).
+    A PermissionError, so master/ and slave/ catch it without importing cluster/."""
 
 
 def check_secret(secret: str, where: str) -> bytes:
