@@ -405,6 +405,12 @@ def pid_gone(pid: int) -> bool:
         return True
 
 
+def cluster_cli(*argv: str) -> subprocess.CompletedProcess:
+    """`python -m cluster <argv>` as an operator runs it (output captured, 60 s at most)."""
+    return subprocess.run([sys.executable, "-m", "cluster", *argv], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": ROOT})
+
+
 class LocalCluster:
     """`python -m cluster local --dir <root>` in a subprocess (three nodes and a controller on
     a base port with P, P+10, P+20, P+30 free), its output read line by line; kill_all() reaps

@@ -131,7 +131,7 @@ class Runner:
                 for _ in range(4)]
         for j in fill:
             j.get(600)
-        time.sleep(0.5)  # let our node dispatch the backlog (consume queues) before the clock
+        run.wait_dispatched()  # ours: the consume queues are built before the clock starts
         out = self.pool.apply(clients.consume, (run.spec, topic, group, per * 4, 32, 120.0))
         if out["count"] < per * 4:
             self.results.notes.append(f"{run.key} repeat {rep}: consume got {out['count']} of "

@@ -102,6 +102,15 @@ class Running:
         self.pids[name] = proc.pid
         _wait_port(port, proc, name)
 
+    def wait_dispatched(self, timeout: float = 60.0) -> None:
+        """Ours: until every node's reput has dispatched its whole commitlog (consume queues
+        built), so a consume run measures consuming, not dispatch; peers: nothing to wait for."""
+        if self._group is None:
+            return
+        wait_until(lambda: all(s.dispatched_offset >= s.max_offset for s in
+                               (n.status() for n in self._group.nodes if n.alive())),
+                   timeout, f"{self.key} dispatched its backlog", interval=0.05)
+
     def stop(self) -> None:
         """Stop every process this system started, by pid, then remove its temp dir."""
         if self._group is not None:

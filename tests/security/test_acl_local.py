@@ -4,12 +4,10 @@ is refused before anything starts, naming the line."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.integration.harness import ROOT, LocalCluster
+from tests.integration.harness import LocalCluster, cluster_cli as cli
 
 ACL = """accounts:
   - accessKey: local-writer
@@ -21,10 +19,6 @@ ACL = """accounts:
     groupPerms: [g=SUB]
 """
 
-
-def cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cluster", *argv], capture_output=True,
-                          text=True, cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": ROOT})
 
 
 @pytest.fixture
@@ -59,8 +53,6 @@ def test_local_cluster_with_acl(tmp_path, acl_file):
 def test_a_broken_acl_file_stops_local_before_it_starts(tmp_path):
     bad = tmp_path / "bad.yml"
     bad.write_text("accounts:\n  - accessKey: k\n    secretKey: short-secret-ok\n")
-    r = subprocess.run([sys.executable, "-m", "cluster", "local", "--dir", str(tmp_path / "c"),
-                        "--base-port", "1", "--acl", str(bad)], capture_output=True, text=True,
-                       cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": ROOT})
+    r = cli("local", "--dir", str(tmp_path / "c"), "--base-port", "1", "--acl", str(bad))
     assert r.returncode == 2 and "line 2 (accounts[0]): accessKey" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not os.path.exists(tmp_path / "c")

@@ -4,7 +4,6 @@ and resource, nothing written when refused, a reload without restart, a slave fo
 caller's identity, and admin users on the Admin API."""
 from __future__ import annotations
 
-import os
 import time
 
 import grpc
@@ -20,6 +19,7 @@ from store.clock import ManualClock
 from tests.support.streams import Outbox
 from tests.support.v2 import duration, mq, msg, route
 from tests.support.waiting import wait_until
+from tests.support.files import replace_file
 
 ACL = """\
 accounts:
@@ -50,16 +50,11 @@ def signed(user: str, secret: str | None = None, now_s: float | None = None):
     return sign(ak, secret or sk, "client-1", now_s=now_s)
 
 
-def write(path, text: str) -> None:
-    with open(f"{path}.tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(f"{path}.tmp", path)
-
 
 @pytest.fixture
 def acl_file(tmp_path):
     path = tmp_path / "plain_acl.yml"
-    write(path, ACL)
+    replace_file(path, ACL)
     return str(path)
 
 
@@ -192,18 +187,18 @@ def test_reload_takes_effect_without_restart(nodes, acl_file, caplog):
                                 metadata=signed(user, now_s=clock.now_ms() / 1000)).status
 
     assert send_as("nobody").code == d.FORBIDDEN
-    write(acl_file, ACL.replace("  - accessKey: nobody-key\n    secretKey: nobody-secret\n",
+    replace_file(acl_file, ACL.replace("  - accessKey: nobody-key\n    secretKey: nobody-secret\n",
                                 "  - accessKey: nobody-key\n    secretKey: nobody-secret\n"
                                 "    defaultTopicPerm: PUB\n"))
     clock.advance(1)
     assert send_as("nobody").code == d.OK
-    write(acl_file, "accounts:\n  - accessKey: nobody-key\n    defaultTopicPerm: PUB\n")
+    replace_file(acl_file, "accounts:\n  - accessKey: nobody-key\n    defaultTopicPerm: PUB\n")
     clock.advance(1)
     assert send_as("nobody").code == d.OK  # the broken file changed nothing
     assert "secretKey is required" in node.messaging.access.problem
     assert "secretKey is required" in nodes.admin(node).status().acl_problem  # operators see it
     assert any("previous ACL stays in force" in r.message for r in caplog.records)
-    write(acl_file, ACL)
+    replace_file(acl_file, ACL)
     clock.advance(1)
     assert send_as("nobody").code == d.FORBIDDEN and node.messaging.access.problem == ""
     assert nodes.admin(node).status().acl_problem == ""
@@ -215,7 +210,7 @@ def test_a_slave_forwards_the_callers_identity(nodes, acl_file, tmp_path):
     refuses it naming consumer-key. No node accessKey/secretKey is set, so nothing but the
     client's signature can have passed the master's check."""
     lenient = tmp_path / "slave_acl.yml"
-    write(lenient, ACL.replace("      - orders=SUB\n", "      - orders=PUB|SUB\n"))
+    replace_file(lenient, ACL.replace("      - orders=SUB\n", "      - orders=PUB|SUB\n"))
     master = start(nodes, acl_file, role="SYNC_MASTER")
     slave = nodes.slave(master, acl=AclConfig(enable=True, file=str(lenient)))
     stub = nodes.stub(slave)

@@ -16,6 +16,7 @@ from cluster.security.access import AclConfig
 from cluster.security.acl import Need, Perm
 from tests.support.official_client import client_home, run_tool
 from tests.support.waiting import free_port, wait_until
+from tests.support.files import replace_file
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "messaging")
 PRODUCER_TOOL = os.path.join(TOOLS, "official_client_tool.py")
@@ -39,11 +40,6 @@ LATE_GRANT = ACL.replace("  - accessKey: late-key\n    secretKey: late-secret\n"
                          "  - accessKey: late-key\n    secretKey: late-secret\n"
                          "    topicPerms:\n      - orders=PUB\n")
 
-
-def write(path, text: str) -> None:
-    with open(f"{path}.tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(f"{path}.tmp", path)
 
 
 @pytest.fixture
@@ -79,7 +75,7 @@ def receive(endpoint: str, ak: str, sk: str, count: int, home: str, within_s: fl
 
 def test_official_client_with_acl(nodes, tmp_path, home):
     acl_file = str(tmp_path / "plain_acl.yml")
-    write(acl_file, ACL)
+    replace_file(acl_file, ACL)
     node = nodes.start(acl=AclConfig(enable=True, file=acl_file))
     ep = node.address
     ok, forbidden, wrong_secret, unknown = send_runs([
@@ -103,7 +99,7 @@ def test_official_client_with_acl(nodes, tmp_path, home):
     assert denied["received"] == []
     assert "user 'producer-key' lacks SUB on group 'billing'" in denied["ack_errors"][0], denied
     # the ACL file changes: late-key may publish now, without a restart
-    write(acl_file, LATE_GRANT)
+    replace_file(acl_file, LATE_GRANT)
     access = node.messaging.access
     wait_until(lambda: access.permit("late-key", [Need.topic("orders", Perm.PUB)]) is None,
                timeout=10, what="the node to read the new ACL file")
@@ -116,8 +112,8 @@ def test_official_client_through_a_slave_keeps_its_identity(nodes, tmp_path, hom
     the slave is refused by the master naming consumer-key, so the forwarded call carried the
     client's identity (no node accessKey/secretKey is configured)."""
     master_acl, slave_acl = str(tmp_path / "master.yml"), str(tmp_path / "slave.yml")
-    write(master_acl, ACL)
-    write(slave_acl, ACL.replace("      - orders=SUB\n", "      - orders=PUB|SUB\n"))
+    replace_file(master_acl, ACL)
+    replace_file(slave_acl, ACL.replace("      - orders=SUB\n", "      - orders=PUB|SUB\n"))
     master = nodes.start(role="SYNC_MASTER", acl=AclConfig(enable=True, file=master_acl))
     port = free_port()
     slave = nodes.slave(master, port=port, group_addresses=(f"127.0.0.1:{port}",),
@@ -136,7 +132,7 @@ def test_official_client_through_a_slave_keeps_its_identity(nodes, tmp_path, hom
 def test_broker_conf_turns_acl_on_in_a_node_process(group, tmp_path, home):
     """The keys as an operator writes them in broker.conf, on a real node process."""
     acl_file = str(tmp_path / "plain_acl.yml")
-    write(acl_file, ACL)
+    replace_file(acl_file, ACL)
     node = group.master("ASYNC_MASTER", aclEnable="true", aclFile=acl_file,
                         aclDateTimeWindowSeconds="120")
     config = {e.key: e.value for e in node.admin().get_config(

@@ -15,6 +15,7 @@ from cluster.security.signature import sign
 from store.clock import ManualClock
 from store.config import StoreConfig
 from store.errors import ConfigError
+from tests.support.files import replace_file
 
 READER = """\
 accounts:
@@ -33,28 +34,21 @@ accounts:
 PUB = [Need.topic("orders", Perm.PUB)]
 
 
-def write(path, text: str) -> None:
-    """Replace the file (a new inode, like editors and config management do)."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
 
 def test_reload_on_change_at_most_once_per_second(tmp_path, caplog):
     path = tmp_path / "plain_acl.yml"
-    write(path, READER)
+    replace_file(path, READER)
     clock = ManualClock()
     source = AclSource(str(path), clock)
     assert source.current().decide("reader-key", PUB) is not None
-    write(path, WRITER)
+    replace_file(path, WRITER)
     assert source.current().decide("reader-key", PUB) is not None  # not looked at yet
     clock.advance(0.5)
     assert source.current().decide("reader-key", PUB) is not None
     clock.advance(0.5)
     assert source.current().decide("reader-key", PUB) is None and source.reloads == 1
     # a broken file: the previous ACL stays, the error is logged once and kept visible
-    write(path, WRITER.replace("PUB|SUB", "PUBLISH"))
+    replace_file(path, WRITER.replace("PUB|SUB", "PUBLISH"))
     for _ in range(3):
         clock.advance(1)
         assert source.current().decide("reader-key", PUB) is None
@@ -66,7 +60,7 @@ def test_reload_on_change_at_most_once_per_second(tmp_path, caplog):
     assert source.current().decide("reader-key", PUB) is None
     assert "cannot read" in source.problem
     # a good file again: in force, problem cleared
-    write(path, READER)
+    replace_file(path, READER)
     clock.advance(1)
     assert source.current().decide("reader-key", PUB) is not None
     assert source.problem == "" and source.reloads == 2
@@ -93,7 +87,7 @@ def config(root, **props) -> NodeConfig:
 
 def test_access_control_signature_date_and_permissions(tmp_path):
     os.makedirs(tmp_path / "config")
-    write(tmp_path / "config" / "plain_acl.yml", READER)  # the default aclFile
+    replace_file(tmp_path / "config" / "plain_acl.yml", READER)  # the default aclFile
     clock = ManualClock(1_790_000_000_000)
     access = AccessControl(lambda: config(tmp_path, aclEnable="true"), clock)
     now_s = clock.now_ms() / 1000
@@ -113,7 +107,7 @@ def test_access_control_signature_date_and_permissions(tmp_path):
 
 def test_window_is_configurable_and_the_node_pair_holds_everything(tmp_path):
     acl_file = tmp_path / "acl.yml"
-    write(acl_file, READER)
+    replace_file(acl_file, READER)
     clock = ManualClock(1_790_000_000_000)
     c = config(tmp_path, aclEnable="true", aclFile=acl_file, aclDateTimeWindowSeconds=5,
                accessKey="node-key", secretKey="node-secret")

@@ -206,7 +206,8 @@ def test_the_controller_admits_only_members(controller):
         assert other.value.code() is grpc.StatusCode.PERMISSION_DENIED
         answer = stub.Heartbeat(heartbeat("broker-a:1"), timeout=5,
                                 metadata=member.metadata(channel, mp.CONTROLLER_HEARTBEAT))
-        assert isinstance(answer, cpb.Assignment)
+        # the only node the controller heard from leads the group (SYNC_MASTER by default)
+        assert (answer.role, answer.master_id, answer.epoch) == ("SYNC_MASTER", "broker-a:1", 1)
     groups = controller.service.snapshots()
     seen = {node for g in groups for node in g.reports}
     assert seen == {"broker-a:1"}  # only the admitted heartbeat reached the controller

@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import stat
-import subprocess
-import sys
 
 import grpc
 import pytest
@@ -18,12 +16,8 @@ import pytest
 from cluster.client.admin_client import AdminClient
 from cluster.node.local_cluster import cluster_tls
 from cluster.security.cert_authority import load_cert, subject_alt_names
-from tests.integration.harness import ROOT, LocalCluster, pid_gone, wait_until
+from tests.integration.harness import LocalCluster, cluster_cli as cli, pid_gone, wait_until
 
-
-def cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cluster", *argv], capture_output=True,
-                          text=True, cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": ROOT})
 
 
 @pytest.fixture
