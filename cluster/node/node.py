@@ -11,10 +11,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from concurrent import futures
 from typing import Callable
 
-import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ha.epoch import EpochCache
@@ -47,6 +45,7 @@ from cluster.messaging.v2_access import V2AccessInterceptor
 from cluster.controller.election import Assignment
 from cluster.node.assignment_plan import plan_assignment
 from cluster.node.controller_link import ControllerLink
+from cluster.node.grpc_server import AioGrpcServer
 from cluster.consume.handle_mac import handle_key
 from cluster.node.client_limits import server_options
 from cluster.node.request_decoding import UndecodableRequestInterceptor
@@ -57,7 +56,7 @@ from cluster.node.node_status import node_status
 from cluster.security.member_gate import (MemberCredentials, MemberGate, MembershipServicer,
                                           resolve_cluster_secret)
 from cluster.security.member_proof import CONTROLLER_HEARTBEAT, REPLICATION_STREAM
-from cluster.security.tls import add_port, open_channel
+from cluster.security.tls import open_channel
 
 log = logging.getLogger(__name__)
 SERVICES = ("rmqstore.admin.v1.Admin", "rmqstore.replication.v1.Replication", MESSAGING_SERVICE)
@@ -85,7 +84,7 @@ class Node:
         self.token_source = ""
         self.port = 0
         self.health = health.HealthServicer(experimental_non_blocking=True)
-        self._server: grpc.Server | None = None
+        self._server: AioGrpcServer | None = None
         self._role_lock = threading.RLock()
         self._health_watch = PeriodicTask("health-watch", self.update_health, 1.0)
         self.gate = MemberGate(None, config.node_id, clock)
@@ -127,27 +126,27 @@ class Node:
                           messaging=self.messaging, status=self.status,
                           switch_role=self.switch_role, put_messages=self.put_messages,
                           update_config=self.update_config)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=96, thread_name_prefix="grpc"),
-                             # undecodable bytes are refused before the ACL check, which
-                             # reads the request's fields
-                             interceptors=[BearerTokenInterceptor(
-                                 token, signed_admin=self.messaging.access.admin_refusal),
-                                 UndecodableRequestInterceptor(),
-                                 V2AccessInterceptor(self.messaging.access)],
-                             options=server_options(c.limits, c.store.max_message_size))
-        replication_pb2_grpc.add_ReplicationServicer_to_server(
-            ReplicationServicer(lambda: self.role.master, self.role.not_master_reason,
-                                lambda context: self.gate.admit(context, REPLICATION_STREAM)),
-            server)
-        membership_pb2_grpc.add_MembershipServicer_to_server(MembershipServicer(self.gate), server)
-        admin_pb2_grpc.add_AdminServicer_to_server(AdminServicer(admin), server)
-        messaging_pb2_grpc.add_MessagingServiceServicer_to_server(
-            MessagingServicer(self.messaging), server)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        self.port = add_port(server, c.listen_address, c.tls)
+        # undecodable bytes are refused before the ACL check, which reads the request's fields
+        server = AioGrpcServer(interceptors=[BearerTokenInterceptor(
+                                   token, signed_admin=self.messaging.access.admin_refusal),
+                                   UndecodableRequestInterceptor(),
+                                   V2AccessInterceptor(self.messaging.access)],
+                               options=server_options(c.limits, c.store.max_message_size))
+        self._server = server
+        replication = ReplicationServicer(lambda: self.role.master, self.role.not_master_reason,
+                                          lambda context: self.gate.admit(context,
+                                                                          REPLICATION_STREAM))
+        server.add(lambda s: replication_pb2_grpc.add_ReplicationServicer_to_server(
+            replication, s))
+        server.add(lambda s: membership_pb2_grpc.add_MembershipServicer_to_server(
+            MembershipServicer(self.gate), s))
+        server.add(lambda s: admin_pb2_grpc.add_AdminServicer_to_server(AdminServicer(admin), s))
+        server.add(lambda s: messaging_pb2_grpc.add_MessagingServiceServicer_to_server(
+            MessagingServicer(self.messaging), s))
+        server.add(lambda s: health_pb2_grpc.add_HealthServicer_to_server(self.health, s))
+        self.port = server.add_port(c.listen_address, c.tls)
         if self.port == 0:
             raise StoreError(f"cannot listen on {c.listen_address}")
-        self._server = server
         with self._role_lock:
             if self.controlled:
                 self.role.set(Transitioning(f"waiting for the controller at "
@@ -176,7 +175,7 @@ class Node:
         for name in ("", *SERVICES):
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         if self._server is not None:
-            self._server.stop(grace=1.0).wait(5)
+            self._server.stop(grace=1.0)
         if self.messaging is not None:
             self.messaging.close()
         with self._role_lock:

@@ -1,0 +1,140 @@
+"""The node's one gRPC server: `grpc.aio` on an event loop of its own thread, with a thread pool
+for the handlers that block.
+
+Why asyncio: a long poll held by a thread costs a thread (stack, GIL hand-offs) for as long as
+it waits, so a threaded server caps the consumers that may wait at once (it used to be 40 of 96
+workers). On the loop a waiting ReceiveMessage is a coroutine (a few KiB), and the calls that
+answer without blocking (an ASYNC_MASTER's send, a receive or ack on the master) run on the loop
+thread itself, without a hand-off between gRPC's poller and a worker thread per call.
+
+Which handler runs where is decided per method by gRPC itself:
+- `async def` methods (MessagingServicer's hot calls) run on the loop; they move the parts that
+  block (a forward to the master, a wait for flush or replication) to the pool themselves
+  (`asyncio.to_thread`, which keeps the call's context variables: the caller's signature).
+- plain methods (Admin, Replication, Membership, Health and the rest of MessagingService) run in
+  the pool, as they did on the threaded server; streaming ones through thread_bridge.py, which
+  gives them the threaded server's context (is_active, cancel).
+
+Server interceptors must be `grpc.aio.ServerInterceptor`s: `AioInterceptor` adapts the node's
+synchronous ones (they only inspect metadata and wrap handlers; `wrap_behavior` keeps a wrapped
+coroutine a coroutine).
+
+`AioGrpcServer` owns the loop thread, the pool and the server. Its methods are called from any
+thread (the node's); they run what touches the server on the loop and wait for it.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from concurrent import futures
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
+
+import grpc
+import grpc.aio
+
+from cluster.node.thread_bridge import threaded_stream
+from cluster.security.tls import TlsSettings, add_port
+
+T = TypeVar("T")
+POOL_WORKERS = 96  # blocking handlers: admin calls, replication streams, forwards, sync waits
+
+
+class _PlainStreamsOnThreads(grpc.aio.ServerInterceptor):
+    """Runs every plain (not async) streaming handler through thread_bridge.threaded_stream.
+    First in the chain, so it sees the handler as the other interceptors wrapped it."""
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        if handler.unary_stream and not inspect.isasyncgenfunction(handler.unary_stream):
+            return handler._replace(unary_stream=threaded_stream(handler.unary_stream, False))
+        if handler.stream_stream and not inspect.isasyncgenfunction(handler.stream_stream):
+            return handler._replace(stream_stream=threaded_stream(handler.stream_stream, True))
+        return handler
+
+
+class AioInterceptor(grpc.aio.ServerInterceptor):
+    """A synchronous grpc.ServerInterceptor on the asyncio server: the inner one sees the
+    handler gRPC resolved and returns it, or a wrapped one."""
+
+    def __init__(self, inner: grpc.ServerInterceptor) -> None:
+        self.inner = inner
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        return self.inner.intercept_service(lambda _details: handler, handler_call_details)
+
+
+def wrap_behavior(behavior: Callable, before: Callable[[Any, Any], Any]) -> Callable:
+    """`behavior(request, context)` run after `before(request, context)`, which may return a
+    replacement answer (anything but None) instead. The wrapper is a coroutine function when
+    `behavior` is one, so gRPC still runs it on the loop."""
+    if inspect.iscoroutinefunction(behavior):
+        async def wrapped_async(request, context):
+            answer = before(request, context)
+            if answer is not None:
+                return answer
+            return await behavior(request, context)
+        return wrapped_async
+
+    def wrapped(request, context):
+        answer = before(request, context)
+        if answer is not None:
+            return answer
+        return behavior(request, context)
+    return wrapped
+
+
+class AioGrpcServer:
+    """The loop thread, the blocking-handler pool and the grpc.aio server on that loop.
+    `_server` is created, started and stopped on the loop only; nothing else is shared."""
+
+    def __init__(self, *, interceptors: Sequence[grpc.ServerInterceptor] = (),
+                 options: Sequence[tuple[str, Any]] = (), name: str = "grpc") -> None:
+        self.pool = futures.ThreadPoolExecutor(max_workers=POOL_WORKERS,
+                                               thread_name_prefix=name)
+        self.loop = asyncio.new_event_loop()
+        self.loop.set_default_executor(self.pool)  # asyncio.to_thread runs in the same pool
+        self._thread = threading.Thread(target=self._run, name=f"{name}-loop", daemon=True)
+        self._thread.start()
+        adapted = [_PlainStreamsOnThreads(), *(AioInterceptor(i) for i in interceptors)]
+        self._server: grpc.aio.Server = self.call(self._make(adapted, list(options)))
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    async def _make(self, interceptors: list, options: list) -> grpc.aio.Server:
+        return grpc.aio.server(migration_thread_pool=self.pool, interceptors=interceptors,
+                               options=options)
+
+    def call(self, coro: Awaitable[T], timeout: float | None = 30.0) -> T:
+        """Run `coro` on the loop and wait for its result (from a thread other than the loop's)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def add(self, register: Callable[[grpc.aio.Server], None]) -> None:
+        """`register(server)`: an add_XServicer_to_server call."""
+        async def run() -> None:
+            register(self._server)
+        self.call(run())
+
+    def add_port(self, address: str, tls: TlsSettings | None) -> int:
+        async def run() -> int:
+            return add_port(self._server, address, tls)
+        return self.call(run())
+
+    def start(self) -> None:
+        self.call(self._server.start())
+
+    def stop(self, grace: float | None) -> None:
+        """Stop serving (calls in flight get `grace` seconds), then end the loop and the pool."""
+        try:
+            self.call(self._server.stop(grace), timeout=(grace or 0) + 10)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+            if not self._thread.is_alive():
+                self.loop.close()
+            self.pool.shutdown(wait=False, cancel_futures=True)
