@@ -99,6 +99,13 @@ class MasterRole:
         self.store.confirm_source = lambda: end  # nothing new becomes visible until a new role
 
     # -- writes -----------------------------------------------------------------------------
+    @property
+    def answers_at_append(self) -> bool:
+        """A put is answered as soon as it is appended: no wait for a flush (ASYNC_FLUSH) nor
+        for slaves (ASYNC_MASTER), so the caller never blocks (the server's event loop may
+        run it itself, cluster/node/grpc_server.py)."""
+        return not self.sync_master and not self.store.config.is_sync_flush
+
     def put_messages(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
         result = self.append(msgs, allow_system_topic=allow_system_topic)
         return self.wait_durable(msgs, result)

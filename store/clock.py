@@ -3,6 +3,7 @@ and waits that end by the clock's own time (a long poll on a ManualClock ends wh
 advances the clock, not after real seconds)."""
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import weakref
@@ -26,6 +27,17 @@ class Clock:
         if real_limit_s is not None:
             timeout_s = min(timeout_s, real_limit_s)
         return cond.wait_for(predicate, timeout_s)
+
+    async def wait_async(self, future: "asyncio.Future", timeout_s: float,
+                         real_limit_s: float | None = None) -> None:
+        """On an event loop: until `future` is done, `timeout_s` of this clock's time, or
+        `real_limit_s` real seconds (wait_for's rules). The future is never cancelled here."""
+        if real_limit_s is not None:
+            timeout_s = min(timeout_s, real_limit_s)
+        try:
+            await asyncio.wait_for(asyncio.shield(future), max(0.0, timeout_s))
+        except asyncio.TimeoutError:
+            pass
 
 
 SYSTEM_CLOCK = Clock()
@@ -89,6 +101,27 @@ class ManualClock(Clock):
             with self._lock:
                 self._waits -= 1
                 self._waiting.discard(cond)
+
+    async def wait_async(self, future: "asyncio.Future", timeout_s: float,
+                         real_limit_s: float | None = None) -> None:
+        """Like Clock.wait_async, with `timeout_s` in this clock's time (re-checked every
+        50 ms of real time, and counted in `waiters`)."""
+        deadline = self.monotonic() + timeout_s
+        real_deadline = None if real_limit_s is None else time.monotonic() + real_limit_s
+        with self._lock:
+            self._waits += 1
+        try:
+            while not future.done():
+                if self.monotonic() >= deadline or (
+                        real_deadline is not None and time.monotonic() >= real_deadline):
+                    return
+                try:
+                    await asyncio.wait_for(asyncio.shield(future), 0.05)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            with self._lock:
+                self._waits -= 1
 
     def _wake_waiters(self) -> None:
         with self._lock:

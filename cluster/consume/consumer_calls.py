@@ -20,6 +20,7 @@ A delivery that already used the group's max attempts (retryMaxTimes + 1, Rocket
 """
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -30,12 +31,14 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.codec import Message, MessageRecord
 from store.json_config import TopicConfig
+from store.reader import TagFilter
 
 from cluster.consume import receipt
 from cluster.consume.consumer_service import ConsumerService
 from cluster.consume.planner import plan_queue
 from cluster.messaging.convert import check_group_resource, check_topic_resource, record_to_v2
-from cluster.messaging.long_poll import Attempt, DispatchWaiter, long_poll
+from cluster.messaging.long_poll import (Attempt, DispatchWaiter, Interest, long_poll,
+                                         long_poll_async)
 from cluster.messaging.pull_reader import tag_expression
 from cluster.messaging.v2_status import V2Error
 
@@ -74,11 +77,12 @@ def _group(resource: d.Resource) -> str:
 class ConsumerCalls:
     def __init__(self, consumers: ConsumerService, waiter: "DispatchWaiter",
                  budget: "StreamBudget | None", settings: ConsumeSettings = ConsumeSettings(),
-                 *, receipt_key: bytes) -> None:
+                 *, receipt_key: bytes, async_budget: "StreamBudget | None" = None) -> None:
         self.consumers = consumers
         self.receipt_key = receipt_key  # the group's shared key: handles survive failover
         self.waiter = waiter
-        self.budget = budget
+        self.budget = budget  # long polls holding a thread
+        self.async_budget = async_budget  # long polls waiting on the event loop
         self.settings = settings
 
     @property
@@ -110,6 +114,30 @@ class ConsumerCalls:
     def receive(self, request: s.ReceiveMessageRequest,
                 time_remaining: Callable[[], float | None] = lambda: None
                 ) -> list[s.ReceiveMessageResponse]:
+        """ReceiveMessage waiting in the calling thread."""
+        attempt, wait_s, _ = self._receive_plan(request)
+        return self._received(long_poll(attempt, wait_s=wait_s, waiter=self.waiter,
+                                        clock=self._clock, budget=self.budget,
+                                        time_remaining=time_remaining))
+
+    async def receive_async(self, request: s.ReceiveMessageRequest,
+                            time_remaining: Callable[[], float | None] = lambda: None, *,
+                            inline: bool = True) -> list[s.ReceiveMessageResponse]:
+        """ReceiveMessage on the server's event loop: the waits hold no thread (long_poll.py);
+        the checks and attempts run on the loop when `inline` (the master answers at append),
+        else in the thread pool (loading or changing the consumer state may wait for the log)."""
+        if inline:
+            attempt, wait_s, interest = self._receive_plan(request)
+        else:
+            attempt, wait_s, interest = await asyncio.to_thread(self._receive_plan, request)
+        return self._received(await long_poll_async(
+            attempt, interest, wait_s=wait_s, waiter=self.waiter, clock=self._clock,
+            budget=self.async_budget, attempt_inline=inline, time_remaining=time_remaining))
+
+    def _receive_plan(self, request: s.ReceiveMessageRequest
+                      ) -> tuple[Callable[[], Attempt[list[d.Message]]], float, Interest]:
+        """The request checked (V2Error when refused): one attempt, how long to poll, and what
+        to wait for."""
         group = _group(request.group)
         topic, config = self._topic(request.message_queue.topic)
         filt = tag_expression(request.filter_expression)
@@ -148,15 +176,16 @@ class ConsumerCalls:
             wake = None if next_expiry is None else (next_expiry - clock.now_ms()) / 1000.0
             return Attempt(deliveries, bool(deliveries), wake)
 
-        deliveries = long_poll(attempt, wait_s=poll_ms / 1000.0, waiter=self.waiter, clock=clock,
-                               budget=self.budget, time_remaining=time_remaining)
+        return attempt, poll_ms / 1000.0, Interest(topic, group, TagFilter.parse(filt).codes)
+
+    def _received(self, deliveries: list[d.Message]) -> list[s.ReceiveMessageResponse]:
         if not deliveries:
             return [s.ReceiveMessageResponse(status=d.Status(code=d.MESSAGE_NOT_FOUND,
                                                              message="no new message"))]
         # delivery_timestamp: the clients' consume-latency metrics need it (the official push
         # consumer fails on every batch without it)
         now = Timestamp()
-        now.FromMilliseconds(clock.now_ms())
+        now.FromMilliseconds(self._clock.now_ms())
         return [s.ReceiveMessageResponse(status=OK),
                 s.ReceiveMessageResponse(delivery_timestamp=now),
                 *(s.ReceiveMessageResponse(message=m) for m in deliveries)]
@@ -284,6 +313,8 @@ class ConsumerCalls:
                 "kind": "change", "group": group, "topic": topic, "queue": r.queue_id,
                 "offset": r.offset, "handle": r.handle, "new_handle": new,
                 "until": self._clock.now_ms() + invisible}])
+        # a waiting receive planned its wake-up from the old expiry: let one recompute it
+        self.waiter.poke(topic, group)
         status = consumers.wait(master, pending)
         return s.ChangeInvisibleDurationResponse(
             status=status,

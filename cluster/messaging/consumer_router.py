@@ -11,6 +11,7 @@ with the group's endpoints: every queue is consumed through ReceiveMessage on th
 """
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Callable
 
 import grpc
@@ -68,6 +69,28 @@ class ConsumerRouter:
         except V2Error as e:
             answer = response_cls(status=e.status())
             return [answer] if streaming else answer
+
+    async def call_async(self, method: str, request, *, forwarded: bool = False,
+                         timeout: float | None = None, client_id: str = "",
+                         time_remaining: Callable[[], float | None] = lambda: None):
+        """`call` on the server's event loop: a master's ReceiveMessage waits there, a call
+        the master answers at once runs there, the rest (forwards, waits for flush or slaves)
+        in the thread pool."""
+        attribute, response_cls, streaming = CALLS[method]
+        master = self.service.role.master
+        if streaming and master is not None:
+            try:
+                v2_route(self.service.role, forwarded=forwarded)
+                return await self.calls.receive_async(request, time_remaining,
+                                                      inline=master.answers_at_append)
+            except V2Error as e:
+                return [response_cls(status=e.status())]
+        if not streaming and self.service.answers_at_once(forwarded=forwarded):
+            return self.call(method, request, forwarded=forwarded, timeout=timeout,
+                             client_id=client_id)
+        return await asyncio.to_thread(self.call, method, request, forwarded=forwarded,
+                                       timeout=timeout, client_id=client_id,
+                                       time_remaining=time_remaining)
 
     def _forward(self, address: str, method: str, request, streaming: bool,
                  timeout: float | None, client_id: str):

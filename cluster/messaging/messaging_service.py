@@ -40,7 +40,8 @@ from cluster.messaging.pull_reader import Reader
 from cluster.messaging.route import (TopicDefaults, TopicRegistry, config_from_route, endpoints,
                                      message_queues)
 from cluster.messaging.send import MasterForwarder, Sender
-from cluster.messaging.telemetry import MAX_OPEN_STREAMS, StreamBudget, TelemetryHub
+from cluster.messaging.telemetry import (MAX_ASYNC_LONG_POLLS, MAX_OPEN_STREAMS, StreamBudget,
+                                         TelemetryHub)
 from cluster.messaging.telemetry_relay import TelemetryRelay
 from cluster.messaging.transaction import TransactionService
 from cluster.messaging.transaction_check import TransactionChecker
@@ -91,7 +92,8 @@ class MessagingService:
             TopicTable(role, store, clock),
             lambda: TopicDefaults(self.config.auto_create_topic_enable,
                                   self.config.default_topic_queue_nums))
-        self.budget = StreamBudget(MAX_OPEN_STREAMS)
+        self.budget = StreamBudget(MAX_OPEN_STREAMS)  # calls holding a pool thread
+        self.async_budget = StreamBudget(MAX_ASYNC_LONG_POLLS)  # waiting on the event loop
         self.telemetry = TelemetryHub(self.budget, lambda: self.max_body_size)
         self.telemetry.group_settings = self._group_settings
         self.transactions = TransactionService(role, store, key=key)
@@ -107,7 +109,7 @@ class MessagingService:
         self.tables = TableService([self.consumers.table, self.topics.table.replicated])
         self.consumer_router = ConsumerRouter(self, ConsumerCalls(
             self.consumers, self.reader.waiter, self.budget,
-            consume_settings(c), receipt_key=key))
+            consume_settings(c), receipt_key=key, async_budget=self.async_budget))
 
     @property
     def config(self) -> "NodeConfig":
@@ -196,6 +198,17 @@ class MessagingService:
             raise problem or V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
         log.info("route of %s from this node's replicated topic table: %s", topic, problem.message if problem else "")
         return config
+
+    def answers_at_once(self, *, forwarded: bool) -> bool:
+        """A write call (send, ack) here would be answered without blocking: this node is the
+        master and acknowledges at append (MasterRole.answers_at_append), or it refuses at
+        once. Otherwise (a forward to the master, a wait for flush or slaves) the server runs
+        the call in its thread pool."""
+        try:
+            target = self.role.route(forwarded=forwarded)
+        except NotMaster:
+            return True
+        return not isinstance(target, Forward) and target.answers_at_append
 
     def send(self, request: s.SendMessageRequest, *, peer_ip: str = "", forwarded: bool = False,
              timeout: float | None = None, client_id: str = "") -> s.SendMessageResponse:

@@ -8,6 +8,7 @@ with NOT_IMPLEMENTED (50100), never a fake success: RecallMessage, SyncLiteSubsc
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import grpc
@@ -37,6 +38,16 @@ def _metadata(context: grpc.ServicerContext) -> dict[str, str]:
     return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
 
 
+def _failure(response_cls, e: Exception):
+    """The answer to a call that raised: its V2Error's status, or INTERNAL_ERROR (logged): the
+    client must not hang or crash."""
+    if isinstance(e, V2Error):
+        return response_cls(status=e.status())
+    log.exception("%s failed", response_cls.__name__)
+    return response_cls(status=d.Status(code=d.INTERNAL_ERROR,
+                                        message=f"{type(e).__name__}: {e}"))
+
+
 class MessagingServicer(s_grpc.MessagingServiceServicer):
     def __init__(self, service: MessagingService) -> None:
         self.service = service
@@ -44,12 +55,8 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
     def _unary(self, context, response_cls, fn):
         try:
             return fn()
-        except V2Error as e:
-            return response_cls(status=e.status())
-        except Exception as e:  # answer with a status; the client must not hang or crash
-            log.exception("%s failed", response_cls.__name__)
-            return response_cls(status=d.Status(code=d.INTERNAL_ERROR,
-                                                message=f"{type(e).__name__}: {e}"))
+        except Exception as e:
+            return _failure(response_cls, e)
 
     def _streaming(self, context, response_cls, fn):
         """A server-streaming call: the responses of fn(), or one status when refused."""
@@ -85,10 +92,41 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
                            lambda: s.NotifyClientTerminationResponse(
                                status=d.Status(code=d.OK, message="OK")))
 
-    def SendMessage(self, request, context):  # noqa: N802
-        return self._unary(context, s.SendMessageResponse,
-                           lambda: self.service.send(request, peer_ip=peer_ip(context),
-                                                     **self._call_info(context)))
+    # -- on the event loop (cluster/node/grpc_server.py) --------------------------------------
+    async def SendMessage(self, request, context):  # noqa: N802
+        info, ip = self._call_info(context), peer_ip(context)
+
+        def answer() -> s.SendMessageResponse:
+            return self._unary(context, s.SendMessageResponse,
+                               lambda: self.service.send(request, peer_ip=ip, **info))
+        if self.service.answers_at_once(forwarded=info["forwarded"]):
+            return answer()
+        return await asyncio.to_thread(answer)
+
+    async def ReceiveMessage(self, request, context):  # noqa: N802
+        try:
+            responses = await self.service.consumer_router.call_async(
+                "ReceiveMessage", request, time_remaining=context.time_remaining,
+                **self._call_info(context))
+        except Exception as e:  # answer with a status; the client must not hang or crash
+            log.exception("ReceiveMessageResponse failed")
+            responses = [s.ReceiveMessageResponse(status=d.Status(
+                code=d.INTERNAL_ERROR, message=f"{type(e).__name__}: {e}"))]
+        for response in responses:
+            yield response
+
+    async def AckMessage(self, request, context):  # noqa: N802
+        info = self._call_info(context)
+        return await self._unary_async(s.AckMessageResponse, self.service.consumer_router.call_async(
+            "AckMessage", request, **info))
+
+    async def _unary_async(self, response_cls, answer):
+        try:
+            return await answer
+        except Exception as e:
+            return _failure(response_cls, e)
+
+    # -- in the thread pool ---------------------------------------------------------------------
 
     def QueryOffset(self, request, context):  # noqa: N802
         return self._unary(context, s.QueryOffsetResponse,
@@ -109,18 +147,9 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
         return self._unary(context, response_cls,
                            lambda: response_cls(status=not_implemented(what)))
 
-    def ReceiveMessage(self, request, context):  # noqa: N802
-        return self._streaming(context, s.ReceiveMessageResponse,
-                               lambda: self.service.consumer_router.call(
-                                   "ReceiveMessage", request, time_remaining=context.time_remaining,
-                                   **self._call_info(context)))
-
     def _consumer(self, context, method: str, response_cls, request):
         return self._unary(context, response_cls, lambda: self.service.consumer_router.call(
             method, request, **self._call_info(context)))
-
-    def AckMessage(self, request, context):  # noqa: N802
-        return self._consumer(context, "AckMessage", s.AckMessageResponse, request)
 
     def ChangeInvisibleDuration(self, request, context):  # noqa: N802
         return self._consumer(context, "ChangeInvisibleDuration",

@@ -40,7 +40,10 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 
 log = logging.getLogger(__name__)
 
-MAX_OPEN_STREAMS = 40  # of the node's 96 gRPC worker threads (cluster/node/node.py)
+MAX_OPEN_STREAMS = 40  # of the node's 96 pool threads (cluster/node/grpc_server.py)
+# ReceiveMessage long polls waiting on the event loop: no thread each, a few KiB; the cap only
+# bounds memory (10,000 waiting calls stay well under the node's 256 MiB)
+MAX_ASYNC_LONG_POLLS = 10_000
 OUTBOX_LIMIT = 1024  # pushed commands waiting for one client; more are refused
 POLL_SECONDS = 1.0  # how often an idle handler checks that its call is still alive
 DEFAULT_RECEIVE_BATCH_SIZE = 32

@@ -35,6 +35,7 @@ forwards the client's identity to its master, which checks the same ACL again.
 """
 from __future__ import annotations
 
+import inspect
 import logging
 from typing import TYPE_CHECKING, Callable, Iterator
 
@@ -140,38 +141,63 @@ class V2AccessInterceptor(grpc.ServerInterceptor):
         response_cls = _response_class(method)
         access = self.access
 
+        def refused(request, context) -> d.Status | None:
+            refusal = access.check(metadata, needs(method, request))
+            if refusal is None:
+                return None
+            log.info("refused %s from %s: %s", method, context.peer(), refusal.message)
+            return status_of(refusal)
+
         if handler.unary_unary:
             inner_uu = handler.unary_unary
-
-            def unary_unary(request, context):
-                refusal = access.check(metadata, needs(method, request))
-                if refusal is not None:
-                    log.info("refused %s from %s: %s", method, context.peer(), refusal.message)
-                    return response_cls(status=status_of(refusal))
-                set_caller(metadata)
-                try:
-                    return inner_uu(request, context)
-                finally:
-                    set_caller(None)
+            if inspect.iscoroutinefunction(inner_uu):  # on the event loop (grpc_server.py)
+                async def unary_unary_async(request, context):
+                    status = refused(request, context)
+                    if status is not None:
+                        return response_cls(status=status)
+                    set_caller(metadata)  # a context variable: this call's task only
+                    return await inner_uu(request, context)
+                behavior = unary_unary_async
+            else:
+                def unary_unary(request, context):
+                    status = refused(request, context)
+                    if status is not None:
+                        return response_cls(status=status)
+                    set_caller(metadata)
+                    try:
+                        return inner_uu(request, context)
+                    finally:
+                        set_caller(None)
+                behavior = unary_unary
             return grpc.unary_unary_rpc_method_handler(
-                unary_unary, handler.request_deserializer, handler.response_serializer)
+                behavior, handler.request_deserializer, handler.response_serializer)
 
         if handler.unary_stream:
             inner_us = handler.unary_stream
-
-            def unary_stream(request, context):
-                refusal = access.check(metadata, needs(method, request))
-                if refusal is not None:
-                    log.info("refused %s from %s: %s", method, context.peer(), refusal.message)
-                    yield response_cls(status=status_of(refusal))
-                    return
-                set_caller(metadata)
-                try:
-                    yield from inner_us(request, context)
-                finally:
-                    set_caller(None)
+            if inspect.isasyncgenfunction(inner_us):
+                async def unary_stream_async(request, context):
+                    status = refused(request, context)
+                    if status is not None:
+                        yield response_cls(status=status)
+                        return
+                    set_caller(metadata)
+                    async for response in inner_us(request, context):
+                        yield response
+                stream_behavior = unary_stream_async
+            else:
+                def unary_stream(request, context):
+                    status = refused(request, context)
+                    if status is not None:
+                        yield response_cls(status=status)
+                        return
+                    set_caller(metadata)
+                    try:
+                        yield from inner_us(request, context)
+                    finally:
+                        set_caller(None)
+                stream_behavior = unary_stream
             return grpc.unary_stream_rpc_method_handler(
-                unary_stream, handler.request_deserializer, handler.response_serializer)
+                stream_behavior, handler.request_deserializer, handler.response_serializer)
 
         if handler.stream_stream:  # Telemetry
             inner_ss = handler.stream_stream

@@ -9,6 +9,7 @@ the bad message (the servicer sees the client's stream end) with the status set.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -41,6 +42,20 @@ def _safe(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any]
 
 
 def _checked_unary(behavior):
+    if inspect.iscoroutinefunction(behavior):  # a handler on the event loop (grpc_server.py)
+        async def handle_async(request, context):
+            if isinstance(request, Undecodable):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            return await behavior(request, context)
+        return handle_async
+    if inspect.isasyncgenfunction(behavior):
+        async def stream_async(request, context):
+            if isinstance(request, Undecodable):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            async for response in behavior(request, context):
+                yield response
+        return stream_async
+
     def handle(request, context):
         if isinstance(request, Undecodable):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
