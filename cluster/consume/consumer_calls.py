@@ -176,7 +176,8 @@ class ConsumerCalls:
             wake = None if next_expiry is None else (next_expiry - clock.now_ms()) / 1000.0
             return Attempt(deliveries, bool(deliveries), wake)
 
-        return attempt, poll_ms / 1000.0, Interest(topic, group, TagFilter.parse(filt).codes)
+        return attempt, poll_ms / 1000.0, Interest(topic, group, TagFilter.parse(filt).codes,
+                                                   batch)
 
     def _received(self, deliveries: list[d.Message]) -> list[s.ReceiveMessageResponse]:
         if not deliveries:

@@ -43,18 +43,20 @@ MIN_WAIT_S = 0.01
 class Interest:
     """What an async long poll waits for: messages of `topic` whose tag code is in `codes`
     (None: any tag), for consumer `group` (every group consumes every message: each is woken
-    on its own)."""
+    on its own), taking up to `batch` messages per answer."""
     topic: str
     group: str = ""
     codes: frozenset[int] | None = None
+    batch: int = 1
 
 
 class _AsyncWaiter:
-    __slots__ = ("loop", "future", "codes")
+    __slots__ = ("loop", "future", "codes", "batch")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, future: asyncio.Future,
-                 codes: frozenset[int] | None) -> None:
-        self.loop, self.future, self.codes = loop, future, codes
+                 interest: Interest) -> None:
+        self.loop, self.future = loop, future
+        self.codes, self.batch = interest.codes, max(1, interest.batch)
 
 
 class DispatchWaiter:
@@ -63,9 +65,10 @@ class DispatchWaiter:
     topic, oldest first.
 
     Threads (the blocking driver) wake on every round. Async waiters wake only for their
-    topic, and per consumer group at most as many per round as the round brought messages they
-    can take: with 2,000 consumers of one group waiting, one message wakes one of them (the
-    oldest), not all (RocketMQ's pop long polling does the same). A woken consumer that finds
+    topic, and per consumer group only as many per round as can take the messages the round
+    brought (by their batch sizes and tags): with 2,000 consumers of one group waiting, one
+    message wakes one of them (the oldest), not all (RocketMQ's pop long polling does the
+    same), and 128 messages wake 8 consumers receiving 16 at a time. A woken consumer that finds
     nothing waits again. `poke` wakes one waiter of a group when its own deliveries become
     visible again (a nack), which no dispatch announces."""
 
@@ -97,20 +100,24 @@ class DispatchWaiter:
         _wake(woken)
 
     def _take(self, topic: str, group: str, codes: list[int] | None) -> list[_AsyncWaiter]:
-        """Up to len(codes) waiters of `group` on `topic` that one of `codes` matches, oldest
-        first (codes None: the oldest one). Called with _cond held."""
+        """The oldest waiters of `group` on `topic` that can take the messages with these tag
+        `codes` between them (codes None: the oldest one). Called with _cond held."""
         groups = self._by_topic[topic]
         waiters = groups[group]
-        wanted = 1 if codes is None else len(codes)
         present = None if codes is None else set(codes)
+        left = 1 if codes is None else len(codes)  # messages not yet promised to a waiter
         taken: list[_AsyncWaiter] = []
         kept: deque[_AsyncWaiter] = deque()
-        while waiters and len(taken) < wanted:
+        while waiters and left > 0:
             w = waiters.popleft()
-            if present is None or w.codes is None or not w.codes.isdisjoint(present):
-                taken.append(w)
+            if present is None or w.codes is None:
+                left -= w.batch
+            elif not w.codes.isdisjoint(present):
+                left -= min(w.batch, sum(1 for c in codes if c in w.codes))
             else:
                 kept.append(w)
+                continue
+            taken.append(w)
         kept.extend(waiters)
         if kept:
             groups[group] = kept
@@ -141,7 +148,7 @@ class DispatchWaiter:
         (only the first check is against any round: one may have passed since `seen`),
         `timeout_s` of `clock`'s time, or `real_limit_s` real seconds."""
         loop = asyncio.get_running_loop()
-        waiter = _AsyncWaiter(loop, loop.create_future(), interest.codes)
+        waiter = _AsyncWaiter(loop, loop.create_future(), interest)
         with self._cond:
             if self._generation != seen:
                 return
