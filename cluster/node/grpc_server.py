@@ -16,8 +16,8 @@ Which handler runs where is decided per method by gRPC itself:
   gives them the threaded server's context (is_active, cancel).
 
 Server interceptors must be `grpc.aio.ServerInterceptor`s: `AioInterceptor` adapts the node's
-synchronous ones (they only inspect metadata and wrap handlers; `wrap_behavior` keeps a wrapped
-coroutine a coroutine).
+synchronous ones (they only inspect metadata and wrap handlers; a wrapper of a coroutine handler
+must itself be one, see request_decoding.py and v2_access.py).
 
 `AioGrpcServer` owns the loop thread, the pool and the server. Its methods are called from any
 thread (the node's); they run what touches the server on the loop and wait for it.
@@ -48,11 +48,15 @@ class _PlainStreamsOnThreads(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        if handler.unary_stream and not inspect.isasyncgenfunction(handler.unary_stream):
+        if handler.unary_stream and _plain(handler.unary_stream):
             return handler._replace(unary_stream=threaded_stream(handler.unary_stream, False))
-        if handler.stream_stream and not inspect.isasyncgenfunction(handler.stream_stream):
+        if handler.stream_stream and _plain(handler.stream_stream):
             return handler._replace(stream_stream=threaded_stream(handler.stream_stream, True))
         return handler
+
+
+def _plain(behavior) -> bool:
+    return not inspect.isasyncgenfunction(behavior) and not inspect.iscoroutinefunction(behavior)
 
 
 class AioInterceptor(grpc.aio.ServerInterceptor):
@@ -65,26 +69,6 @@ class AioInterceptor(grpc.aio.ServerInterceptor):
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
         return self.inner.intercept_service(lambda _details: handler, handler_call_details)
-
-
-def wrap_behavior(behavior: Callable, before: Callable[[Any, Any], Any]) -> Callable:
-    """`behavior(request, context)` run after `before(request, context)`, which may return a
-    replacement answer (anything but None) instead. The wrapper is a coroutine function when
-    `behavior` is one, so gRPC still runs it on the loop."""
-    if inspect.iscoroutinefunction(behavior):
-        async def wrapped_async(request, context):
-            answer = before(request, context)
-            if answer is not None:
-                return answer
-            return await behavior(request, context)
-        return wrapped_async
-
-    def wrapped(request, context):
-        answer = before(request, context)
-        if answer is not None:
-            return answer
-        return behavior(request, context)
-    return wrapped
 
 
 class AioGrpcServer:

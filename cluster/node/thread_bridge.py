@@ -11,7 +11,7 @@ plain streaming handler through `threaded_stream` instead:
 - responses go back through a bounded queue (OUTBOX): a handler whose client stops reading
   blocks in `emit` like it blocked in gRPC's flow control, until the call ends;
 - `ThreadContext.abort` raises in the handler's thread and the loop ends the call with that
-  status; `cancel()` cancels the call's task on the loop.
+  status; `cancel()` ends it with CANCELLED, dropping a write that flow control holds.
 Unary handlers need none of this: gRPC runs them in the pool itself.
 """
 from __future__ import annotations
@@ -42,13 +42,16 @@ class ThreadContext:
     peer is read on the loop when the call starts; `ended` (a threading.Event) is set by the
     loop when the call ends; `code`/`details` are applied by the loop at the end."""
 
-    def __init__(self, context: grpc.aio.ServicerContext, loop: asyncio.AbstractEventLoop,
-                 task: asyncio.Task) -> None:
-        self._context, self._loop, self._task = context, loop, task
+    def __init__(self, context: grpc.aio.ServicerContext, loop: asyncio.AbstractEventLoop
+                 ) -> None:
+        self._context, self._loop = context, loop
         self._peer = context.peer()
         self._metadata = context.invocation_metadata()
         self._auth = context.auth_context()
         self.ended = threading.Event()
+        self.cancel_requested = False
+        self.on_cancel: Callable[[], None] = lambda: None
+        self._cancel_waiters: list[asyncio.Future] = []
         self.code: grpc.StatusCode | None = None
         self.details: str | None = None
 
@@ -65,10 +68,29 @@ class ThreadContext:
         return self._context.time_remaining()
 
     def is_active(self) -> bool:
-        return not self.ended.is_set()
+        return not self.ended.is_set() and not self.cancel_requested
 
     def cancel(self) -> None:
-        self._loop.call_soon_threadsafe(self._task.cancel)
+        """End the call with CANCELLED, also while a write waits for a client that stopped
+        reading (the pending write is dropped)."""
+        self.cancel_requested = True
+        self._loop.call_soon_threadsafe(self._cancel_on_loop)
+
+    def _cancel_on_loop(self) -> None:
+        self.on_cancel()
+        for future in self._cancel_waiters:
+            if not future.done():
+                future.set_result(None)
+
+    def cancel_event(self) -> asyncio.Future:
+        """On the loop: a future done once cancel() was called."""
+        future = self._loop.create_future()
+        if self.cancel_requested:
+            future.set_result(None)
+        else:
+            self._cancel_waiters.append(future)
+            future.add_done_callback(self._cancel_waiters.remove)
+        return future
 
     def abort(self, code: grpc.StatusCode, details: str = "") -> None:
         raise _Aborted(code, details)
@@ -102,9 +124,9 @@ class _Outbox:
                 continue
         self._loop.call_soon_threadsafe(self.ready.set)
 
-    async def drain(self) -> AsyncIterator[Any]:
-        """On the loop: the items in order, up to _END."""
-        while True:
+    async def drain(self, stop: Callable[[], bool]) -> AsyncIterator[Any]:
+        """On the loop: the items in order, up to _END or until stop() says so."""
+        while not stop():
             self.ready.clear()
             while True:
                 try:
@@ -126,13 +148,15 @@ def _requests(inbox: queue.Queue, ended: threading.Event) -> Iterator[Any]:
 
 
 def threaded_stream(behavior: Callable, stream_requests: bool) -> Callable:
-    """An async-generator handler running the plain streaming `behavior` (request or request
-    iterator, context) -> response iterator in the loop's default executor."""
+    """A coroutine handler running the plain streaming `behavior` (request or request iterator,
+    context) -> response iterator in the loop's default executor, writing its responses itself
+    (context.write), so it can stop a write that flow control holds when the call is cancelled."""
 
     async def handler(request_or_iterator, context):
         loop = asyncio.get_running_loop()
-        tc = ThreadContext(context, loop, asyncio.current_task())
+        tc = ThreadContext(context, loop)
         outbox = _Outbox(loop, tc.ended)
+        tc.on_cancel = outbox.ready.set
         inbox: queue.Queue = queue.Queue()
         reader = None
         if stream_requests:
@@ -171,8 +195,12 @@ def threaded_stream(behavior: Callable, stream_requests: bool) -> Callable:
 
         job = loop.run_in_executor(None, run)
         try:
-            async for response in outbox.drain():
-                yield response
+            async for response in outbox.drain(lambda: tc.cancel_requested):
+                if not await _write(context, response, tc):
+                    return  # the client is gone or the handler cancelled: nobody to answer
+            if tc.cancel_requested:
+                tc.ended.set()
+                await context.abort(grpc.StatusCode.CANCELLED, "cancelled by the server")
             aborted = await job
             if aborted is not None:
                 await context.abort(aborted.code, aborted.details)
@@ -186,3 +214,22 @@ def threaded_stream(behavior: Callable, stream_requests: bool) -> Callable:
             if reader is not None:
                 reader.cancel()
     return handler
+
+
+async def _write(context, response: Any, tc: ThreadContext) -> bool:
+    """Write one response; False when the call ended first, or the handler cancelled it
+    while the write waited (a client that stopped reading holds a write forever)."""
+    write = asyncio.ensure_future(context.write(response))
+    cancelled = tc.cancel_event()
+    try:
+        done, _ = await asyncio.wait({write, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        cancelled.cancel()
+    if write not in done:
+        write.cancel()
+        return False
+    try:
+        write.result()
+    except Exception:  # the call ended under the write (the client went away)
+        return False
+    return True

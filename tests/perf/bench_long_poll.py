@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
          f"of {loaded.value * seconds:,.0f} sent under load (approx.)"),
         ("receives answered early (not held)", str(totals.get("empty_early", "?")),
          "must be 0"),
-        ("consumer errors", str(totals.get("errors", "?")), totals.get("first_error", "")[:80]),
+        ("consumer errors", str(totals.get("errors", "?")), totals.get("first_error", "")[:400]),
     ]
     if alone.errors or beside.errors or loaded.errors:
         rows.append(("producer errors", f"{alone.errors} / {beside.errors} / {loaded.errors}",

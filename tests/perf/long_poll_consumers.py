@@ -42,7 +42,7 @@ class Totals:
 
     def error(self, e: BaseException) -> None:
         self.errors += 1
-        self.first_error = self.first_error or f"{type(e).__name__}: {e}"[:300]
+        self.first_error = self.first_error or f"{type(e).__name__}: {e!r}"[:600]
 
 
 async def consumer(stub, args, totals: Totals, index: int, stop: asyncio.Event) -> None:
