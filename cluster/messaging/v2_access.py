@@ -30,7 +30,8 @@ the call's own validation refuses it with its code.
 Refusals are answers, never exceptions: the method's response with Status UNAUTHORIZED (40100:
 no valid signature, unknown user, stale date) or FORBIDDEN (40300: a missing permission, named
 with the user and the resource). A refused Telemetry Settings ends the stream with a FORBIDDEN
-command. Every admitted call records its signed headers (signature.set_caller) so a slave
+command. Refusals are logged at INFO once per client host and reason every 10 s
+(refusal_log.py), with the count held back. Every admitted call records its signed headers (signature.set_caller) so a slave
 forwards the client's identity to its master, which checks the same ACL again.
 """
 from __future__ import annotations
@@ -45,6 +46,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 
 from cluster.security.acl import Need, Perm, Refusal
+from cluster.security.refusal_log import RefusalLog
 from cluster.security.signature import set_caller
 
 if TYPE_CHECKING:
@@ -126,6 +128,7 @@ class V2AccessInterceptor(grpc.ServerInterceptor):
 
     def __init__(self, access: "AccessControl") -> None:
         self.access = access
+        self.log = RefusalLog(log, logging.INFO)
 
     def intercept_service(self, continuation, handler_call_details):
         method_path = handler_call_details.method
@@ -139,13 +142,13 @@ class V2AccessInterceptor(grpc.ServerInterceptor):
         method = method_path[len(PREFIX):]
         metadata = handler_call_details.invocation_metadata
         response_cls = _response_class(method)
-        access = self.access
+        access, refusals = self.access, self.log
 
         def refused(request, context) -> d.Status | None:
             refusal = access.check(metadata, needs(method, request))
             if refusal is None:
                 return None
-            log.info("refused %s from %s: %s", method, context.peer(), refusal.message)
+            refusals.refused(method, context.peer() or "?", refusal.message)
             return status_of(refusal)
 
         if handler.unary_unary:
@@ -205,7 +208,7 @@ class V2AccessInterceptor(grpc.ServerInterceptor):
             def stream_stream(request_iterator, context):
                 who = access.authenticate(metadata)
                 if isinstance(who, Refusal):
-                    log.info("refused %s from %s: %s", method, context.peer(), who.message)
+                    refusals.refused(method, context.peer() or "?", who.message)
                     yield response_cls(status=status_of(who))
                     return
                 refused: list[Refusal] = []
@@ -216,8 +219,8 @@ class V2AccessInterceptor(grpc.ServerInterceptor):
                 finally:
                     set_caller(None)
                 if refused:
-                    log.info("refused Telemetry settings from %s: %s", context.peer(),
-                             refused[0].message)
+                    refusals.refused("Telemetry settings", context.peer() or "?",
+                                     refused[0].message)
                     yield response_cls(status=status_of(refused[0]))
             return grpc.stream_stream_rpc_method_handler(
                 stream_stream, handler.request_deserializer, handler.response_serializer)

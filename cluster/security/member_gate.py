@@ -5,7 +5,7 @@ Server: a node registers `MembershipServicer(gate)` and hands `gate.admit` to th
 servicer; the controller does the same for its Heartbeat. A refused call ends with
 UNAUTHENTICATED (or FAILED_PRECONDITION when the server has no secret) and a message naming
 the reason; the refusal is logged with the peer's address, once per peer and reason every
-LOG_EVERY_S (a peer retrying in a loop must not flood the log).
+refusal_log.LOG_EVERY_S (a peer retrying in a loop must not flood the log).
 
 Client: `MemberCredentials.metadata(channel, purpose)` asks the server for a challenge,
 checks the server's own proof, and returns the metadata of one call.
@@ -24,9 +24,9 @@ from store.errors import ConfigError
 
 from cluster.security import member_proof
 from cluster.security.member_proof import ChallengeBook, MembershipRefused
+from cluster.security.refusal_log import RefusalLog
 
 log = logging.getLogger(__name__)
-LOG_EVERY_S = 10.0
 CHALLENGE = "/rmqstore.membership.v1.Membership/Challenge"
 NO_SECRET = ("this server has no cluster secret (clusterSecret or clusterSecretFile), so it "
              "admits no replication or controller peer")
@@ -54,8 +54,8 @@ def resolve_cluster_secret(inline: str, path: str) -> bytes | None:
 
 
 class MemberGate:
-    """Admits member peers to member-only calls. Owns the ChallengeBook and the log-throttle
-    state; `_lock` guards both (Challenge and admit run on gRPC's handler threads)."""
+    """Admits member peers to member-only calls. Owns the ChallengeBook, which `_lock` guards
+    (Challenge and admit run on gRPC's handler threads), and the throttled refusal log."""
 
     def __init__(self, secret: bytes | None, server_id: str, clock: Clock = SYSTEM_CLOCK) -> None:
         self.server_id = server_id
@@ -63,8 +63,7 @@ class MemberGate:
         self._clock = clock
         self._book = ChallengeBook(secret, clock) if secret is not None else None
         self._lock = threading.Lock()
-        self._logged: dict[tuple[str, str], tuple[float, int]] = {}
-        self.refusals = 0
+        self._log = RefusalLog(log, logging.WARNING, clock)
 
     @property
     def enabled(self) -> bool:
@@ -100,22 +99,12 @@ class MemberGate:
                          f"not admitted as a cluster member: {e}", purpose)
 
     def _refuse(self, context, code: grpc.StatusCode, message: str, method: str):
-        peer = context.peer() or "?"
-        host = peer.rpartition(":")[0] or peer
-        now = self._clock.monotonic()
-        with self._lock:
-            self.refusals += 1
-            last, suppressed = self._logged.get((host, message), (None, 0))
-            if last is None or now - last >= LOG_EVERY_S:
-                self._logged[(host, message)] = (now, 0)
-                more = f" ({suppressed} more since the last report)" if suppressed else ""
-                log.warning("refused %s from %s: %s%s", method, peer,
-                            message, more)
-            else:
-                self._logged[(host, message)] = (last, suppressed + 1)
-            if len(self._logged) > 1024:  # many peers: forget the throttle, not the refusals
-                self._logged.clear()
+        self._log.refused(method, context.peer() or "?", message)
         context.abort(code, message)
+
+    @property
+    def refusals(self) -> int:
+        return self._log.refusals
 
 
 class MembershipServicer(pb_grpc.MembershipServicer):
