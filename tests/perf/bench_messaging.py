@@ -16,7 +16,8 @@ Figures per scenario:
                  and the same with `--batch` messages per receive; each with its ratio to
                  send_batch of the same scenario in the same run (target: >= 0.8x)
   official       msg/s of the official Python client's sequential sends (subprocess)
-Baselines in the same run: the bare service (gRPC + protobuf, no store) answering the same
+Baselines in the same run: the bare service (gRPC + protobuf, no store, on the node's asyncio
+serving layer) answering the same
 send_batch load and the same receive + ack load (the ceiling of the per-message server stream
 of ReceiveMessage), and sequential raw unary calls to it (calls/s, p50/p99).
 

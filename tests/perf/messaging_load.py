@@ -17,7 +17,6 @@ import tempfile
 import threading
 import time
 from collections import deque
-from concurrent import futures
 from dataclasses import dataclass
 
 import grpc
@@ -258,14 +257,31 @@ class BareServicer(s_grpc.MessagingServiceServicer):
                                     receipt_handle=e.receipt_handle) for e in request.entries])
 
 
+class AioBareServicer(BareServicer):
+    """The bare service as the node serves it (cluster/node/grpc_server.py): the hot calls are
+    coroutines on the event loop."""
+
+    async def SendMessage(self, request, context):  # noqa: N802
+        return BareServicer.SendMessage(self, request, context)
+
+    async def ReceiveMessage(self, request, context):  # noqa: N802
+        for response in BareServicer.ReceiveMessage(self, request, context):
+            yield response
+
+    async def AckMessage(self, request, context):  # noqa: N802
+        return BareServicer.AckMessage(self, request, context)
+
+
 def _serve_bare(address: str, ready) -> None:
-    server = grpc.server(futures.ThreadPoolExecutor(96), options=[
-        ("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)])
-    s_grpc.add_MessagingServiceServicer_to_server(BareServicer(address), server)
-    server.add_insecure_port(address)
+    from cluster.node.grpc_server import AioGrpcServer  # the node's serving layer
+    server = AioGrpcServer(options=[("grpc.max_receive_message_length", 64 << 20),
+                                    ("grpc.max_send_message_length", 64 << 20)])
+    server.add(lambda srv: s_grpc.add_MessagingServiceServicer_to_server(
+        AioBareServicer(address), srv))
+    server.add_port(address, None)
     server.start()
     ready.set()
-    server.wait_for_termination(3600)
+    threading.Event().wait(3600)
 
 
 class BareServer:
