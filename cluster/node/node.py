@@ -19,13 +19,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ha.epoch import EpochCache
 from master.replication_servicer import ReplicationServicer
+from master.replication_servicer import add_to_server as add_replication_to_server
 from master.master_role import MasterRole
 from master.write_lease import WriteLease
 from proto import admin_pb2 as apb
 from proto import admin_pb2_grpc
 from proto import controller_pb2 as cpb
 from proto import membership_pb2_grpc
-from proto import replication_pb2_grpc
 from proto.apache.rocketmq.v2 import service_pb2_grpc as messaging_pb2_grpc
 from slave.replication_client import GRPC_OPTIONS, ReplicationClient
 from store import running_flags
@@ -135,7 +135,7 @@ class Node:
                                  UndecodableRequestInterceptor(),
                                  V2AccessInterceptor(self.messaging.access)],
                              options=server_options(c.limits, c.store.max_message_size))
-        replication_pb2_grpc.add_ReplicationServicer_to_server(
+        add_replication_to_server(
             ReplicationServicer(lambda: self.role.master, self.role.not_master_reason,
                                 lambda context: self.gate.admit(context, REPLICATION_STREAM)),
             server)
