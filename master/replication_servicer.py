@@ -178,7 +178,7 @@ class MasterConnection:
             data = (role.store.commitlog.read_chunk(plan.offset, plan.max_bytes,
                                                     plan.offset + plan.max_bytes)
                     if plan.max_bytes else b"")
-        except OffsetOutOfRange as e:
+        except (OffsetOutOfRange, OSError) as e:  # gone (retention), or a disk read error
             self.close(f"cannot read {plan.offset}: {e}")
             return None
         if len(data) != plan.max_bytes:
