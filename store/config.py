@@ -71,7 +71,7 @@ class StoreConfig:
     transient_store_pool_size: int = 5
     write_without_mmap: bool = False  # pwrite instead of writing through the mapping
     # ours: fault this much of the commitlog in ahead of the writes (store/prefault.py); 0: off
-    prefault_ahead_bytes: int = 64 * 1024 * 1024
+    prefault_ahead_bytes: int = 16 * 1024 * 1024
     flush_interval_consume_queue: int = 1000
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval: int = 60_000
