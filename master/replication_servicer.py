@@ -116,8 +116,8 @@ class MasterConnection:
     # alternating with it. At most PREFETCH built messages wait.
     PREFETCH = 2
 
-    def outgoing(self) -> Iterator[pb.MasterMessage]:
-        ready: queue.Queue[pb.MasterMessage | None] = queue.Queue(self.PREFETCH)
+    def outgoing(self) -> Iterator[pb.MasterMessage | bytes]:
+        ready: queue.Queue[pb.MasterMessage | bytes | None] = queue.Queue(self.PREFETCH)
         builder = threading.Thread(target=self._build_loop, args=(ready,),
                                    name=f"repl-builder-{self.peer}", daemon=True)
         builder.start()
@@ -132,13 +132,13 @@ class MasterConnection:
                 return
             yield msg
 
-    def _build_loop(self, ready: "queue.Queue[pb.MasterMessage | None]") -> None:
+    def _build_loop(self, ready: "queue.Queue[pb.MasterMessage | bytes | None]") -> None:
         try:
             while True:
                 event = self._next_message()
                 if event is None:
                     return
-                msg = wire.to_slave(event)  # here, outside the lock, like the CRC
+                msg = wire.to_slave_wire(event)  # here, outside the lock, like the CRC
                 while True:
                     try:
                         ready.put(msg, timeout=0.5)
@@ -178,7 +178,7 @@ class MasterConnection:
             data = (role.store.commitlog.read_chunk(plan.offset, plan.max_bytes,
                                                     plan.offset + plan.max_bytes)
                     if plan.max_bytes else b"")
-        except OffsetOutOfRange as e:
+        except (OffsetOutOfRange, OSError) as e:  # gone (retention), or a disk read error
             self.close(f"cannot read {plan.offset}: {e}")
             return None
         if len(data) != plan.max_bytes:
@@ -213,6 +213,17 @@ class MasterConnection:
         threading.Event().wait(1.0)  # give the handler a moment to end with the reason
         if self.context.is_active():
             self.context.cancel()
+
+
+def add_to_server(servicer: "ReplicationServicer", server: grpc.Server) -> None:
+    """Register the stream as the generated `add_ReplicationServicer_to_server` does, with
+    `master_wire.serialize` as its response serializer: chunks leave already encoded."""
+    handler = grpc.stream_stream_rpc_method_handler(
+        servicer.Stream, request_deserializer=pb.SlaveMessage.FromString,
+        response_serializer=wire.serialize)
+    service, handlers = "rmqstore.replication.v1.Replication", {"Stream": handler}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
+    server.add_registered_method_handlers(service, handlers)
 
 
 class ReplicationServicer(pb_grpc.ReplicationServicer):

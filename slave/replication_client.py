@@ -29,7 +29,6 @@ from ha.messages import Ack, MalformedMessage, MasterMessage, Nack, SlaveMessage
 from ha.slave_session import (Append, Disconnect, RecordEpoch, SendAck, SendNack, SetConfirm,
                               SlaveAction, SlaveSession, Truncate)
 from proto import replication_pb2 as pb
-from proto import replication_pb2_grpc as pb_grpc
 from store.clock import Clock
 from store.config import StoreConfig
 from store.epoch_file import EpochFile
@@ -40,6 +39,7 @@ from store.put_result import PutStatus
 from slave import slave_wire as wire
 
 log = logging.getLogger(__name__)
+STREAM_METHOD = "/rmqstore.replication.v1.Replication/Stream"
 GRPC_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
                 ("grpc.max_send_message_length", 64 * 1024 * 1024)]
 
@@ -160,8 +160,10 @@ class ReplicationClient:
                 return False
             self._session = session  # from here on the stream runs (the catch-up bound)
             self._last_received = self.clock.monotonic()
-            call = pb_grpc.ReplicationStub(channel).Stream(self._requests(session),
-                                                           metadata=metadata)
+            stream = channel.stream_stream(STREAM_METHOD,
+                                           request_serializer=pb.SlaveMessage.SerializeToString,
+                                           response_deserializer=wire.decode_master)
+            call = stream(self._requests(session), metadata=metadata)
             self._call = call
             if self._stopping.is_set():
                 call.cancel()

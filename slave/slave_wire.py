@@ -2,8 +2,11 @@
 master's protobuf messages -> events. The only place the slave maps between the two (the
 opposite directions are in master/wire.py).
 
-Chunk data is read out of the protobuf message once; the event, the CRC check and the append
-then share that one bytes object.
+A Chunk is decoded without protobuf (`decode_master`, the stream's response deserializer):
+its data is sliced out of the received bytes once, and the event, the CRC check and the append
+share that bytes object. Parsing the message copied the data into protobuf's arena and reading
+the field copied it again. Anything else, or a chunk with fields this decoder does not know,
+goes through protobuf as before.
 """
 from __future__ import annotations
 
@@ -27,8 +30,75 @@ def to_master(msg: SlaveMessage) -> pb.SlaveMessage:
     raise TypeError(f"not a slave message: {msg!r}")
 
 
-def from_master(msg: pb.MasterMessage) -> MasterMessage:
+_VARINT_FIELDS = {0x08: "offset", 0x18: "epoch", 0x20: "epoch_start_offset",
+                  0x28: "confirm_offset", 0x30: "master_max_offset", 0x38: "crc32c"}
+
+
+def _varint(raw: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = raw[pos]  # IndexError past the end: the caller falls back to protobuf
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _chunk(raw: bytes) -> Chunk | None:
+    """The Chunk of a serialized MasterMessage holding only a chunk, or None (not one, or
+    fields outside Chunk's): decoded as protobuf would (last value wins, int64 and int32 from
+    two's complement, crc32c as uint32)."""
+    if not raw or raw[0] != 0x12:
+        return None
+    size, pos = _varint(raw, 1)
+    if pos + size != len(raw):
+        return None
+    fields = {"offset": 0, "epoch": 0, "epoch_start_offset": 0, "confirm_offset": 0,
+              "master_max_offset": 0, "crc32c": 0}
+    data = b""
+    end = len(raw)
+    while pos < end:
+        tag = raw[pos]
+        if tag == 0x12:
+            n, pos = _varint(raw, pos + 1)
+            if pos + n > end:
+                return None
+            data = raw[pos:pos + n]
+            pos += n
+            continue
+        name = _VARINT_FIELDS.get(tag)
+        if name is None:
+            return None
+        value, pos = _varint(raw, pos + 1)
+        if name == "crc32c":
+            value &= 0xFFFFFFFF
+        elif name == "epoch":
+            value &= 0xFFFFFFFF
+            value -= (value >> 31) << 32
+        elif value >> 63:
+            value -= 1 << 64
+        fields[name] = value
+    if pos != end:
+        return None
+    return Chunk(data=data, **fields)
+
+
+def decode_master(raw: bytes) -> "Chunk | pb.MasterMessage":
+    """The stream's response deserializer: a chunk as an event, anything else as protobuf."""
+    try:
+        chunk = _chunk(raw)
+    except (IndexError, ValueError):
+        chunk = None
+    return chunk if chunk is not None else pb.MasterMessage.FromString(raw)
+
+
+def from_master(msg: "pb.MasterMessage | Chunk") -> MasterMessage:
     """Raises MalformedMessage for a message without a body or with an impossible epoch."""
+    if isinstance(msg, Chunk):  # decoded by decode_master already
+        return msg
     kind = msg.WhichOneof("body")
     if kind == "chunk":
         c = msg.chunk

@@ -70,6 +70,8 @@ class StoreConfig:
     transient_store_pool_enable: bool = False
     transient_store_pool_size: int = 5
     write_without_mmap: bool = False  # pwrite instead of writing through the mapping
+    # ours: fault this much of the commitlog in ahead of the writes (store/prefault.py); 0: off
+    prefault_ahead_bytes: int = 16 * 1024 * 1024
     flush_interval_consume_queue: int = 1000
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval: int = 60_000
@@ -264,7 +266,7 @@ _RANGES: dict[str, tuple[int, int]] = {
         "in_sync_replicas", "min_in_sync_replicas", "ha_max_in_flight_bytes",
         "ha_reconnect_min_backoff", "ha_reconnect_max_backoff")},
     **{name: (0, _BIG) for name in (
-        "flush_interval_commit_log", "flush_commit_log_least_pages",
+        "prefault_ahead_bytes", "flush_interval_commit_log", "flush_commit_log_least_pages",
         "flush_commit_log_thorough_interval", "commit_interval_commit_log",
         "commit_commit_log_least_pages", "commit_commit_log_thorough_interval",
         "flush_interval_consume_queue", "flush_consume_queue_least_pages",

@@ -196,6 +196,24 @@ class MappedFile:
         self.wrote_position = self.committed_position = self.flushed_position = pos
 
     # -- reading --------------------------------------------------------------------------
+    def populate(self, pos: int, size: int) -> bool:
+        """Fault [pos, pos+size) in ahead of the writes (`FileIO.populate`); False when the
+        mapping is gone, the file is written with pwrite, or the kernel cannot."""
+        end = min(pos + size, self.file_size)
+        if end <= pos or not self.write_through_mmap or not self.hold():
+            return False
+        try:
+            return self.io.populate(self.mm, pos, end - pos, self.path)
+        finally:
+            self.release()
+
+    def pread(self, pos: int, size: int) -> bytes:
+        """Like read(), through the file (pread releases the GIL for the copy and maps no
+        pages into this process): for replication's large slices. The caller holds the file
+        (hold/release) so the descriptor stays open."""
+        end = min(pos + size, self.read_position)
+        return self.io.pread(self.fd, end - pos, pos, self.path) if end > pos else b""
+
     def read(self, pos: int, size: int) -> bytes:
         end = min(pos + size, self.read_position)
         return bytes(self.view[pos:end]) if end > pos else b""

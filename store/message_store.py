@@ -34,6 +34,7 @@ from .put_result import PutResult, PutStatus
 from .reader import MessageReader, TagFilter
 from .get_result import GetMessageResult
 from .reput import ReputService
+from .prefault import PrefaultService
 from .schedule import _TIMER_PROPS, to_schedule
 from .validation import check_message
 
@@ -116,6 +117,7 @@ class MessageStore:
             interval_ms=config.flush_interval_consume_queue,
             least_pages=config.flush_consume_queue_least_pages,
             thorough_interval_ms=config.flush_consume_queue_thorough_interval)
+        self.prefault = PrefaultService(self.commitlog.queue, config.prefault_ahead_bytes)
         self.reader = MessageReader(self.commitlog, self.cq_store, self.index_service,
                                     max_bytes=config.max_transfer_bytes_on_message_in_memory,
                                     max_count=config.max_msgs_num_batch)
@@ -211,7 +213,7 @@ class MessageStore:
             schedule.attach(self)
 
     def _services(self) -> list:
-        services = [self.flusher, self.reput, self.logics_flush]
+        services = [self.flusher, self.reput, self.logics_flush, self.prefault]
         if self.committer is not None:
             services.insert(0, self.committer)
         return services + list(self.extra_services)

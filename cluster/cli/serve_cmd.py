@@ -91,8 +91,11 @@ def serve_until_signal(what: str, start: Callable[[], tuple[dict, Callable[[], N
 
 
 def _run_node(args) -> int:
+    from cluster.node.heap_tuning import keep_large_buffers
     from cluster.node.node import Node
     from cluster.node.node_config import node_config_from_properties
+
+    keep_large_buffers()  # before the node allocates: see heap_tuning.py
 
     def start():
         failpoints.configure()  # a bad RMQSTORE_FAILPOINTS fails the start, not the first hit

@@ -17,13 +17,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ha.epoch import EpochCache
 from master.replication_servicer import ReplicationServicer
+from master.replication_servicer import add_to_server as add_replication_to_server
 from master.master_role import MasterRole
 from master.write_lease import WriteLease
 from proto import admin_pb2 as apb
 from proto import admin_pb2_grpc
 from proto import controller_pb2 as cpb
 from proto import membership_pb2_grpc
-from proto import replication_pb2_grpc
 from proto.apache.rocketmq.v2 import service_pb2_grpc as messaging_pb2_grpc
 from slave.replication_client import GRPC_OPTIONS, ReplicationClient
 from store import running_flags
@@ -136,8 +136,7 @@ class Node:
         replication = ReplicationServicer(lambda: self.role.master, self.role.not_master_reason,
                                           lambda context: self.gate.admit(context,
                                                                           REPLICATION_STREAM))
-        server.add(lambda s: replication_pb2_grpc.add_ReplicationServicer_to_server(
-            replication, s))
+        server.add(lambda s: add_replication_to_server(replication, s))
         server.add(lambda s: membership_pb2_grpc.add_MembershipServicer_to_server(
             MembershipServicer(self.gate), s))
         server.add(lambda s: admin_pb2_grpc.add_AdminServicer_to_server(AdminServicer(admin), s))

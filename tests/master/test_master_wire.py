@@ -24,6 +24,21 @@ def test_every_master_message_field_is_encoded(event):
     assert through_bytes(msg) == msg
 
 
+@given(MASTER_MESSAGES)
+def test_what_the_stream_sends_parses_to_the_same_message(event):
+    """An encoded chunk (bytes written without protobuf) parses to the reference message."""
+    sent = wire.serialize(wire.to_slave_wire(event))
+    assert pb.MasterMessage.FromString(sent) == reference_pb(event)
+
+
+def test_a_large_chunk_is_encoded_with_multi_byte_lengths():
+    from ha.messages import Chunk
+    chunk = Chunk(offset=1 << 40, data=bytes(range(256)) * 4096, epoch=7,
+                  epoch_start_offset=1 << 33, confirm_offset=5, master_max_offset=1 << 41,
+                  crc32c=0xFFFFFFFF)
+    assert pb.MasterMessage.FromString(wire.encode_chunk(chunk)) == reference_pb(chunk)
+
+
 def test_welcome_epochs_keep_their_order():
     entries = (EpochEntry(1, 0), EpochEntry(3, 100), EpochEntry(4, 100))
     msg = wire.to_slave(Welcome(4, entries, 100, 0, 200, 150))

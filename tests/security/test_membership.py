@@ -19,6 +19,7 @@ from cluster.controller.controller_process import ControllerProcess
 from cluster.security import member_proof as mp
 from cluster.security.member_gate import MemberCredentials
 from master.replication_servicer import ReplicationServicer
+from master.replication_servicer import add_to_server as add_replication_to_server
 from proto import controller_pb2 as cpb
 from proto import controller_pb2_grpc as cpb_grpc
 from proto import membership_pb2 as mpb
@@ -93,7 +94,7 @@ def test_without_the_gate_the_same_rogue_reads_the_log(nodes):
     master = nodes.start()
     fill(master)
     server = grpc.server(futures.ThreadPoolExecutor(4))
-    rpb_grpc.add_ReplicationServicer_to_server(
+    add_replication_to_server(
         ReplicationServicer(lambda: master.role.master, master.role.not_master_reason,
                             lambda context: ""), server)
     port = server.add_insecure_port("127.0.0.1:0")

@@ -3,12 +3,14 @@ every field of every message, through serialized bytes."""
 from __future__ import annotations
 
 import pytest
+from google.protobuf.message import DecodeError
 from hypothesis import given
+from hypothesis import strategies as st
 
 from ha.messages import Ack, Chunk, MalformedMessage, Welcome
 from proto import replication_pb2 as pb
 from slave import slave_wire as wire
-from tests.replication_messages import MASTER_MESSAGES, SLAVE_MESSAGES, reference_pb, through_bytes
+from tests.replication_messages import CHUNKS, MASTER_MESSAGES, SLAVE_MESSAGES, reference_pb, through_bytes
 
 
 @given(SLAVE_MESSAGES)
@@ -49,3 +51,46 @@ def test_only_slave_messages_are_encoded():
     with pytest.raises(TypeError, match="not a slave message"):
         wire.to_master(Welcome(0, (), 0, 0, 0, 0))  # type: ignore[arg-type]
     assert wire.to_master(Ack(5, 3)) == pb.SlaveMessage(ack=pb.Ack(max_offset=5, flushed_offset=3))
+
+
+def _decoded(raw: bytes):
+    return wire.from_master(wire.decode_master(raw))
+
+
+@given(MASTER_MESSAGES)
+def test_what_the_stream_receives_decodes_to_the_same_event(event):
+    """decode_master (chunks without protobuf) agrees with protobuf on every field."""
+    assert _decoded(reference_pb(event).SerializeToString()) == event
+
+
+@given(CHUNKS, st.permutations(range(7)), st.booleans())
+def test_chunk_fields_in_any_order_and_repeated_decode_as_protobuf_does(event, order, repeat):
+    fields = [pb.Chunk(**{name: getattr(event, name)}).SerializeToString()
+              for name in ("offset", "data", "epoch", "epoch_start_offset", "confirm_offset",
+                           "master_max_offset", "crc32c")]
+    inner = b"".join(fields[i] for i in order)
+    if repeat:  # a repeated scalar: the last value wins
+        inner += pb.Chunk(offset=12345, data=b"last").SerializeToString()
+    raw = b"\x12" + _len(len(inner)) + inner
+    assert _decoded(raw) == wire.from_master(pb.MasterMessage.FromString(raw))
+
+
+def _len(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+def test_a_chunk_with_an_unknown_field_goes_through_protobuf():
+    inner = pb.Chunk(offset=7, data=b"abc").SerializeToString() + b"\x40\x01"  # field 8
+    raw = b"\x12" + _len(len(inner)) + inner
+    assert isinstance(wire.decode_master(raw), pb.MasterMessage)
+    assert _decoded(raw) == wire.from_master(pb.MasterMessage.FromString(raw))
+
+
+def test_a_truncated_chunk_is_refused_as_protobuf_refuses_it():
+    raw = pb.MasterMessage(chunk=pb.Chunk(offset=7, data=b"abcdef")).SerializeToString()
+    with pytest.raises(DecodeError):
+        wire.decode_master(raw[:-2])
