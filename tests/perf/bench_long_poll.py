@@ -12,8 +12,9 @@ same run, side by side:
   3. the same producers on the consumers' topic while they receive and ack: both rates, the
      node's peak RSS (sampled every 100 ms), and the consumers' totals.
 Printed: produce rates (ratios to alone), node RSS idle / all waiting / peak next to the
-256 MiB budget (RSS counts the commitlog pages the node touched; anonymous memory, the part a
-waiting call costs, is printed beside it), messages received and acked, receives answered "no
+256 MiB budget, judged on anonymous memory (heap and stacks: what a waiting call costs; RSS
+also counts the mapped commitlog pages the node touched, page cache the kernel reclaims, and
+is printed beside it), messages received and acked, receives answered "no
 new message" early (a wait the server did not hold: must be 0), errors.
 
 Not a test: nothing asserts on time; the machine is shared (2 cores here for the node, the
@@ -44,18 +45,22 @@ BUDGET_MIB = 256
 
 
 class RssSampler:
-    """The peak RSS of one process, sampled every `interval` s while entered."""
+    """The peak RSS and anonymous memory of one process, sampled every `interval` s while
+    entered."""
 
     def __init__(self, pid: int, interval: float = 0.1) -> None:
         self.process = psutil.Process(pid)
+        self.pid = pid
         self.interval = interval
         self.peak = 0
+        self.peak_anon = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             self.peak = max(self.peak, self.process.memory_info().rss)
+            self.peak_anon = max(self.peak_anon, anon_bytes(self.pid))
             self._stop.wait(self.interval)
 
     def __enter__(self) -> "RssSampler":
@@ -152,14 +157,17 @@ def main(argv: list[str] | None = None) -> int:
         (f"node RSS, {args.consumers} calls waiting", f"{waiting_rss / MIB:.0f} MiB",
          f"anonymous {waiting_anon / MIB:.0f} MiB; budget {BUDGET_MIB} MiB; "
          f"{waiting_threads} threads"),
-        ("node RSS peak under load", f"{rss.peak / MIB:.0f} MiB",
-         "PASS" if rss.peak < BUDGET_MIB * MIB else "MISS"),
+        ("node anonymous memory peak under load", f"{rss.peak_anon / MIB:.0f} MiB",
+         f"{'PASS' if rss.peak_anon < BUDGET_MIB * MIB else 'MISS'} (budget {BUDGET_MIB} MiB); "
+         f"RSS peak {rss.peak / MIB:.0f} MiB with the mapped commitlog pages"),
         ("consumers received / acked",
          f"{totals.get('received', 0):,} / {totals.get('acked', 0):,}",
          f"of {loaded.value * seconds:,.0f} sent under load (approx.)"),
         ("receives answered early (not held)", str(totals.get("empty_early", "?")),
          "must be 0"),
         ("consumer errors", str(totals.get("errors", "?")), totals.get("first_error", "")[:400]),
+        ("calls the grpc.aio client cancelled itself", str(totals.get("client_cancelled", "?")),
+         "reissued (see long_poll_consumers.py)"),
     ]
     if alone.errors or beside.errors or loaded.errors:
         rows.append(("producer errors", f"{alone.errors} / {beside.errors} / {loaded.errors}",
