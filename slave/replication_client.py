@@ -228,8 +228,7 @@ class ReplicationClient:
             if self.config.is_sync_flush and action.offset > store.flushed_offset:
                 # A SYNC_FLUSH slave acks only what is on its disk, so a sync master's
                 # acknowledgement means "on the slaves' disks", not just in their memory.
-                status = store.durability(action.offset).wait(
-                    self.config.sync_flush_timeout / 1000.0 + 1)
+                status = store.wait_flushed(action.offset)
                 if status is not PutStatus.PUT_OK:
                     session.close_reason = f"flush failed on this slave: {status}"
                     return False

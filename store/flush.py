@@ -3,9 +3,10 @@ the write-buffer (transient store pool) mode.
 
 - AsyncFlushService: every flushIntervalCommitLog, flush when at least flushCommitLogLeastPages
   dirty pages wait, and everything every flushCommitLogThoroughInterval.
-- GroupCommitService (SYNC_FLUSH): putters submit their end offset and wait; each round flushes
-  once for all of them and releases those with flushed >= end. A waiter past syncFlushTimeout
-  gets FLUSH_DISK_TIMEOUT.
+- GroupCommitService (SYNC_FLUSH): leader-follower group commit. A putter waiting for its end
+  offset flushes itself when no flush is in progress, for everything appended so far; putters
+  arriving meanwhile sleep until a flush covers them (one of them flushes next for the rest). A
+  waiter past syncFlushTimeout gets FLUSH_DISK_TIMEOUT.
 - CommitService (transientStorePoolEnable): every commitIntervalCommitLog, pwrite the write
   buffers to the files (commitCommitLogLeastPages), then wake the flusher.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable
 
 from .clock import Clock
@@ -25,7 +27,6 @@ from .errors import DiskError
 from .mapped_file_queue import MappedFileQueue
 from .put_result import PutStatus
 from .service import Service
-from .yielding_lock import YieldingLock
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +160,34 @@ class CommitService(Service):
                 self.failure.record(e)
 
 
+class _Waiter:
+    """A thread blocked in GroupCommitService.wait_flushed: its end offset and its gate, a lock
+    held while it sleeps. Reused by its thread (one wait at a time), so a put allocates none."""
+    __slots__ = ("end", "gate", "lead")
+
+    def __init__(self) -> None:
+        self.end = 0
+        self.gate = threading.Lock()
+        self.gate.acquire()
+        self.lead = False  # set by the releasing leader: the woken thread flushes next
+
+
 class GroupCommitService(_FlushBase):
-    """SYNC_FLUSH: one flush per round for every waiting putter."""
+    """SYNC_FLUSH group commit, leader-follower: a putter that finds its end not yet flushed
+    and no flush in progress becomes the leader and flushes (msync / fdatasync) in its own
+    thread for everything appended so far; putters that arrive meanwhile sleep on their own
+    gate. When the flush returns, the leader releases every waiter it covered and hands the
+    next flush to one waiter it did not cover (its append landed after the flush started),
+    which flushes for all the others. No per-put hand-off to a flush thread: one wake-up per
+    put, one flush per group.
+
+    The service thread only flushes what nobody waits for (appends that did not ask for a
+    flush, replicated bytes) every 10 ms and serves `submit()` completions (callers that do
+    not block in a putter's thread); it takes the same leadership, so there is never more than
+    one flush at a time.
+
+    `_mutex` guards `_leading`, `_waiters` and `_requests`; it is never held across a flush
+    or a wake-up."""
 
     name = "group-commit"
 
@@ -169,11 +196,123 @@ class GroupCommitService(_FlushBase):
                  timeout_ms: int) -> None:
         super().__init__(queue, clock, failure, on_flushed, stamp)
         self.timeout_ms = timeout_ms
+        self._mutex = threading.Lock()
+        self._leading = False
+        self._waiters: list[_Waiter] = []
         self._requests: list[tuple[int, Completion[PutStatus]]] = []
-        self._lock = YieldingLock()  # every SYNC_FLUSH put takes it: must not convoy
+        self._local = threading.local()
+        self.rounds = 0  # flushes made (diagnostics: puts per round)
 
+    # -- blocking wait (the put path) ----------------------------------------------------------
+    def wait_flushed(self, end_offset: int, timeout_s: float) -> PutStatus:
+        """Block until flushed >= end_offset (PUT_OK), the flush failed (FLUSH_DISK_FAILED,
+        for good) or `timeout_s` real seconds passed (FLUSH_DISK_TIMEOUT). The caller may
+        become the leader and flush for everybody; a leader's own wait is then bounded by that
+        flush, not by the timeout."""
+        queue = self.queue
+        if queue.flushed_where >= end_offset:
+            return PutStatus.PUT_OK
+        deadline = time.monotonic() + timeout_s
+        w = None
+        led = False
+        while True:
+            with self._mutex:
+                flushed = queue.flushed_where
+                if flushed >= end_offset:
+                    return PutStatus.PUT_OK
+                if self.failure.failed:
+                    return PutStatus.FLUSH_DISK_FAILED
+                if time.monotonic() >= deadline:
+                    return PutStatus.FLUSH_DISK_TIMEOUT
+                # After its own flush, a caller whose end lies past the log (cut by a
+                # truncation, or not yet appended) waits instead of flushing nothing again.
+                lead = not self._leading and not (led and queue.max_wrote_offset() <= flushed)
+                if lead:
+                    self._leading = True
+                else:
+                    if w is None:
+                        w = self._waiter()
+                    w.end = end_offset
+                    self._waiters.append(w)
+            if lead:
+                led = True
+                self._lead()
+                continue
+            if not w.gate.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                with self._mutex:
+                    if w in self._waiters:  # nobody released it: a real timeout
+                        self._waiters.remove(w)
+                        return PutStatus.FLUSH_DISK_TIMEOUT
+                w.gate.acquire()  # released concurrently: take the release it got
+            if w.lead:
+                w.lead = False
+                led = True
+                self._lead()
+
+    def _waiter(self) -> _Waiter:
+        w = getattr(self._local, "waiter", None)
+        if w is None:
+            w = self._local.waiter = _Waiter()
+        return w
+
+    def _lead(self) -> None:
+        """One flush as the leader (`_leading` set by the caller), then release everybody it
+        covered and pass the leadership on, or give it up. The release happens even if the
+        flush raised something unexpected: a leadership left set would stall every put."""
+        try:
+            self._flush(0)
+        finally:
+            self.rounds += 1
+            self._release_after_flush()
+
+    def _release_after_flush(self) -> None:
+        failed = self.failure.failed
+        flushed = self.queue.flushed_where
+        now = self.clock.monotonic()
+        done: list[tuple[Completion[PutStatus], PutStatus]] = []
+        nxt = None
+        with self._mutex:
+            waiters = self._waiters
+            if failed:
+                wake, self._waiters = waiters, []
+            else:
+                wake = [w for w in waiters if w.end <= flushed]
+                if len(wake) < len(waiters):
+                    rest = [w for w in waiters if w.end > flushed]
+                    # Hand on only when there is more to flush: a waiter whose end lies past
+                    # the log (cut by a truncation) would otherwise pass it round and round.
+                    if self.queue.max_wrote_offset() > flushed:
+                        nxt = rest.pop(0)
+                    self._waiters = rest
+                else:
+                    self._waiters = []
+            if self._requests:
+                keep: list[tuple[int, Completion[PutStatus]]] = []
+                for end, c in self._requests:
+                    if failed:
+                        done.append((c, PutStatus.FLUSH_DISK_FAILED))
+                    elif end <= flushed:
+                        done.append((c, PutStatus.PUT_OK))
+                    elif now >= c.deadline:
+                        done.append((c, PutStatus.FLUSH_DISK_TIMEOUT))
+                    else:
+                        keep.append((end, c))
+                self._requests = keep
+            if nxt is not None:
+                nxt.lead = True  # `_leading` stays set: the leadership passes to nxt
+            else:
+                self._leading = False
+        for w in wake:
+            w.gate.release()
+        if nxt is not None:
+            nxt.gate.release()
+        for c, status in done:
+            c.complete(status)
+
+    # -- completions (callers that do not block in the put path) ------------------------------
     def submit(self, end_offset: int) -> Completion[PutStatus]:
-        """A completion that resolves to PUT_OK once flushed >= end_offset."""
+        """A completion that resolves to PUT_OK once flushed >= end_offset: flushed by the
+        next leader or by the service thread, which this wakes."""
         done: Completion[PutStatus] = Completion(self.clock.monotonic() + self.timeout_ms / 1000.0)
         if self.failure.failed:
             done.complete(PutStatus.FLUSH_DISK_FAILED)
@@ -181,41 +320,41 @@ class GroupCommitService(_FlushBase):
         if self.queue.flushed_where >= end_offset:
             done.complete(PutStatus.PUT_OK)
             return done
-        with self._lock:
+        with self._mutex:
             self._requests.append((end_offset, done))
         self.wakeup()
         return done
 
     def step(self) -> None:
-        with self._lock:
-            requests, self._requests = self._requests, []
-        ok = self._flush(0)
-        flushed = self.queue.flushed_where
-        now = self.clock.monotonic()
-        keep: list[tuple[int, Completion[PutStatus]]] = []
-        for end, done in requests:
-            if not ok and self.failure.failed:
-                done.complete(PutStatus.FLUSH_DISK_FAILED)
-            elif flushed >= end:
-                done.complete(PutStatus.PUT_OK)
-            elif now >= done.deadline:
-                done.complete(PutStatus.FLUSH_DISK_TIMEOUT)
-            else:
-                keep.append((end, done))
-        if keep:
-            with self._lock:
-                self._requests[0:0] = keep
+        """One round of the service thread: flush (as the leader) unless a leader is flushing
+        now; that leader then serves the completions."""
+        with self._mutex:
+            if self._leading:
+                return
+            self._leading = True
+        self._lead()
+
+    def flush_now(self) -> bool:
+        """Admin.Flush: a full flush in the caller's thread, after any flush in progress."""
+        while True:
+            with self._mutex:
+                if not self._leading:
+                    self._leading = True
+                    break
+            time.sleep(0.001)
+        self._lead()
+        return not self.failure.failed
 
     def wait_interval(self) -> float:
         return 0.01
 
     def pending(self) -> int:
-        with self._lock:
-            return len(self._requests)
+        with self._mutex:
+            return len(self._requests) + len(self._waiters)
 
     def on_stop(self) -> None:
         self.step()
-        with self._lock:
+        with self._mutex:
             requests, self._requests = self._requests, []
         for _, done in requests:
             done.complete(PutStatus.FLUSH_DISK_TIMEOUT)

@@ -5,7 +5,7 @@
 
 Durability: under SYNC_FLUSH a put returns PUT_OK only once the group commit flushed past its
 end; a failed flush answers FLUSH_DISK_FAILED and turns the store not writable (sticky). The
-replication wait (master/) composes on top of `append` + `durability`.
+replication wait (master/) composes on top of `append` + `wait_durable`.
 """
 from __future__ import annotations
 
@@ -259,9 +259,7 @@ class MessageStore:
         """Wait until an append's result holds under the flush policy (SYNC_FLUSH: on disk)."""
         if result.status is not PutStatus.PUT_OK or not self._wants_wait(msgs):
             return result
-        status = self.durability(result.end_offset).wait(self.config.sync_flush_timeout / 1000.0 + 1)
-        if status is None:
-            status = PutStatus.FLUSH_DISK_TIMEOUT
+        status = self.wait_flushed(result.end_offset)
         if status is not PutStatus.PUT_OK:
             self.stats.put_failures += 1
         return PutResult(status, result.appends, self.flags.reason if status is not PutStatus.PUT_OK
@@ -341,6 +339,16 @@ class MessageStore:
                 self.flusher.wakeup()
         return PutResult(PutStatus.PUT_OK, tuple(appends))
 
+    def wait_flushed(self, end_offset: int, timeout_s: float | None = None) -> PutStatus:
+        """Block until the flush policy holds for everything below end_offset: under SYNC_FLUSH
+        the caller joins the group commit (it may flush for the whole group itself); the
+        timeout defaults to syncFlushTimeout."""
+        if isinstance(self.flusher, GroupCommitService):
+            if timeout_s is None:
+                timeout_s = self.config.sync_flush_timeout / 1000.0
+            return self.flusher.wait_flushed(end_offset, timeout_s)
+        return PutStatus.FLUSH_DISK_FAILED if self.flush_failure.failed else PutStatus.PUT_OK
+
     def durability(self, end_offset: int) -> Completion[PutStatus]:
         """Resolves when the flush policy holds for everything below end_offset."""
         if isinstance(self.flusher, GroupCommitService):
@@ -389,7 +397,7 @@ class MessageStore:
             # Under SYNC_FLUSH reput stops at the flushed offset: flush the replicated tail so
             # that everything this node holds is dispatched before it writes (replicated
             # tables replay their queues when the node starts to lead).
-            self.durability(end).wait(self.config.sync_flush_timeout / 1000.0 + 1)
+            self.wait_flushed(end)
         self.reput.catch_up()
         with self.reput._lock:
             self.commitlog.topic_queue_table = recovery.rebuild_queue_table(
