@@ -27,6 +27,7 @@ from .errors import CreateFileError, DiskError, MessageIllegal, PropertiesSizeEx
 from .fileio import DEFAULT_FILE_IO, FileIO
 from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
 from .index_service import IndexService
+from .retention_guard import ArchivedUpTo, ConsumerProgress, no_consumers
 from .layout import StoreLayout
 from .logics_flush import LogicsFlushService
 from .markers import AbortMarker, StoreLock
@@ -122,6 +123,10 @@ class MessageStore:
         self._valid_topics: set[str] = set()
         self._valid_topics_sys: set[str] = set()
         self.extra_services: list = []  # retention, schedule: attached by their modules
+        # Injected by the node (store/retention_guard.py): what consumer groups still need,
+        # and (the archive's hook, unset until there is one) what an archive holds.
+        self.consumer_progress: ConsumerProgress = no_consumers
+        self.archived_up_to: ArchivedUpTo | None = None
         self.recovery_report: recovery.RecoveryReport | None = None
         self._loaded = False
         self._started = False

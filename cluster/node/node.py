@@ -77,6 +77,8 @@ class Node:
         self.live = LiveConfig(config)
         self.clock = clock
         self.store = MessageStore(config.store, clock=clock)
+        # Until messaging (and its consumer state) exists, retention deletes nothing early.
+        self.store.consumer_progress = self._consumer_progress
         self.epoch_file = EpochFile(StoreLayout(config.store.store_path_root_dir).epoch_file)
         self.epochs = EpochCache()
         self.role = Role(config.node_id)
@@ -94,6 +96,12 @@ class Node:
         self.link: ControllerLink | None = None
         self._last_refusal = ""
         self.live.subscribe(self._on_config_change)
+
+    def _consumer_progress(self):
+        """Consumer groups' positions for retention (diskPressurePolicy); None (unknown) before
+        messaging starts and on a node that does not lead."""
+        messaging = self.messaging
+        return None if messaging is None else messaging.consumers.retention_progress()
 
     @property
     def config(self) -> NodeConfig:
