@@ -27,7 +27,7 @@ from .errors import CreateFileError, DiskError, MessageIllegal, PropertiesSizeEx
 from .fileio import DEFAULT_FILE_IO, FileIO
 from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
 from .index_service import IndexService
-from .retention_guard import ArchivedUpTo, ConsumerProgress, no_consumers
+from .retention_guard import TABLE_TOPIC_PREFIX, ArchivedUpTo, ConsumerProgress, no_consumers
 from .layout import StoreLayout
 from .logics_flush import LogicsFlushService
 from .markers import AbortMarker, StoreLock
@@ -317,7 +317,8 @@ class MessageStore:
     def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
         """Validate, encode and append; no waiting. Returns PUT_OK with where each landed, or
         the refusal (nothing written)."""
-        if msgs and not self.flags.writable:
+        if msgs and not self.flags.writable and not self._table_record_passes(
+                msgs, allow_system_topic):
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self.flags.reason)
         encoded, refusal = self._encode(msgs, allow_system_topic)
         if refusal is not None:
@@ -343,6 +344,14 @@ class MessageStore:
             elif not self.config.flush_commit_log_timed:
                 self.flusher.wakeup()
         return PutResult(PutStatus.PUT_OK, tuple(appends))
+
+    def _table_record_passes(self, msgs: Sequence[Message], allow_system_topic: bool) -> bool:
+        """Under DISK_FULL alone, the node's own table records (rmq_sys_*: consumer acks and
+        offsets, topics, schedule progress) are still written: they are small, and consumers'
+        acks are what lets retention free space under diskPressurePolicy=protect-unconsumed.
+        Client messages (transaction halves included) stay refused."""
+        return (allow_system_topic and set(self.flags.reasons) == {rf.DISK_FULL}
+                and all(m.topic.startswith(TABLE_TOPIC_PREFIX) for m in msgs))
 
     def durability(self, end_offset: int) -> Completion[PutStatus]:
         """Resolves when the flush policy holds for everything below end_offset."""

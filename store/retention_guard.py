@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 PROTECT_UNCONSUMED = "protect-unconsumed"
 DELETE_OLDEST = "delete-oldest"
+TABLE_TOPIC_PREFIX = "rmq_sys_"  # the node's replicated tables (not RMQ_SYS_TRANS_*): written
+# under DISK_FULL (MessageStore.append), so consumers' acks can free space
 
 
 @dataclass(frozen=True)

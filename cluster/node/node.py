@@ -38,6 +38,7 @@ from store.layout import StoreLayout
 from store.message_store import MessageStore
 from store.put_result import PutResult
 from store.service import PeriodicTask
+from store.volume_check import check_volumes
 
 from cluster.admin.admin_node import AdminNode
 from cluster.admin.admin_servicer import AdminServicer
@@ -122,6 +123,7 @@ class Node:
             # controller the node does not know its role yet: the same caution holds.
             store = self.store
             store.confirm_source = lambda: store.checkpoint.confirm_phy_offset
+        check_volumes(c.store)  # before any file is created: says which setting to lower
         self.store.load()
         self.store.start()
         self.epochs = EpochCache.from_entries(self.epoch_file.load())
