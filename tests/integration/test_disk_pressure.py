@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 
-import pytest
+
 
 from cluster.client import ClientError, Message, Producer, SimpleConsumer
 from cluster.client.connection import Connection
@@ -26,32 +25,6 @@ from tests.integration.harness import NodeProcess
 
 BODY = b"x" * 8192
 BATCH = 16
-
-
-def _mount_tmpfs(path: str, size_mb: int) -> None:
-    os.makedirs(path, exist_ok=True)
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs volume needs root")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m", "tmpfs", path],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"mount -t tmpfs is not permitted here: {r.stderr.strip()}")
-
-
-@pytest.fixture
-def volume(tmp_path):
-    """A function mounting a tmpfs of `size_mb` at a new directory; all unmounted after."""
-    mounted: list[str] = []
-
-    def make(size_mb: int) -> str:
-        path = str(tmp_path / f"vol{len(mounted)}")
-        _mount_tmpfs(path, size_mb)
-        mounted.append(path)
-        return path
-
-    yield make
-    for path in mounted:
-        subprocess.run(["umount", "-l", path], check=False)
 
 
 def small_node(tmp_path, vol: str, policy: str) -> NodeProcess:
