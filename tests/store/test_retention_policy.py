@@ -11,7 +11,7 @@ from store import running_flags as rf
 from store.codec import Message
 from store.put_result import PutStatus
 from store.retention_guard import QueueConsumed
-from tests.store.test_retention import Env
+from tests.store.retention_env import Env
 
 
 class Group:
