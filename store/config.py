@@ -88,6 +88,8 @@ class StoreConfig:
     destroy_mapped_file_interval_forcibly: int = 120_000
     redelete_hanged_file_interval: int = 120_000
     clean_file_forcibly_enable: bool = True
+    # Ours: what forced cleanup may delete (store/retention_guard.py).
+    disk_pressure_policy: str = "protect-unconsumed"
     check_crc_on_recover: bool = True
     force_verify_prop_crc: bool = False
     enabled_append_prop_crc: bool = False
@@ -241,7 +243,8 @@ _FIELD_TYPES: dict[str, type] = {f.name: _HINTS[f.name] for f in dataclasses.fie
 FIELD_BY_KEY: Mapping[str, str] = MappingProxyType({key_for(n): n for n in _FIELD_TYPES})
 _PATH_FIELDS = frozenset({"store_path_root_dir", "store_path_commit_log"})
 _BIG = 2**63 - 1  # Java long: anything larger could not be configured in RocketMQ either
-_CHOICES = {"flush_disk_type": FLUSH_DISK_TYPES, "broker_role": BROKER_ROLES}
+_CHOICES = {"flush_disk_type": FLUSH_DISK_TYPES, "broker_role": BROKER_ROLES,
+            "disk_pressure_policy": frozenset({"protect-unconsumed", "delete-oldest"})}
 _CLAMPS = {  # RocketMQ's getter bounds, percent
     "disk_max_used_space_ratio": (10, 95),
     "disk_space_warning_level_ratio": (35, 90),

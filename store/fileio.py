@@ -124,6 +124,13 @@ class FileIO:
                 raise
             os.ftruncate(fd, size)  # file systems without fallocate (tmpfs on old kernels)
 
+    def preallocate_range(self, fd: int, offset: int, length: int, path: str) -> None:
+        """Reserve [offset, offset + length) of disk, growing the file (posix_fallocate: a
+        file system without it fails here rather than getting a sparse tail that a write
+        through the mapping could fault on). Raises OSError(ENOSPC) when space is short."""
+        self._enter("preallocate", path)
+        os.posix_fallocate(fd, offset, length)
+
     def truncate(self, fd: int, size: int, path: str) -> None:
         self._enter("truncate", path)
         os.ftruncate(fd, size)

@@ -27,6 +27,14 @@ other keys with the same hash: callers check the records' keys.
 Writes come from one thread; an entry is written before the slot that points at it and the
 header last, so a concurrent reader following a slot always finds a complete entry. Unlike
 RocketMQ, which writes the header only at flush, the header is updated on every put.
+
+Unlike RocketMQ, a file does not take its full size (about 420 MB with the defaults) on disk
+when it is created: it is allocated up to its header, its slots and `GROW_STEP_ENTRIES`
+entries, and grows by that step when the entries reach the end (the layout above is unchanged:
+a grown file is a prefix of the full one). Growth keeps preallocation's crash safety: the new
+range is reserved with posix_fallocate (never a sparse truncate) before the new mapping
+covers it, so no write ever touches a page without disk behind it (SIGBUS); ENOSPC there is a
+CreateFileError, which reput reports as DISPATCH_ERROR (writes refused until it succeeds).
 """
 from __future__ import annotations
 
@@ -34,7 +42,7 @@ import os
 import struct
 
 from .codec import java_string_hash
-from .errors import CorruptFile, DiskError
+from .errors import CorruptFile, CreateFileError, DiskError
 from .fileio import DEFAULT_FILE_IO, FileIO
 from .mapped_file import MappedFile
 
@@ -46,10 +54,23 @@ HASH_SLOT_SIZE = HASH_SLOT.size  # 4
 INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
 INVALID_INDEX = 0
 _I32_MAX = 0x7FFFFFFF
+GROW_STEP_ENTRIES = 200_000  # 4 MB of entries per growth step
 
 
 def index_file_size(hash_slot_num: int, index_num: int) -> int:
     return INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
+
+
+def initial_index_file_size(hash_slot_num: int, index_num: int) -> int:
+    """What a new file takes on disk: header, slots and the first growth step of entries."""
+    return index_file_size(hash_slot_num, min(index_num, GROW_STEP_ENTRIES))
+
+
+def is_grown_size(size: int, hash_slot_num: int, index_num: int) -> bool:
+    """Whether `size` is one a file of this geometry can have: the initial size up to the
+    full one (a crash during a growth can leave any size in between)."""
+    return (initial_index_file_size(hash_slot_num, index_num) <= size
+            <= index_file_size(hash_slot_num, index_num))
 
 
 def index_key_hash(key: str) -> int:
@@ -68,15 +89,25 @@ class IndexFile:
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self.io = io
-        self.file_size = index_file_size(hash_slot_num, index_num)
-        self.dirty = create  # written since the last flush()
-        try:
-            # MappedFile gives us preallocation, the mapping and hold()/release()/destroy().
-            self._mf = MappedFile(path, self.file_size, io, create=create)
-        except ValueError as e:  # existing file of another size
-            raise CorruptFile(str(e)) from e
-        self._mm = self._mf.mm
+        self.full_size = index_file_size(hash_slot_num, index_num)
         self._entries_at = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+        if create:
+            size = initial_index_file_size(hash_slot_num, index_num)
+        else:
+            try:
+                size = os.path.getsize(path)
+            except OSError as e:
+                raise CorruptFile(f"cannot read the size of {path}: {e}") from e
+            if not is_grown_size(size, hash_slot_num, index_num):
+                raise CorruptFile(f"{path} has {size} bytes, expected "
+                                  f"{initial_index_file_size(hash_slot_num, index_num)}.."
+                                  f"{self.full_size}")
+        self.file_size = size  # allocated and mapped now
+        self.capacity = min(index_num, (size - self._entries_at) // INDEX_ENTRY_SIZE)
+        self.dirty = create  # written since the last flush()
+        # MappedFile gives us preallocation, the mapping and hold()/release()/destroy().
+        self._mf = MappedFile(path, size, io, create=create)
+        self._mm = self._mf.mm
         if create:
             # A new file continues the previous one: begin = end = where that one stopped,
             # so the service's "already indexed" check works before the first put.
@@ -90,7 +121,7 @@ class IndexFile:
              self.end_phy_offset, self.hash_slot_count, self.index_count) = \
                 INDEX_HEADER.unpack_from(self._mm, 0)
             # RocketMQ IndexHeader.load: a header never flushed reads as zeros.
-            self.index_count = min(max(self.index_count, 1), index_num)
+            self.index_count = min(max(self.index_count, 1), self.capacity)
 
     @property
     def name(self) -> str:
@@ -144,6 +175,16 @@ class IndexFile:
         for key in keys:
             if n >= index_num:
                 break
+            if n >= self.capacity:
+                try:
+                    self._grow()
+                except BaseException:
+                    if done:  # what this call added stays consistent
+                        self.end_phy_offset, self.end_timestamp = phy_offset, store_timestamp
+                        self._write_header()
+                        self.dirty = True
+                    raise
+                mm = self._mm
             h = java_string_hash(key)
             key_hash = -h if h < 0 else h
             if key_hash > _I32_MAX:  # Math.abs(Integer.MIN_VALUE) stays negative: RocketMQ 0
@@ -177,6 +218,27 @@ class IndexFile:
             self._write_header()
             self.dirty = True
         return done
+
+    def _grow(self) -> None:
+        """Reserve and map the next step of entries (see the module docstring). The old
+        mapping is synced first, then left to readers still using it (same file, same pages)
+        and freed with its last reference. Raises CreateFileError (ENOSPC) or DiskError."""
+        new_size = min(self.full_size, self.file_size + GROW_STEP_ENTRIES * INDEX_ENTRY_SIZE)
+        mf = self._mf
+        try:
+            self.io.preallocate_range(mf.fd, self.file_size, new_size - self.file_size,
+                                      self.path)
+        except OSError as e:
+            raise CreateFileError(self.path, e) from e
+        self._msync()
+        try:
+            mm = self.io.map(mf.fd, new_size, self.path)
+        except OSError as e:
+            raise CreateFileError(self.path, e) from e
+        mf.remap(mm, new_size)
+        self._mm = mm
+        self.file_size = new_size
+        self.capacity = min(self.index_num, (new_size - self._entries_at) // INDEX_ENTRY_SIZE)
 
     def truncate_from(self, phy_offset: int) -> int:
         """Undo the entries with phyOffset >= phy_offset (a suffix: entries are added in
@@ -251,7 +313,8 @@ class IndexFile:
     # -- lifecycle --------------------------------------------------------------------------
     def _msync(self) -> None:
         try:
-            self.io.msync(self._mm, 0, self.file_size, self.path)
+            mm = self._mm  # one mapping and its own length: a growth may swap it meanwhile
+            self.io.msync(mm, 0, len(mm), self.path)
         except OSError as e:
             raise DiskError("msync", self.path, e) from e
 

@@ -26,7 +26,7 @@ from .codec import KEY_SEPARATOR
 from .dispatch import DispatchRequest
 from .errors import CorruptFile
 from .fileio import DEFAULT_FILE_IO, FileIO
-from .index_file import IndexFile, index_file_size
+from .index_file import IndexFile, index_file_size, initial_index_file_size, is_grown_size
 from .layout import index_file_name, is_index_file_name, parse_index_file_name
 
 log = logging.getLogger(__name__)
@@ -65,18 +65,20 @@ class IndexService:
             return notes
         names = sorted(n for n in os.listdir(self.index_dir)
                        if is_index_file_name(n))
-        expected = index_file_size(self.hash_slot_num, self.index_num)
+        lowest = initial_index_file_size(self.hash_slot_num, self.index_num)
         loaded: list[IndexFile] = []
         with self._write_lock:
             for i, name in enumerate(names):
                 path = os.path.join(self.index_dir, name)
                 size = os.path.getsize(path)
-                if size != expected:
-                    if i == len(names) - 1:  # creation interrupted before preallocation ended
-                        self._unlink(path)
-                        notes.append(f"removed {path}: {size} bytes, an interrupted creation")
-                        continue
-                    raise CorruptFile(f"{path} has {size} bytes, expected {expected}")
+                if size < lowest and i == len(names) - 1:
+                    # creation interrupted before preallocation ended
+                    self._unlink(path)
+                    notes.append(f"removed {path}: {size} bytes, an interrupted creation")
+                    continue
+                if not is_grown_size(size, self.hash_slot_num, self.index_num):
+                    raise CorruptFile(f"{path} has {size} bytes, expected {lowest}.."
+                                      f"{index_file_size(self.hash_slot_num, self.index_num)}")
                 f = IndexFile(path, self.hash_slot_num, self.index_num, self.io)
                 if not last_exit_ok and f.end_timestamp > index_msg_timestamp:
                     # Entries newer than the last index flush may be torn: rebuild them.

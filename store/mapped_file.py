@@ -275,6 +275,18 @@ class MappedFile:
             pass
         return True
 
+    def remap(self, mm, size: int) -> None:
+        """Take a larger mapping of the same file (a grown index file) under the readers'
+        lock; the old one is not closed: a reader may still use it, and it is freed with its
+        last reference."""
+        with self._refs_lock:
+            old_view = self.view
+            self.mm, self.view, self.file_size = mm, memoryview(mm), size
+        try:
+            old_view.release()
+        except BufferError:
+            pass
+
     def close(self) -> None:
         """Unmap without deleting (clean shutdown)."""
         with self._refs_lock:

@@ -27,6 +27,7 @@ from .errors import CreateFileError, DiskError, MessageIllegal, PropertiesSizeEx
 from .fileio import DEFAULT_FILE_IO, FileIO
 from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
 from .index_service import IndexService
+from .retention_guard import TABLE_TOPIC_PREFIX, ArchivedUpTo, ConsumerProgress, no_consumers
 from .layout import StoreLayout
 from .logics_flush import LogicsFlushService
 from .markers import AbortMarker, StoreLock
@@ -124,6 +125,10 @@ class MessageStore:
         self._valid_topics: set[str] = set()
         self._valid_topics_sys: set[str] = set()
         self.extra_services: list = []  # retention, schedule: attached by their modules
+        # Injected by the node (store/retention_guard.py): what consumer groups still need,
+        # and (the archive's hook, unset until there is one) what an archive holds.
+        self.consumer_progress: ConsumerProgress = no_consumers
+        self.archived_up_to: ArchivedUpTo | None = None
         self.recovery_report: recovery.RecoveryReport | None = None
         self._loaded = False
         self._started = False
@@ -312,7 +317,8 @@ class MessageStore:
     def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
         """Validate, encode and append; no waiting. Returns PUT_OK with where each landed, or
         the refusal (nothing written)."""
-        if msgs and not self.flags.writable:
+        if msgs and not self.flags.writable and not self._table_record_passes(
+                msgs, allow_system_topic):
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self.flags.reason)
         encoded, refusal = self._encode(msgs, allow_system_topic)
         if refusal is not None:
@@ -348,6 +354,14 @@ class MessageStore:
                 timeout_s = self.config.sync_flush_timeout / 1000.0
             return self.flusher.wait_flushed(end_offset, timeout_s)
         return PutStatus.FLUSH_DISK_FAILED if self.flush_failure.failed else PutStatus.PUT_OK
+
+    def _table_record_passes(self, msgs: Sequence[Message], allow_system_topic: bool) -> bool:
+        """Under DISK_FULL alone, the node's own table records (rmq_sys_*: consumer acks and
+        offsets, topics, schedule progress) are still written: they are small, and consumers'
+        acks are what lets retention free space under diskPressurePolicy=protect-unconsumed.
+        Client messages (transaction halves included) stay refused."""
+        return (allow_system_topic and set(self.flags.reasons) == {rf.DISK_FULL}
+                and all(m.topic.startswith(TABLE_TOPIC_PREFIX) for m in msgs))
 
     def durability(self, end_offset: int) -> Completion[PutStatus]:
         """Resolves when the flush policy holds for everything below end_offset."""

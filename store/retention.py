@@ -24,6 +24,13 @@ One `step()` (every `clean_resource_interval` ms when run as a thread) does, in 
    `redelete_hanged_file_interval` ms.
    Ours, not RocketMQ's: a file holding records that reput has not dispatched yet is never
    deleted (they would silently be missing from the consume queues and the index).
+   Ours too: `diskPressurePolicy` (store/retention_guard.py). A forced deletion of a young file
+   under `protect-unconsumed` needs every subscribed group to have consumed the file (or the
+   archive to hold it); when it does not, deletion stops there and DISK_FULL is set from the
+   clean-forcibly level on, its reason naming the groups holding the oldest file; the flag
+   clears once usage is below the clean-forcibly level (consumers caught up and the file went,
+   or space was freed otherwise). Every forced deletion of a young file counts the unconsumed
+   messages it removed per group (`RetentionRound.unconsumed_deleted`, `unconsumed_deleted`).
 3. When the commitlog's min offset moved: consume queue files wholly below it are deleted and
    each queue's min offset is corrected (ConsumeQueueStore.delete_expired does both), then index
    files whose entries all lie below it.
@@ -45,6 +52,7 @@ from typing import TYPE_CHECKING, Callable
 
 from . import running_flags as rf
 from .mapped_file import MappedFile
+from .retention_guard import DELETE_OLDEST, ConsumedView, describe_holders
 from .service import Service
 
 if TYPE_CHECKING:
@@ -102,6 +110,9 @@ class RetentionRound:
     consume_queue_files_deleted: int = 0
     index_files_deleted: int = 0
     min_offset: int = 0  # commitlog min offset after the round
+    # group -> unconsumed messages removed by this round's forced deletions of young files
+    unconsumed_deleted: dict[str, int] = field(default_factory=dict)
+    protected: dict[str, int] = field(default_factory=dict)  # holders of the kept oldest file
 
     @property
     def ran(self) -> bool:
@@ -126,6 +137,8 @@ class RetentionService(Service):
         self._clean_immediately = False
         self.last_round: RetentionRound | None = None
         self.deleted_total = 0
+        self.unconsumed_deleted: dict[str, int] = {}  # group -> total since start
+        self._protecting = False  # the last round kept an unconsumed file under pressure
 
     # -- admin ---------------------------------------------------------------------------------
     def trigger_cleanup(self, rounds: int = MAX_MANUAL_DELETE_ROUNDS) -> None:
@@ -155,6 +168,9 @@ class RetentionService(Service):
         self._delete_commitlog_files(rnd, now)
         self._redelete_hanged(rnd, now)
         self._clean_logics(rnd, now)
+        self._protect_flag(rnd)
+        for g, n in rnd.unconsumed_deleted.items():
+            self.unconsumed_deleted[g] = self.unconsumed_deleted.get(g, 0) + n
         queue = self.store.commitlog.queue
         rnd.hanged = [f.path for f in queue.snapshot() if not f.available]
         rnd.min_offset = self.store.commitlog.min_offset()
@@ -198,7 +214,8 @@ class RetentionService(Service):
             self._clean_immediately = True
             rnd.space_to_delete = True
         else:
-            if flags.has(rf.DISK_FULL):
+            if flags.has(rf.DISK_FULL) and not (self._protecting and usage >= forcibly):
+                self._protecting = False
                 flags.clear(rf.DISK_FULL)
                 log.info("retention: disk usage %.2f < warning level %.2f (%s): writes resume",
                          usage, warning, path)
@@ -229,13 +246,21 @@ class RetentionService(Service):
         dispatched = self.store.reput.reput_from_offset
         pace = c.delete_commit_log_files_interval / 1000.0
         seen = 0
+        view: ConsumedView | None = None
 
         def deletable(f: MappedFile) -> bool:
-            nonlocal seen
-            if f.file_from_offset + f.file_size > dispatched:
+            nonlocal seen, view
+            end = f.file_from_offset + f.file_size
+            if end > dispatched:
                 return False  # holds records not in the consume queues / index yet
-            if f.available and not force and file_time_ms(f) + reserved_ms > now:
+            young = f.available and file_time_ms(f) + reserved_ms > now
+            if young and not force:
                 return False  # young: stop here, never delete files in the middle
+            if young:
+                if view is None:
+                    view = ConsumedView(self.store.cq_store, self.consumer_progress())
+                if not self._may_delete_early(rnd, view, f.file_from_offset, end):
+                    return False
             if seen and pace > 0:
                 self._sleep(pace)  # RocketMQ deleteCommitLogFilesInterval between files
             seen += 1
@@ -257,6 +282,49 @@ class RetentionService(Service):
         if not deleted and rnd.space_to_delete:
             log.warning("retention: disk usage %s but no commitlog file could be deleted",
                         "unknown" if rnd.usage is None else f"{rnd.usage:.2f}")
+
+    @property
+    def consumer_progress(self):
+        return self.store.consumer_progress
+
+    def _may_delete_early(self, rnd: RetentionRound, view: ConsumedView, start: int,
+                          end: int) -> bool:
+        """The policy for one young file [start, end) under forced cleanup; counts what a
+        deletion removes, or records the holders when the file is kept."""
+        removed = view.unconsumed_below(end)
+        before = view.unconsumed_below(start)
+        holders = {g: n - before.get(g, 0) for g, n in removed.items()
+                   if n < 0 or n - before.get(g, 0) > 0}
+        archived = self.store.archived_up_to
+        held = bool(holders) and not (archived is not None and archived() >= end)
+        if held and self.config.disk_pressure_policy != DELETE_OLDEST:
+            rnd.protected = holders
+            return False
+        if holders:
+            for g, n in holders.items():
+                rnd.unconsumed_deleted[g] = rnd.unconsumed_deleted.get(g, 0) + max(n, 0)
+            log.warning("retention: forced deletion of %d..%d removes unconsumed messages "
+                        "(%s): %s", start, end, self.config.disk_pressure_policy
+                        if held else "archived", describe_holders(holders))
+        return True
+
+    def _protect_flag(self, rnd: RetentionRound) -> None:
+        """protect-unconsumed: refuse writes while a kept file is all forced cleanup could
+        delete; the reason names its groups."""
+        if not rnd.protected:
+            return
+        self._protecting = True
+        first = self.store.commitlog.queue.first_file
+        msg = (f"disk usage {rnd.usage if rnd.usage is not None else 0:.2f} >= clean-forcibly "
+               f"level {self.config.disk_space_clean_forcibly_ratio / 100:.2f} and "
+               f"diskPressurePolicy=protect-unconsumed keeps the oldest commitlog file "
+               f"{os.path.basename(first.path) if first else '?'}: unconsumed by "
+               f"{describe_holders(rnd.protected)}: writes refused until they consume or "
+               f"space is freed")
+        if not self.store.flags.has(rf.DISK_FULL):
+            log.error("retention: %s", msg)
+        self.store.flags.update(rf.DISK_FULL, msg)
+        rnd.disk_full = True
 
     def _redelete_hanged(self, rnd: RetentionRound, now: int) -> None:
         """RocketMQ reDeleteHangedFile: retry a first file destroyed once but still held."""

@@ -28,6 +28,12 @@ class RunningFlags:
             if flag not in self._reasons:
                 self._reasons[flag] = message
 
+    def update(self, flag: str, message: str) -> None:
+        """Set `flag`, replacing its message when it is already set (a reason that changes
+        while the condition lasts: the groups holding a full disk)."""
+        with self._lock:
+            self._reasons[flag] = message
+
     def clear(self, flag: str) -> None:
         """Clear a transient reason. Sticky reasons stay until the process restarts."""
         with self._lock:

@@ -13,6 +13,7 @@ from tests.integration.harness import Group
 from tests.support.etcd import EtcdServer
 from tests.support.leader_store import LeaderStore
 from tests.support.nodes import Nodes
+from tests.support.volumes import tmpfs_volumes
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -77,3 +78,9 @@ def etcd(tmp_path):
     """A real etcd on free 127.0.0.1 ports (skips when none is installed), killed after."""
     with EtcdServer(str(tmp_path / "etcd")) as server:
         yield server
+
+
+@pytest.fixture
+def volume(tmp_path):
+    """make(size_mb) -> a tmpfs mounted for this test (tests/support/volumes.py)."""
+    yield from tmpfs_volumes(str(tmp_path))

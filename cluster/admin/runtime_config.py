@@ -43,6 +43,7 @@ RUNTIME_KEYS: dict[str, str] = {
     "diskSpaceWarningLevelRatio": _RETENTION,
     "diskSpaceCleanForciblyRatio": _RETENTION,
     "cleanFileForciblyEnable": _RETENTION,
+    "diskPressurePolicy": _RETENTION,
     "deleteCommitLogFilesInterval": _RETENTION,
     "destroyMapedFileIntervalForcibly": _RETENTION,
     "redeleteHangedFileInterval": _RETENTION,

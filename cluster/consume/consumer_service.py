@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.codec import Message
 from store.layout import StoreLayout
+from store.retention_guard import QueueConsumed
 
 from cluster.consume.records import CONSUMER_STATE_RECORDS
 from cluster.consume.state import ConsumerState, GroupInfo
@@ -170,6 +171,27 @@ class ConsumerService:
             end = store.max_offset_in_queue(topic, queue_id)
             out.append(QueueProgress(topic, queue_id, committed, end, max(0, end - committed),
                                      inflight))
+        return out
+
+    def retention_progress(self) -> list[QueueConsumed] | None:
+        """What retention must keep (store/retention_guard.py): every (group, topic, queue) a
+        group consumed from, and the other queues of those topics (from their min offset), with
+        the next offset the group consumes. None when this node does not lead (a slave keeps
+        no consumer state: its retention then deletes nothing early) or the table cannot be
+        replayed now. Topics no group consumed from are not listed: they count as consumed."""
+        try:
+            self.ensure_loaded()
+        except Exception:  # not master, or a replay that failed: protect everything
+            log.debug("retention progress unavailable", exc_info=True)
+            return None
+        with self.lock:
+            known = {key: q.committed for key, q in self.state.queues.items()}
+        out = [QueueConsumed(g, t, q, committed) for (g, t, q), committed in known.items()]
+        for group, topic in {(g, t) for g, t, _ in known}:
+            config = self.topics.get(topic)
+            for q in range(config.read_queue_nums if config is not None else 0):
+                if (group, topic, q) not in known:
+                    out.append(QueueConsumed(group, topic, q, 0))
         return out
 
     def reset_offset(self, group: str, topic: str, *, queue_id: int | None = None,

@@ -36,6 +36,7 @@ from store.layout import StoreLayout
 from store.message_store import MessageStore
 from store.put_result import PutResult
 from store.service import PeriodicTask
+from store.volume_check import check_volumes
 
 from cluster.admin.admin_node import AdminNode
 from cluster.admin.admin_servicer import AdminServicer
@@ -76,6 +77,8 @@ class Node:
         self.live = LiveConfig(config)
         self.clock = clock
         self.store = MessageStore(config.store, clock=clock)
+        # Until messaging (and its consumer state) exists, retention deletes nothing early.
+        self.store.consumer_progress = self._consumer_progress
         self.epoch_file = EpochFile(StoreLayout(config.store.store_path_root_dir).epoch_file)
         self.epochs = EpochCache()
         self.role = Role(config.node_id)
@@ -93,6 +96,12 @@ class Node:
         self.link: ControllerLink | None = None
         self._last_refusal = ""
         self.live.subscribe(self._on_config_change)
+
+    def _consumer_progress(self):
+        """Consumer groups' positions for retention (diskPressurePolicy); None (unknown) before
+        messaging starts and on a node that does not lead."""
+        messaging = self.messaging
+        return None if messaging is None else messaging.consumers.retention_progress()
 
     @property
     def config(self) -> NodeConfig:
@@ -113,6 +122,7 @@ class Node:
             # controller the node does not know its role yet: the same caution holds.
             store = self.store
             store.confirm_source = lambda: store.checkpoint.confirm_phy_offset
+        check_volumes(c.store)  # before any file is created: says which setting to lower
         self.store.load()
         self.store.start()
         self.epochs = EpochCache.from_entries(self.epoch_file.load())

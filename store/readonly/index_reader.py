@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ..index_file import (HASH_SLOT, HASH_SLOT_SIZE, INDEX_ENTRY, INDEX_ENTRY_SIZE, INDEX_HEADER,
-                          INDEX_HEADER_SIZE, index_file_size, index_key_hash)
+                          INDEX_HEADER_SIZE, index_key_hash,
+                          is_grown_size)
 from .files import ROFile
 
 
@@ -102,7 +103,7 @@ def infer_index_geometry(size: int, header: IndexHeader, view: memoryview,
     if body <= 0:
         return None
     candidates = []
-    if hint is not None and index_file_size(*hint) == size:
+    if hint is not None and is_grown_size(size, *hint):  # a grown file is a prefix
         candidates.append(hint)
     if body % 84 == 0:  # 84 = one slot (4) + RocketMQ's four entries (4 * 20) per slot
         candidates.append((body // 84, 4 * (body // 84)))

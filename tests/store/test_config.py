@@ -54,6 +54,7 @@ ROCKETMQ_DEFAULTS = {
     "destroy_mapped_file_interval_forcibly": 120000,
     "redelete_hanged_file_interval": 120000,
     "clean_file_forcibly_enable": True,
+    "disk_pressure_policy": "protect-unconsumed",  # ours (issue 17); RocketMQ: delete-oldest
     "check_crc_on_recover": True,
     "force_verify_prop_crc": False,
     "enabled_append_prop_crc": False,
@@ -135,6 +136,7 @@ def test_default_helpers() -> None:
     ("timer_max_delay_sec", "timerMaxDelaySec"),
     ("reput_batch_max_bytes", "reputBatchMaxBytes"),
     ("message_delay_level", "messageDelayLevel"),
+    ("disk_pressure_policy", "diskPressurePolicy"),
 ])
 def test_rocketmq_keys(name: str, key: str) -> None:
     assert key_for(name) == key
