@@ -141,7 +141,9 @@ class Runner:
     def e2e(self, run: systems.Running, rep: int) -> None:
         topic, group, n = f"e2er{rep}", f"e{rep}", self.plan.e2e_count
         clients.prepare(run.spec, topic, group)
-        limit = n / self.plan.e2e_rate + 30
+        # the producer sends one at a time: a system slower than the pace (a SYNC_MASTER under
+        # load) takes longer than n / rate, and the consumer must still see every message
+        limit = 3 * n / self.plan.e2e_rate + 30
         consumer = self.pool.apply_async(clients.consume,
                                          (run.spec, topic, group, n, 32, limit, True))
         start_at = time.time() + 1.5  # the consumer is waiting by then
