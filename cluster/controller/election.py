@@ -226,6 +226,8 @@ class GroupElection:
     # -- internals ----------------------------------------------------------------------------
     def _from_master(self, report: NodeReport) -> None:
         rec = self.record
+        if self.master_may_run:
+            return  # it left its term: a late report of that term must not widen the set
         if report.is_master and report.epoch == rec.epoch:
             wanted = frozenset({rec.master_id}) | report.in_sync
             if wanted != rec.sync_state_set:

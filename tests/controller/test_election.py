@@ -74,6 +74,21 @@ def test_the_sync_state_set_follows_the_masters_report_in_its_term_only():
     assert grp.g.record.sync_state_set == {M, S1} and grp.g.record.sync_state_epoch == before
 
 
+def test_a_master_out_of_its_term_cannot_widen_the_set():
+    """A master that reported SLAVE in its own epoch has left it: a late SYNC_MASTER report of
+    that epoch must not add a slave that could then win the election without the writes."""
+    grp = Group().running()
+    grp.hb(M, role="SYNC_MASTER", epoch=1, in_sync=frozenset())  # the slaves fell behind
+    assert grp.g.record.sync_state_set == {M}
+    # Demoted by hand, out of its term, and unhealthy, so it is not elected again at once.
+    grp.hb(M, role="SLAVE", epoch=1, healthy=False, unhealthy_reason="disk full")
+    assert grp.g.record.epoch == 1
+    grp.hb(M, role="SYNC_MASTER", epoch=1, healthy=False, in_sync=frozenset({S1}))  # late
+    assert grp.g.record.sync_state_set == {M}
+    grp.hb(S1, role="SLAVE", epoch=1, offset=100)
+    assert grp.g.record.master_id == M  # only the one member of the set may be elected
+
+
 def test_a_silent_master_is_replaced_by_the_most_complete_member_of_the_set():
     grp = Group().running()
     for _ in range(6):  # the slaves keep reporting, the master is silent
@@ -210,6 +225,10 @@ def test_elections_only_raise_epochs_and_pick_members_of_the_set(events):
             rec = grp.g.record
             role = rec.master_role.value if as_master and node == rec.master_id else "SLAVE"
             epoch = max(0, rec.epoch - epoch_delta) if role == "SLAVE" else rec.epoch
+            if role != "SLAVE" and not grp.g.master_may_run:
+                # A master in its term vouches for the slaves it reports in sync: they may
+                # win an election in this same step (it was unhealthy for too long).
+                before_set = before_set | in_sync
             grp.hb(node, role=role, epoch=epoch, offset=offset, healthy=healthy,
                    in_sync=in_sync - {node}, preferred_role="SYNC_MASTER")
         elif event[0] == "tick":
