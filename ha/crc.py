@@ -38,4 +38,18 @@ def _native() -> Callable[[bytes], int] | None:
 
 native_crc32c = _native()
 crc32c: Callable[[bytes], int] = native_crc32c or crcmod_crc32c
+
+
+def _extender() -> Callable[[int, bytes], int]:
+    if native_crc32c is not None:
+        import google_crc32c
+
+        def extend(crc: int, data: bytes) -> int:
+            return google_crc32c.extend(crc, data if isinstance(data, bytes) else bytes(data))
+        return extend
+    return lambda crc, data: crcmod_crc32c(data, crc)
+
+
+crc32c_extend: Callable[[int, bytes], int] = _extender()
+"""CRC-32C of (what `crc` covered) + `data`: a whole file checksummed block by block."""
 IMPLEMENTATION = "google-crc32c" if native_crc32c is not None else "crcmod"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Sequence
 
 from ha.ack_tracker import AckTracker, SlaveAckState
@@ -107,8 +108,11 @@ class MasterRole:
         return not self.sync_master and not self.store.config.is_sync_flush
 
     def put_messages(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
+        started = time.perf_counter()
         result = self.append(msgs, allow_system_topic=allow_system_topic)
-        return self.wait_durable(msgs, result)
+        result = self.wait_durable(msgs, result)
+        self.store.put_latency.observe(result.status.name, time.perf_counter() - started)
+        return result
 
     def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
         """The first half of a put: the in-sync check and the append, no waiting. Callers that

@@ -124,6 +124,11 @@ class AdminStub:
                 request_serializer=proto_dot_admin__pb2.StoreStatsRequest.SerializeToString,
                 response_deserializer=proto_dot_admin__pb2.StoreStats.FromString,
                 _registered_method=True)
+        self.ShipToArchive = channel.unary_unary(
+                '/rmqstore.admin.v1.Admin/ShipToArchive',
+                request_serializer=proto_dot_admin__pb2.ShipToArchiveRequest.SerializeToString,
+                response_deserializer=proto_dot_admin__pb2.ShipToArchiveResponse.FromString,
+                _registered_method=True)
         self.GetConfig = channel.unary_unary(
                 '/rmqstore.admin.v1.Admin/GetConfig',
                 request_serializer=proto_dot_admin__pb2.GetConfigRequest.SerializeToString,
@@ -278,6 +283,15 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ShipToArchive(self, request, context):
+        """The commitlog archive: ship every sealed commitlog file below up_to_offset (0: every sealed
+        file) now, whatever its age; waits up to wait_ms for the archive's acks. FAILED_PRECONDITION
+        when the node has no archiveAddress or does not ship in its current role.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetConfig(self, request, context):
         """-- configuration (RocketMQ key names) -----------------------------------------------------
         """
@@ -387,6 +401,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.GetStoreStats,
                     request_deserializer=proto_dot_admin__pb2.StoreStatsRequest.FromString,
                     response_serializer=proto_dot_admin__pb2.StoreStats.SerializeToString,
+            ),
+            'ShipToArchive': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShipToArchive,
+                    request_deserializer=proto_dot_admin__pb2.ShipToArchiveRequest.FromString,
+                    response_serializer=proto_dot_admin__pb2.ShipToArchiveResponse.SerializeToString,
             ),
             'GetConfig': grpc.unary_unary_rpc_method_handler(
                     servicer.GetConfig,
@@ -885,6 +904,33 @@ class Admin:
             '/rmqstore.admin.v1.Admin/GetStoreStats',
             proto_dot_admin__pb2.StoreStatsRequest.SerializeToString,
             proto_dot_admin__pb2.StoreStats.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShipToArchive(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.admin.v1.Admin/ShipToArchive',
+            proto_dot_admin__pb2.ShipToArchiveRequest.SerializeToString,
+            proto_dot_admin__pb2.ShipToArchiveResponse.FromString,
             options,
             channel_credentials,
             insecure,

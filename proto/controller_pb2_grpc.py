@@ -49,6 +49,16 @@ class ControllerStub:
                 request_serializer=proto_dot_controller__pb2.SwitchMasterRequest.SerializeToString,
                 response_deserializer=proto_dot_controller__pb2.GroupView.FromString,
                 _registered_method=True)
+        self.AnnounceArchive = channel.unary_unary(
+                '/rmqstore.controller.v1.Controller/AnnounceArchive',
+                request_serializer=proto_dot_controller__pb2.ArchiveAnnouncement.SerializeToString,
+                response_deserializer=proto_dot_controller__pb2.ArchiveAnnouncementAck.FromString,
+                _registered_method=True)
+        self.ListArchives = channel.unary_unary(
+                '/rmqstore.controller.v1.Controller/ListArchives',
+                request_serializer=proto_dot_controller__pb2.ListArchivesRequest.SerializeToString,
+                response_deserializer=proto_dot_controller__pb2.ArchiveList.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -75,6 +85,23 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AnnounceArchive(self, request, context):
+        """Commitlog archives announce which time range they hold per broker group (member-only,
+        like Heartbeat, purpose "/rmqstore.controller.v1.Controller/AnnounceArchive"); every
+        controller, active or standby, keeps what it was told in memory and forgets an archive
+        that has not announced itself for 60 s.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListArchives(self, request, context):
+        """The archives announced to this controller (Admin token).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -92,6 +119,16 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.SwitchMaster,
                     request_deserializer=proto_dot_controller__pb2.SwitchMasterRequest.FromString,
                     response_serializer=proto_dot_controller__pb2.GroupView.SerializeToString,
+            ),
+            'AnnounceArchive': grpc.unary_unary_rpc_method_handler(
+                    servicer.AnnounceArchive,
+                    request_deserializer=proto_dot_controller__pb2.ArchiveAnnouncement.FromString,
+                    response_serializer=proto_dot_controller__pb2.ArchiveAnnouncementAck.SerializeToString,
+            ),
+            'ListArchives': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListArchives,
+                    request_deserializer=proto_dot_controller__pb2.ListArchivesRequest.FromString,
+                    response_serializer=proto_dot_controller__pb2.ArchiveList.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -175,6 +212,60 @@ class Controller:
             '/rmqstore.controller.v1.Controller/SwitchMaster',
             proto_dot_controller__pb2.SwitchMasterRequest.SerializeToString,
             proto_dot_controller__pb2.GroupView.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AnnounceArchive(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.controller.v1.Controller/AnnounceArchive',
+            proto_dot_controller__pb2.ArchiveAnnouncement.SerializeToString,
+            proto_dot_controller__pb2.ArchiveAnnouncementAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListArchives(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.controller.v1.Controller/ListArchives',
+            proto_dot_controller__pb2.ListArchivesRequest.SerializeToString,
+            proto_dot_controller__pb2.ArchiveList.FromString,
             options,
             channel_credentials,
             insecure,

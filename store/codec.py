@@ -126,6 +126,13 @@ def store_timestamp_pos(sys_flag: int) -> int:
     return 48 + host_len(bool(sys_flag & SysFlag.BORNHOST_V6))
 
 
+def store_timestamp_at(buf, pos: int) -> int:
+    """The storeTimestamp field of the record at `pos` (read as is, not checked; its place
+    depends on the born host's length, given by the sysFlag)."""
+    sys_flag = _I32.unpack_from(buf, pos + SYS_FLAG_POS)[0]
+    return _I64.unpack_from(buf, pos + store_timestamp_pos(sys_flag))[0]
+
+
 def physical_offset_at(buf, pos: int) -> int:
     """The physicalOffset field of the record at `pos` (read as is, not checked)."""
     return _I64.unpack_from(buf, pos + PHYSICAL_OFFSET_POS)[0]

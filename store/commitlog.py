@@ -193,9 +193,7 @@ class CommitLog:
             pos = offset - f.file_from_offset
             if pos + 64 > f.read_position:
                 return None
-            sys_flag = int.from_bytes(f.view[pos + 36:pos + 40], "big", signed=True)
-            ts_pos = pos + codec.store_timestamp_pos(sys_flag)
-            return int.from_bytes(f.view[ts_pos:ts_pos + 8], "big", signed=True)
+            return codec.store_timestamp_at(f.view, pos)
         finally:
             f.release()
 

@@ -150,7 +150,7 @@ class StoreConfig:
         for name in ("store_path_root_dir", "broker_ip1"):
             if not getattr(self, name).strip():
                 _fail(name, getattr(self, name), "must not be empty")
-        _parse_delete_when(self.delete_when)
+        parse_delete_when(self.delete_when)
         _parse_delay_levels(self.message_delay_level)
         # RocketMQ rounds the consume queue file size up to whole entries and clamps the disk
         # ratios in its getters; we store the effective values once.
@@ -188,7 +188,7 @@ class StoreConfig:
 
     def delete_hours(self) -> frozenset[int]:
         """Hours of the day (0..23) at which expired files are deleted."""
-        return _parse_delete_when(self.delete_when)
+        return parse_delete_when(self.delete_when)
 
     def with_changes(self, **changes: object) -> StoreConfig:
         """A copy with `changes` (snake_case names) applied and revalidated."""
@@ -303,7 +303,7 @@ def _convert(name: str, raw: str) -> int | bool | str | BrokerRole:
     return text
 
 
-def _parse_delete_when(text: str) -> frozenset[int]:
+def parse_delete_when(text: str) -> frozenset[int]:
     hours = set()
     for part in text.split(";"):
         part = part.strip()

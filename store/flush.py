@@ -25,6 +25,7 @@ from .clock import Clock
 from .completion import Completion
 from .errors import DiskError
 from .mapped_file_queue import MappedFileQueue
+from .latency import LatencyHistogram
 from .put_result import PutStatus
 from .service import Service
 
@@ -61,6 +62,7 @@ class _FlushBase(Service):
         self.failure = failure
         self.on_flushed = on_flushed  # (flushed offset, store time it covers): checkpoint
         self.stamp = stamp  # store timestamp of the newest appended record
+        self.latency = LatencyHistogram()  # of the flushes that wrote something (metrics)
 
     def flush_now(self) -> bool:
         """One full flush round in the caller's thread (Admin.Flush); False on a disk error,
@@ -74,12 +76,14 @@ class _FlushBase(Service):
         # Taken first: the store time of the newest record appended so far, and where it ends.
         stamp = self.stamp()
         wrote = self.queue.max_wrote_offset()
+        started = time.perf_counter()
         try:
             after = self.queue.flush(least_pages)
         except DiskError as e:
             self.failure.record(e)
             return False
         if after > before:
+            self.latency.observe(time.perf_counter() - started)
             # The stamp goes to the checkpoint only when the flush covered that record: with
             # least pages a later file can stay unflushed, and a too-new physicMsgTimestamp
             # would make abnormal recovery start after data that never reached the disk.

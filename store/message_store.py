@@ -27,6 +27,7 @@ from .errors import CreateFileError, DiskError, MessageIllegal, PropertiesSizeEx
 from .fileio import DEFAULT_FILE_IO, FileIO
 from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
 from .index_service import IndexService
+from .latency import ByStatus
 from .retention_guard import TABLE_TOPIC_PREFIX, ArchivedUpTo, ConsumerProgress, no_consumers
 from .layout import StoreLayout
 from .logics_flush import LogicsFlushService
@@ -73,6 +74,8 @@ class MessageStore:
         self.root = config.store_path_root_dir
         self.flags = rf.RunningFlags()
         self.stats = StoreStats()
+        # put (append + flush + replication wait) latency by status, recorded by MasterRole
+        self.put_latency = ByStatus()
         paths = StoreLayout(self.root)
         self.lock = StoreLock(paths.lock, io)
         self.abort = AbortMarker(paths.abort, io)

@@ -145,7 +145,7 @@ class MessageReader:
         the readable end): (offset, record); where the records stop before `end` because the
         bytes there are not a record, last (offset, what lies there: Empty, NeedMore, Corrupt)."""
         end = self.commitlog.max_offset() if end is None else end
-        walk = CommitLogWalk(decode=_decoder(check_crc))
+        walk = CommitLogWalk(decode=record_decoder(check_crc))
         records = walk.mapped(self.commitlog.queue, max(start, self.commitlog.min_offset()), end)
         try:
             for offset, (_, record) in records:
@@ -160,7 +160,7 @@ class MessageReader:
                 return
 
 
-def _decoder(check_crc: bool) -> Callable[[Any, int, int], tuple[int, MessageRecord] | None]:
+def record_decoder(check_crc: bool) -> Callable[[Any, int, int], tuple[int, MessageRecord] | None]:
     """codec.decode in the walk's form: (totalSize, record), None for anything else."""
     def decode(view: Any, pos: int, limit: int) -> tuple[int, MessageRecord] | None:
         res = codec.decode(view, pos, limit, check_crc=check_crc)

@@ -46,9 +46,7 @@ def first_record_valid(f: MappedFile, check_crc: bool) -> bool:
 
 
 def first_store_timestamp(f: MappedFile) -> int:
-    sys_flag = int.from_bytes(f.view[36:40], "big", signed=True)
-    pos = codec.store_timestamp_pos(sys_flag)
-    return int.from_bytes(f.view[pos:pos + 8], "big", signed=True)
+    return codec.store_timestamp_at(f.view, 0)
 
 
 def scan_valid_end(files: list[MappedFile], start: int, check_crc: bool,

@@ -31,6 +31,10 @@ One `step()` (every `clean_resource_interval` ms when run as a thread) does, in 
    clears once usage is below the clean-forcibly level (consumers caught up and the file went,
    or space was freed otherwise). Every forced deletion of a young file counts the unconsumed
    messages it removed per group (`RetentionRound.unconsumed_deleted`, `unconsumed_deleted`).
+   With an archive (the store's `archived_up_to` hook, cluster/archive/shipper.py), an expired
+   file waits until the archive answered for it; forced cleanup under disk pressure deletes it
+   anyway by the policy above, logged and counted (`RetentionRound.unarchived_deleted`), so a
+   dead archive cannot fill the disk.
 3. When the commitlog's min offset moved: consume queue files wholly below it are deleted and
    each queue's min offset is corrected (ConsumeQueueStore.delete_expired does both), then index
    files whose entries all lie below it.
@@ -113,6 +117,8 @@ class RetentionRound:
     # group -> unconsumed messages removed by this round's forced deletions of young files
     unconsumed_deleted: dict[str, int] = field(default_factory=dict)
     protected: dict[str, int] = field(default_factory=dict)  # holders of the kept oldest file
+    awaiting_archive: str = ""  # an expired file kept until the archive has it
+    unarchived_deleted: int = 0  # files disk pressure deleted before the archive had them
 
     @property
     def ran(self) -> bool:
@@ -138,6 +144,7 @@ class RetentionService(Service):
         self.last_round: RetentionRound | None = None
         self.deleted_total = 0
         self.unconsumed_deleted: dict[str, int] = {}  # group -> total since start
+        self.unarchived_deleted = 0  # files deleted before the archive had them, since start
         self._protecting = False  # the last round kept an unconsumed file under pressure
 
     # -- admin ---------------------------------------------------------------------------------
@@ -171,6 +178,7 @@ class RetentionService(Service):
         self._protect_flag(rnd)
         for g, n in rnd.unconsumed_deleted.items():
             self.unconsumed_deleted[g] = self.unconsumed_deleted.get(g, 0) + n
+        self.unarchived_deleted += rnd.unarchived_deleted
         queue = self.store.commitlog.queue
         rnd.hanged = [f.path for f in queue.snapshot() if not f.available]
         rnd.min_offset = self.store.commitlog.min_offset()
@@ -248,6 +256,9 @@ class RetentionService(Service):
         seen = 0
         view: ConsumedView | None = None
 
+        hook = self.store.archived_up_to
+        archived = hook() if hook is not None else None
+
         def deletable(f: MappedFile) -> bool:
             nonlocal seen, view
             end = f.file_from_offset + f.file_size
@@ -256,11 +267,19 @@ class RetentionService(Service):
             young = f.available and file_time_ms(f) + reserved_ms > now
             if young and not force:
                 return False  # young: stop here, never delete files in the middle
+            unarchived = archived is not None and archived < end
+            if unarchived and not force:
+                rnd.awaiting_archive = f.path  # expired, but the archive does not have it yet
+                return False
             if young:
                 if view is None:
                     view = ConsumedView(self.store.cq_store, self.consumer_progress())
                 if not self._may_delete_early(rnd, view, f.file_from_offset, end):
                     return False
+            if unarchived:
+                rnd.unarchived_deleted += 1
+                log.warning("retention: disk pressure deletes %s before the archive has it "
+                            "(the archive keeps a gap there)", f.path)
             if seen and pace > 0:
                 self._sleep(pace)  # RocketMQ deleteCommitLogFilesInterval between files
             seen += 1
@@ -295,8 +314,9 @@ class RetentionService(Service):
         before = view.unconsumed_below(start)
         holders = {g: n - before.get(g, 0) for g, n in removed.items()
                    if n < 0 or n - before.get(g, 0) > 0}
-        archived = self.store.archived_up_to
-        held = bool(holders) and not (archived is not None and archived() >= end)
+        hook = self.store.archived_up_to
+        archived = hook() if hook is not None else None
+        held = bool(holders) and not (archived is not None and archived >= end)
         if held and self.config.disk_pressure_policy != DELETE_OLDEST:
             rnd.protected = holders
             return False

@@ -12,9 +12,10 @@ The store knows no consumer groups (it imports nothing from cluster/): the node 
 - `consumer_progress`: a callable returning one `QueueConsumed` per (group, topic, queue) the
   groups subscribe to, with the next queue offset the group will consume; None when progress
   is unknown (a slave keeps no consumer state): then nothing is deleted early;
-- `archived_up_to` (the hook for the archive, issue 15): a callable returning the commitlog
-  offset below which an archive holds every byte; a file wholly below it may be deleted early
-  even with unconsumed messages (they are still counted). No archive: None.
+- `archived_up_to` (the hook for the archive, cluster/archive/shipper.py): a callable
+  returning the commitlog offset below which the archive answered for every file, or None
+  while this node does not ship. Time-based expiry waits for it; a file wholly below it may be
+  deleted early even with unconsumed messages (they are still counted). No archive: None.
 
 Who counts as subscribed (what a RocketMQ operator expects from consumerOffset.json): a group
 with a committed position on a queue, or on another queue of the same topic (a queue it never
@@ -46,7 +47,7 @@ class QueueConsumed:
 
 
 ConsumerProgress = Callable[[], "Sequence[QueueConsumed] | None"]
-ArchivedUpTo = Callable[[], int]
+ArchivedUpTo = Callable[[], "int | None"]
 
 
 def no_consumers() -> Sequence[QueueConsumed]:

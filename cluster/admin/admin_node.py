@@ -2,7 +2,7 @@
 
 The admin modules (topic_admin, group_admin, message_lookup, maintenance, runtime_config,
 store_export) get this instead of the Node: its Role (who is master), its store, its live
-config, the messaging service (topics and consumer groups live there), and the four operations
+config, the messaging service (topics and consumer groups live there), and the operations
 only the node itself can carry out. The node's role machinery, epochs and gRPC server stay
 hidden.
 """
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from store.message_store import MessageStore
     from store.put_result import PutResult
 
+    from cluster.archive.shipper import ArchiveShipper
     from cluster.messaging.messaging_service import MessagingService
     from cluster.node.live_config import LiveConfig
     from cluster.node.node_config import NodeConfig
@@ -39,6 +40,7 @@ class AdminNode:
     switch_role: Callable[["BrokerRole", str, int], None]
     put_messages: Callable[[list["Message"]], "PutResult"]
     update_config: Callable[[Callable[["NodeConfig"], "NodeConfig"]], "NodeConfig"]
+    archive_shipper: Callable[[], "ArchiveShipper | None"] = lambda: None
 
     def require_master(self, what: str) -> "MasterRole":
         """Writes of topics, groups and offsets happen on the master only: a slave's copy is

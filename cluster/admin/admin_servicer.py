@@ -18,8 +18,8 @@ from proto import admin_pb2_grpc as pb_grpc
 from store.broker_role import BrokerRole
 from store.errors import StoreError
 
-from cluster.admin import (group_admin, maintenance, message_lookup, runtime_config,
-                           store_export, topic_admin)
+from cluster.admin import (archive_request, group_admin, maintenance, message_lookup,
+                           runtime_config, store_export, topic_admin)
 from cluster.admin.admin_error import AdminError, caller
 from cluster.admin.message_lookup import from_record, to_store_message
 from cluster.node.node_role import NotMaster
@@ -194,6 +194,10 @@ class AdminServicer(pb_grpc.AdminServicer):
 
     def GetStoreStats(self, request, context):  # noqa: N802
         return _answer(context, maintenance.stats, self.node)
+
+    def ShipToArchive(self, request, context):  # noqa: N802
+        log.info("admin ShipToArchive by %s: up to %d", caller(context), request.up_to_offset)
+        return _answer(context, archive_request.ship_to_archive, self.node, request)
 
     # -- configuration --------------------------------------------------------------------------
     def GetConfig(self, request, context):  # noqa: N802

@@ -13,7 +13,7 @@ queue), then reading forward until `end`; queues are merged by store time.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from proto import admin_pb2 as pb
 from store import codec
@@ -23,9 +23,24 @@ from store.errors import MessageIllegal
 from cluster.admin.admin_error import invalid
 
 if TYPE_CHECKING:
-    from store.message_store import MessageStore
+    from store.get_result import GetMessageResult
 
     from cluster.admin.admin_node import AdminNode
+
+class MessageSource(Protocol):
+    """What the lookups read: a node's MessageStore, or an archived group (ArchiveGroup)."""
+
+    cq_store: object
+
+    def get_messages(self, topic: str, queue_id: int, offset: int,
+                     max_count: int = 32) -> "GetMessageResult": ...
+    def look_message_by_offset(self, offset: int) -> MessageRecord | None: ...
+    def query_messages(self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
+                       end_ms: int = 2 ** 62) -> list[MessageRecord]: ...
+    def offset_for_timestamp(self, topic: str, queue_id: int, timestamp_ms: int) -> int: ...
+    def min_phy_offset(self) -> int: ...
+    def max_phy_offset(self) -> int: ...
+
 
 DEFAULT_MAX = 32
 MAX_QUERY = 1024
@@ -58,9 +73,38 @@ def from_record(r: MessageRecord, with_body: bool = True) -> pb.Message:
                       sys_flag=r.sys_flag, body_crc=r.body_crc)
 
 
+def request_from_params(params: dict[str, str]) -> pb.QueryMessagesRequest:
+    """A QueryMessagesRequest from HTTP query parameters (topic, key, id, begin, end, max,
+    queue_id, omit_body): the console's and the archive's HTTP lookups. `lookup` checks what
+    the lookup needs; only the numbers are checked here."""
+    def number(name: str) -> int:
+        text = params.get(name, "") or "0"
+        try:
+            return int(text)
+        except ValueError:
+            raise invalid(f"{name}={text!r}: want an integer") from None
+
+    req = pb.QueryMessagesRequest(topic=params.get("topic", ""), key=params.get("key", ""),
+                                  msg_id=params.get("id", "") or params.get("msg_id", ""),
+                                  max_count=number("max"), begin_timestamp_ms=number("begin"),
+                                  end_timestamp_ms=number("end"),
+                                  omit_body=params.get("omit_body", "") in ("1", "true"))
+    if "queue_id" in params:
+        req.queue_id = number("queue_id")
+    return req
+
+
 def query(node: "AdminNode", req: pb.QueryMessagesRequest) -> pb.GetMessagesResponse:
-    """The QueryMessages lookups; INVALID_ARGUMENT (AdminError) for a request that names none
-    or lacks what its lookup needs."""
+    """The QueryMessages lookups on a node's store."""
+    return lookup(node.store, req, lambda: _all_topics(node))
+
+
+def lookup(store: "MessageSource", req: pb.QueryMessagesRequest,
+           all_topics: Callable[[], list[str]]) -> pb.GetMessagesResponse:
+    """The QueryMessages lookups on a store (a node's, or an archived group's:
+    cluster/archive/archive_group.py); INVALID_ARGUMENT (AdminError) for a request that names
+    none or lacks what its lookup needs. `all_topics` lists the topics an id lookup without a
+    topic searches."""
     if req.max_count < 0 or req.max_count > MAX_QUERY:
         raise invalid(f"max_count {req.max_count} is out of range 0..{MAX_QUERY}")
     limit = req.max_count or DEFAULT_MAX
@@ -70,12 +114,12 @@ def query(node: "AdminNode", req: pb.QueryMessagesRequest) -> pb.GetMessagesResp
     has_range = bool(req.begin_timestamp_ms or req.end_timestamp_ms)
     if req.HasField("queue_id") and (req.msg_id or req.key or not has_range):
         raise invalid("queue_id applies to time range lookups only")
-    store = node.store
     truncated = False
     if req.msg_id:
         if req.key:
             raise invalid("give msg_id or key, not both")
-        records = by_id(node, req.msg_id.strip(), req.topic, limit)
+        topics = [req.topic] if req.topic else all_topics()
+        records = by_id(store, req.msg_id.strip(), topics, limit)
     elif req.key:
         if not req.topic:
             raise invalid("a key lookup needs the topic (the index is keyed by topic and key)")
@@ -96,7 +140,7 @@ def query(node: "AdminNode", req: pb.QueryMessagesRequest) -> pb.GetMessagesResp
                                   messages=[from_record(r, not req.omit_body) for r in records])
 
 
-def by_key(store: "MessageStore", topic: str, key: str, limit: int, begin: int,
+def by_key(store: "MessageSource", topic: str, key: str, limit: int, begin: int,
            end: int) -> list[MessageRecord]:
     """Newest first. The store widens the index's whole-second window and filters on each
     record's exact store time (store/reader.py); ask for some extra in case the widened window
@@ -106,20 +150,20 @@ def by_key(store: "MessageStore", topic: str, key: str, limit: int, begin: int,
     return store.query_messages(topic, key, limit + _INDEX_SLACK, begin, end)[:limit]
 
 
-def by_id(node: "AdminNode", msg_id: str, topic: str, limit: int) -> list[MessageRecord]:
-    store = node.store
+def by_id(store: "MessageSource", msg_id: str, topics: Iterable[str],
+          limit: int) -> list[MessageRecord]:
     found: dict[int, MessageRecord] = {}
     record = _by_offset_id(store, msg_id)
     if record is not None:
         found[record.physical_offset] = record
-    for t in ([topic] if topic else _all_topics(node)):
+    for t in topics:
         for r in store.query_messages(t, msg_id, limit):
             if r.uniq_key == msg_id:  # not a KEYS match: an id lookup wants the id
                 found.setdefault(r.physical_offset, r)
     return sorted(found.values(), key=lambda r: (r.store_timestamp, r.physical_offset))[:limit]
 
 
-def _by_offset_id(store: "MessageStore", msg_id: str) -> MessageRecord | None:
+def _by_offset_id(store: "MessageSource", msg_id: str) -> MessageRecord | None:
     try:
         _, _, offset = codec.decode_offset_msg_id(msg_id)
     except MessageIllegal:
@@ -138,7 +182,7 @@ def _all_topics(node: "AdminNode") -> list[str]:
     return sorted(names)
 
 
-def by_time(store: "MessageStore", topic: str, queue_ids: Iterable[int], begin: int, end: int,
+def by_time(store: "MessageSource", topic: str, queue_ids: Iterable[int], begin: int, end: int,
             limit: int) -> tuple[list[MessageRecord], bool]:
     """Up to `limit` messages of `topic` stored in [begin, end], oldest first; and whether more
     matched. Each queue contributes at most limit + 1 records, enough for the merged first
@@ -150,7 +194,7 @@ def by_time(store: "MessageStore", topic: str, queue_ids: Iterable[int], begin: 
     return merged[:limit], len(merged) > limit
 
 
-def _queue_range(store: "MessageStore", topic: str, queue_id: int, begin: int, end: int,
+def _queue_range(store: "MessageSource", topic: str, queue_id: int, begin: int, end: int,
                  want: int) -> list[MessageRecord]:
     out: list[MessageRecord] = []
     # A queue whose start retention moved answers OFFSET_TOO_SMALL with its min offset as the

@@ -9,13 +9,13 @@ import os
 import sys
 
 from cluster.cli import (audit_cmd, certs_cmd, config_cmd, consume_cmd, drill_cmd, group_cmd,
-                         health_cmd, message_cmd, pull_cmd, serve_cmd, smoke_cmd, status_cmd,
+                         health_cmd, history_cmd, message_cmd, pull_cmd, serve_cmd, smoke_cmd, status_cmd,
                          store_ops_cmd, switch_cmd, topic_cmd)
 
 # Each module adds its commands with register(sub).
 COMMAND_MODULES = (serve_cmd, status_cmd, switch_cmd, topic_cmd, group_cmd, message_cmd,
                    store_ops_cmd, config_cmd, smoke_cmd, consume_cmd, pull_cmd, audit_cmd,
-                   drill_cmd, health_cmd, certs_cmd)
+                   drill_cmd, health_cmd, certs_cmd, history_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,11 +1,12 @@
-"""The commands that run processes: `node`, `controller` and `local`.
+"""The commands that run processes: `node`, `controller`, `archive` and `local`.
 
     python -m cluster node --config broker.conf [--set key=value ...]
     python -m cluster controller --config controller.conf [--set key=value ...]
+    python -m cluster archive --config archive.conf [--set key=value ...]
     python -m cluster local [--dir D] [--base-port P] [--role R] [--no-controller] [--tls]
-                            [--acl PLAIN_ACL_YML]
+                            [--acl PLAIN_ACL_YML] [--archive]
 
-`node` and `controller` run until SIGTERM or Ctrl-C, then stop cleanly, and print one JSON line
+`node`, `controller` and `archive` run until SIGTERM or Ctrl-C, then stop cleanly, and print one JSON line
 when they serve, for the scripts and tests that start them:
     {"event": "ready", "address": ..., "pid": ..., "admin_token": <where>, ...}
 """
@@ -24,17 +25,22 @@ from store.broker_role import BrokerRole
 from store.config import parse_properties
 from store.errors import ConfigError, StoreError
 
+from cluster.cli.log_setup import ProcessContext, add_log_format_arg, setup_logging
+
 log = logging.getLogger(__name__)
 
 
 def register(sub) -> None:
     for name, help_text, run in (("node", "run one node", _run_node),
                                  ("controller", "run a controller (automatic failover)",
-                                  _run_controller)):
+                                  _run_controller),
+                                 ("archive", "run a commitlog archive server (README Archive)",
+                                  _run_archive)):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--config", help="properties file (broker.conf / controller.conf keys)")
         p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config key (repeatable)")
+        add_log_format_arg(p)
         p.set_defaults(run=run)
     local = sub.add_parser("local", help="run a controller, a master and two slaves on 127.0.0.1")
     local.add_argument("--dir", default="data/cluster")
@@ -49,6 +55,10 @@ def register(sub) -> None:
     local.add_argument("--acl", default="", metavar="PLAIN_ACL_YML",
                        help="ACL on: every client call is signed by a user of this RocketMQ "
                             "plain_acl.yml and holds its PUB/SUB permissions (README Security)")
+    local.add_argument("--archive", action="store_true",
+                       help="also run a commitlog archive, with a short retention demo: each "
+                            "sealed 8 MiB commitlog file is archived, then deleted (README "
+                            "Archive)")
     local.set_defaults(run=_run_local)
 
 
@@ -69,13 +79,15 @@ def load_properties(config_path: str | None, overrides: list[str]) -> dict[str, 
     return props
 
 
-def serve_until_signal(what: str, start: Callable[[], tuple[dict, Callable[[], None]]]) -> int:
-    """start() -> (the ready line's fields, stop); print the line, wait for SIGTERM/SIGINT,
-    stop. Exit status 1 when it cannot start."""
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def serve_until_signal(what: str,
+                       start: Callable[[ProcessContext], tuple[dict, Callable[[], None]]],
+                       log_format: str | None = None) -> int:
+    """start(log context) -> (the ready line's fields, stop); print the line, wait for
+    SIGTERM/SIGINT, stop. Exit status 1 when it cannot start. `start` sets the context's
+    `describe` as soon as its process exists, so every log line names it."""
+    context = setup_logging(what, log_format)
     try:
-        ready, stop = start()
+        ready, stop = start(context)
     except StoreError as e:
         print(f"cannot start the {what}: {e}", file=sys.stderr)
         return 1
@@ -97,26 +109,46 @@ def _run_node(args) -> int:
 
     keep_large_buffers()  # before the node allocates: see heap_tuning.py
 
-    def start():
+    def start(context):
         failpoints.configure()  # a bad RMQSTORE_FAILPOINTS fails the start, not the first hit
         node = Node(node_config_from_properties(load_properties(args.config, args.set)))
+        context.describe = lambda: (node.config.node_id, node.epochs.last_epoch,
+                                    node.role.name)
         node.start()
         return ({"node_id": node.config.node_id, "address": node.address,
-                 "role": node.role.name, "admin_token": node.token_source}, node.stop)
-    return serve_until_signal("node", start)
+                 "role": node.role.name, "admin_token": node.token_source,
+                 "metrics": node.metrics.address if node.metrics else ""}, node.stop)
+    return serve_until_signal("node", start, args.log_format)
 
 
 def _run_controller(args) -> int:
     from cluster.controller.controller_config import controller_config_from_properties
     from cluster.controller.controller_process import ControllerProcess
 
-    def start():
+    def start(context):
         process = ControllerProcess(controller_config_from_properties(
             load_properties(args.config, args.set)))
+        context.describe = lambda: ("controller", 0, "CONTROLLER")
         process.start()
-        return ({"address": process.address, "admin_token": process.config.token_path},
-                process.stop)
-    return serve_until_signal("controller", start)
+        return ({"address": process.address, "admin_token": process.config.token_path,
+                 "metrics": process.metrics.address if process.metrics else ""}, process.stop)
+    return serve_until_signal("controller", start, args.log_format)
+
+
+def _run_archive(args) -> int:
+    from cluster.archive.archive_config import archive_config_from_properties
+    from cluster.archive.archive_process import ArchiveProcess
+
+    def start(context):
+        process = ArchiveProcess(archive_config_from_properties(
+            load_properties(args.config, args.set)))
+        context.describe = lambda: (f"archive-{process.archive.archive_id}", 0, "ARCHIVE")
+        process.start()
+        return ({"address": process.address, "http": process.http_address,
+                 "archive_id": process.archive.archive_id,
+                 "admin_token": process.config.token_path,
+                 "metrics": process.metrics.address if process.metrics else ""}, process.stop)
+    return serve_until_signal("archive", start, args.log_format)
 
 
 def _run_local(args) -> int:
@@ -125,7 +157,8 @@ def _run_local(args) -> int:
     from cluster.node.local_cluster import run_local
     try:
         return run_local(args.dir, args.base_port, args.role,
-                         controller=not args.no_controller, tls=args.tls, acl_file=args.acl)
+                         controller=not args.no_controller, tls=args.tls, acl_file=args.acl,
+                         archive=args.archive)
     except ConfigError as e:  # a bad --acl file: nothing was started
         print(f"cluster local: {e}", file=sys.stderr)
         return 2

@@ -193,6 +193,11 @@ class AdminClient:
         return self._call(self._stub.TriggerCleanup, pb.CleanupRequest(wait_ms=wait_ms),
                           timeout=max(self.timeout, (wait_ms or 10_000) / 1000.0 + 5))
 
+    def ship_to_archive(self, up_to_offset: int = 0, wait_ms: int = 0) -> pb.ShipToArchiveResponse:
+        return self._call(self._stub.ShipToArchive,
+                          pb.ShipToArchiveRequest(up_to_offset=up_to_offset, wait_ms=wait_ms),
+                          timeout=max(self.timeout, (wait_ms or 30_000) / 1000.0 + 5))
+
     def store_stats(self) -> pb.StoreStats:
         return self._call(self._stub.GetStoreStats, pb.StoreStatsRequest())
 

@@ -28,6 +28,10 @@ class ControllerClient:
                                                               node_id=node_id),
                                        timeout=self.timeout, metadata=self._metadata)
 
+    def archives(self) -> pb.ArchiveList:
+        return self._stub.ListArchives(pb.ListArchivesRequest(), timeout=self.timeout,
+                                       metadata=self._metadata)
+
     def close(self) -> None:
         self._channel.close()
 

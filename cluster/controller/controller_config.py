@@ -28,6 +28,9 @@ with its state in a file, the default):
     controllerAdvertisedAddress      host:port nodes reach this controller on, written into the
                                      leader key so standbys can name it (listenAddress)
 
+metricsListenAddress               host:port of its Prometheus /metrics (cluster/metrics/
+                                   process_collectors.py); empty: none
+
 TLS, with a node's keys (cluster/security/tls.py): tlsEnable, tlsServerCertPath,
 tlsServerKeyPath, tlsServerTrustCertPath, tlsServerNeedClientAuth (true: only nodes and
 operators with a certificate of the trust CA may call).
@@ -49,7 +52,8 @@ KEYS = frozenset({"listenAddress", "controllerStorePath", "adminTokenFile",
                   "controllerSettleMillis", "enableElectUncleanMaster",
                   "controllerDefaultMasterRole", "controllerEtcdEndpoints",
                   "controllerEtcdPrefix", "controllerEtcdLeaseSeconds",
-                  "controllerAdvertisedAddress", "clusterSecret", "clusterSecretFile"}) | TLS_KEYS
+                  "controllerAdvertisedAddress", "clusterSecret", "clusterSecretFile",
+                  "metricsListenAddress"}) | TLS_KEYS
 STATE_FILE = "controller.json"
 
 
@@ -88,6 +92,7 @@ class ControllerConfig:
     cluster_secret: str = ""
     cluster_secret_file: str = ""
     tls: TlsSettings = TlsSettings()
+    metrics_listen_address: str = ""  # Prometheus /metrics; "" -> none
 
     @property
     def state_path(self) -> str:
@@ -134,7 +139,13 @@ def controller_config_from_properties(props: dict[str, str]) -> ControllerConfig
                             election=election, etcd=etcd, advertised_address=advertised,
                             cluster_secret=props.get("clusterSecret", "").strip(),
                             cluster_secret_file=props.get("clusterSecretFile", "").strip(),
-                            tls=tls_settings_from_properties(props))
+                            tls=tls_settings_from_properties(props),
+                            metrics_listen_address=_metrics_address(props))
+
+
+def _metrics_address(props: dict[str, str]) -> str:
+    value = props.get("metricsListenAddress", "").strip()
+    return _host_port("metricsListenAddress", value) if value else ""
 
 
 def _host_port(key: str, value: str) -> str:

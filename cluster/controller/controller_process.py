@@ -34,6 +34,9 @@ from cluster.controller.controller_servicer import (PROTECTED_METHODS, SERVICE,
 from cluster.controller.etcd_client import EtcdClient
 from cluster.controller.etcd_store import EtcdStateStore
 from cluster.controller.leadership import Leadership, LeadershipConfig, LeadershipThread
+from cluster.console import console_api as console
+from cluster.metrics.exposition import MetricsEndpoint
+from cluster.metrics.process_collectors import ControllerCollector
 from cluster.security.member_gate import MemberGate, MembershipServicer, resolve_cluster_secret
 from cluster.security.tls import add_port
 
@@ -67,6 +70,8 @@ class ControllerProcess:
         self.leadership: Leadership | None = None
         self._threads: list[PeriodicTask] = []
         self._server: grpc.Server | None = None
+        self.servicer: ControllerServicer | None = None
+        self.metrics: MetricsEndpoint | None = None
         self.health = health.HealthServicer(experimental_non_blocking=True)
         self.address = ""
 
@@ -80,8 +85,9 @@ class ControllerProcess:
             raise StoreError(f"cannot listen on {self.config.listen_address}")
         self.address = f"{host}:{port}"
         self.service = self._make_service()
-        controller_pb2_grpc.add_ControllerServicer_to_server(
-            ControllerServicer(self.service, self.address, self.gate), server)
+        self.servicer = ControllerServicer(self.service, self.address, self.gate,
+                                           clock=self.clock)
+        controller_pb2_grpc.add_ControllerServicer_to_server(self.servicer, server)
         membership_pb2_grpc.add_MembershipServicer_to_server(MembershipServicer(self.gate), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         for name in HEALTH_NAMES:
@@ -89,6 +95,12 @@ class ControllerProcess:
         self.update_active_health()
         server.start()
         self._server = server
+        if self.config.metrics_listen_address:
+            # the console of the whole cluster is served beside the metrics
+            self.metrics = MetricsEndpoint(self.config.metrics_listen_address,
+                                           [ControllerCollector(self)], pages=console.pages(),
+                                           api=console.ControllerApi(self).routes(),
+                                           token=self.token)
         self._threads.append(PeriodicTask("controller-tick", self.service.tick, TICK_S))
         self._threads.append(PeriodicTask("controller-health", self.update_active_health,
                                           TICK_S * 5))
@@ -106,6 +118,8 @@ class ControllerProcess:
             thread.stop()
         for name in (*HEALTH_NAMES, ACTIVE_HEALTH_SERVICE):
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        if self.metrics is not None:
+            self.metrics.close()
         if self._server is not None:
             self._server.stop(grace=1.0).wait(5)
 

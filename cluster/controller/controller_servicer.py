@@ -1,7 +1,8 @@
 """gRPC adapter of the controller (proto/controller.proto): maps messages to the service's plain
 objects and back. Heartbeats come only from members (MemberGate: a proof over the cluster
-secret, for the node id the heartbeat names); GetGroups and SwitchMaster need the admin token
-(BearerTokenInterceptor, see controller_process.py)."""
+secret, for the node id the heartbeat names), and so do archives' announcements; GetGroups,
+SwitchMaster and ListArchives need the admin token (BearerTokenInterceptor, see
+controller_process.py)."""
 from __future__ import annotations
 
 import logging
@@ -10,17 +11,20 @@ import grpc
 
 from proto import controller_pb2 as pb
 from proto import controller_pb2_grpc as pb_grpc
+from store.clock import SYSTEM_CLOCK, Clock
 from store.errors import StoreError
 
 from cluster.controller.active_gate import NotActiveController
+from cluster.controller.archive_directory import ArchiveDirectory
 from cluster.controller.controller_service import ControllerService, GroupSnapshot
 from cluster.controller.election import Assignment, NodeReport, SwitchRefused
 from cluster.security.member_gate import MemberGate
-from cluster.security.member_proof import CONTROLLER_HEARTBEAT
+from cluster.security.member_proof import ARCHIVE_ANNOUNCE, CONTROLLER_HEARTBEAT
 
 log = logging.getLogger(__name__)
 SERVICE = "rmqstore.controller.v1.Controller"
-PROTECTED_METHODS = (f"/{SERVICE}/GetGroups", f"/{SERVICE}/SwitchMaster")
+PROTECTED_METHODS = (f"/{SERVICE}/GetGroups", f"/{SERVICE}/SwitchMaster",
+                     f"/{SERVICE}/ListArchives")
 
 
 def report_from(hb: pb.NodeHeartbeat) -> NodeReport:
@@ -63,10 +67,14 @@ def group_to_pb(g: GroupSnapshot) -> pb.GroupView:
 
 
 class ControllerServicer(pb_grpc.ControllerServicer):
-    def __init__(self, service: ControllerService, address: str, gate: MemberGate) -> None:
+    def __init__(self, service: ControllerService, address: str, gate: MemberGate,
+                 archives: ArchiveDirectory | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.service = service
         self.address = address
         self.gate = gate
+        self.archives = archives or ArchiveDirectory()
+        self.clock = clock
 
     def Heartbeat(self, request, context):  # noqa: N802
         member_id = self.gate.admit(context, CONTROLLER_HEARTBEAT)
@@ -106,3 +114,14 @@ class ControllerServicer(pb_grpc.ControllerServicer):
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
         except StoreError as e:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"the controller cannot persist: {e}")
+
+    def AnnounceArchive(self, request, context):  # noqa: N802
+        self.gate.admit(context, ARCHIVE_ANNOUNCE)
+        try:
+            self.archives.announce(request, self.clock.monotonic())
+        except ValueError as e:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        return pb.ArchiveAnnouncementAck()
+
+    def ListArchives(self, request, context):  # noqa: N802
+        return pb.ArchiveList(archives=self.archives.archives(self.clock.monotonic()))

@@ -42,6 +42,7 @@ from store.put_result import PutResult
 from cluster.messaging.convert import PROPERTY_SHARDING_KEY, SendLimits, to_store_messages
 from cluster.messaging.v2_status import V2Error, put_status
 from cluster.messaging.route import TopicRegistry
+from cluster.security.refusal_log import RefusalLog
 from cluster.messaging.transaction_records import check_transactional_send
 from cluster.security import signature
 from cluster.security.tls import TlsSettings, open_channel
@@ -81,6 +82,9 @@ class Sender:
         self.now_ms = now_ms
         self.prepare = prepare  # stores a transactional message as a half message
         self.selector = QueueSelector()
+        # a store that refuses writes (DISK_FULL, not enough replicas, a failed flush) refuses
+        # every send: logged once per client host and reason every 10 s, with a count
+        self.refusals = RefusalLog(log)
 
     def send(self, request: s.SendMessageRequest, peer_ip: str = "") -> s.SendMessageResponse:
         try:
@@ -102,7 +106,11 @@ class Sender:
             return s.SendMessageResponse(status=e.status())
         if transactional:
             return self.prepare(request.messages[0], msgs[0])
-        return send_response(self.put(msgs), msgs)
+        result = self.put(msgs)
+        if not result.ok:
+            self.refusals.refused("SendMessage", peer_ip or "?",
+                                  f"{result.status.name}: {result.reason}")
+        return send_response(result, msgs)
 
     @staticmethod
     def _check_writable(config: TopicConfig) -> None:

@@ -76,14 +76,17 @@ class AioGrpcServer:
     `_server` is created, started and stopped on the loop only; nothing else is shared."""
 
     def __init__(self, *, interceptors: Sequence[grpc.ServerInterceptor] = (),
-                 options: Sequence[tuple[str, Any]] = (), name: str = "grpc") -> None:
+                 options: Sequence[tuple[str, Any]] = (), name: str = "grpc",
+                 outer: Sequence[grpc.aio.ServerInterceptor] = ()) -> None:
+        """`outer`: asyncio interceptors that see every handler in its final form (the call
+        counter of cluster/metrics), before the others."""
         self.pool = futures.ThreadPoolExecutor(max_workers=POOL_WORKERS,
                                                thread_name_prefix=name)
         self.loop = asyncio.new_event_loop()
         self.loop.set_default_executor(self.pool)  # asyncio.to_thread runs in the same pool
         self._thread = threading.Thread(target=self._run, name=f"{name}-loop", daemon=True)
         self._thread.start()
-        adapted = [_PlainStreamsOnThreads(), *(AioInterceptor(i) for i in interceptors)]
+        adapted = [*outer, _PlainStreamsOnThreads(), *(AioInterceptor(i) for i in interceptors)]
         self._server: grpc.aio.Server = self.call(self._make(adapted, list(options)))
 
     def _run(self) -> None:

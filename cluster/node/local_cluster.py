@@ -11,7 +11,10 @@ slave takes over within seconds; a node that exits is reported and the others go
 it with the command printed). `--no-controller` runs the fixed roles of brokerRole instead, and
 then one node exiting stops the others.
 
-Ports: the nodes listen on base, base+10 and base+20; the controller on base+30.
+Ports: the nodes listen on base, base+10 and base+20; the controller on base+30; each serves
+Prometheus metrics on its port + 5 (cluster/metrics/); with
+`--archive` an archive server on base+40 (cluster/node/local_archive.py: the short retention
+demo).
 
 `--tls`: a throwaway CA and a certificate per node, for the controller and for the operator's
 tools are made (or reused) in <dir>/tls/ (cluster/security/cert_authority.py), every port
@@ -39,6 +42,7 @@ from store.layout import ADMIN_TOKEN_FILE
 
 from cluster.admin.admin_token import ensure_token_file, read_token_file
 from cluster.client.admin_client import AdminClient
+from cluster.node import local_archive
 from cluster.security.cert_authority import ensure_ca, ensure_leaf, target_names
 from cluster.security.acl_file import read_acl_file
 from cluster.security.tls import ClientTls
@@ -108,6 +112,7 @@ def _pids_restarted_by_others(cluster_dir: str, own: set[int]) -> list[int]:
 
 NODES = (("master", 0), ("slave1", 1), ("slave2", 2))
 CONTROLLER_PORT_OFFSET = 30
+METRICS_PORT_OFFSET = 5  # each process's Prometheus /metrics: its gRPC port + 5
 CLUSTER_SECRET_FILE = "cluster.secret"
 # Under a controller a failover waits for silent slaves to leave the sync state set: heartbeat
 # every second and drop a slave that has not caught up for 3 s (RocketMQ: 5 s and 15 s).
@@ -140,6 +145,7 @@ def write_configs(root: str, base_port: int, role: str, token_file: str,
             "brokerIP1=127.0.0.1", f"listenPort={base_port + 10 * i}",
             f"adminTokenFile={os.path.abspath(token_file)}",
             f"clusterSecretFile={secret_file}",
+            f"metricsListenAddress=127.0.0.1:{base_port + 10 * i + METRICS_PORT_OFFSET}",
             # small files so a demo shows rolling; production keeps RocketMQ's 1 GiB
             f"mappedFileSizeCommitLog={64 * 1024 * 1024}",
         ]
@@ -181,7 +187,8 @@ def write_controller_config(root: str, port: int, token_file: str,
         f.write(f"listenAddress=127.0.0.1:{port}\n"
                 f"controllerStorePath={os.path.abspath(os.path.join(root, 'controller'))}\n"
                 f"adminTokenFile={os.path.abspath(token_file)}\n"
-                f"clusterSecretFile={ensure_cluster_secret(root)}\n")
+                f"clusterSecretFile={ensure_cluster_secret(root)}\n"
+                f"metricsListenAddress=127.0.0.1:{port + METRICS_PORT_OFFSET}\n")
         f.write("".join(line + "\n" for line in tls_lines))
     return path
 
@@ -222,16 +229,17 @@ def acl_lines(acl_file: str) -> list[str]:
 
 
 def run_local(root: str, base_port: int, role: str, controller: bool = True,
-              tls: bool = False, acl_file: str = "") -> int:
+              tls: bool = False, acl_file: str = "", archive: bool = False) -> int:
     acl = acl_lines(acl_file) if acl_file else []
     os.makedirs(root, exist_ok=True)
     token_file = os.path.join(root, ADMIN_TOKEN_FILE)
     ensure_token_file(token_file)
     controller_address = f"127.0.0.1:{base_port + CONTROLLER_PORT_OFFSET}" if controller else ""
     ca_file, tls_lines = ensure_tls(
-        root, [name for name, _ in NODES] + ["controller", "operator"],
+        root, [name for name, _ in NODES] + ["controller", "operator", "archive"],
         [f"127.0.0.1:{base_port + 10 * i}" for i in range(len(NODES))]) if tls else ("", {})
-    node_lines = {name: [*tls_lines.get(name, []), *acl] for name, _ in NODES}
+    demo = local_archive.node_archive_lines(base_port) if archive else []
+    node_lines = {name: [*tls_lines.get(name, []), *acl, *demo] for name, _ in NODES}
     nodes = write_configs(root, base_port, role, token_file, controller_address, node_lines)
     procs: list[tuple[str, subprocess.Popen]] = []
     stop = threading.Event()
@@ -250,13 +258,26 @@ def run_local(root: str, base_port: int, role: str, controller: bool = True,
             proc, ready = start_controller(conf, log_path)
             procs.append(("controller", proc))
             cluster_info["controller"] = {"address": ready["address"], "pid": ready["pid"],
+                                          "metrics": ready.get("metrics", ""),
                                           "config": os.path.abspath(conf), "log": log_path}
+        if archive:
+            conf = local_archive.write_archive_config(root, base_port, ensure_cluster_secret(root),
+                                                      tls_lines.get("archive", []),
+                                                      controller_address)
+            log_path = os.path.abspath(os.path.join(root, "archive.log"))
+            proc, ready = local_archive.start_archive(_start, conf, log_path)
+            procs.append(("archive", proc))
+            cluster_info["archive"] = {"address": ready["address"], "http": ready["http"],
+                                       "metrics": ready.get("metrics", ""),
+                                       "pid": ready["pid"], "config": os.path.abspath(conf),
+                                       "log": log_path, "token_file": ready["admin_token"]}
         for name, conf, address in nodes:
             log_path = os.path.abspath(os.path.join(root, f"{name}.log"))
             proc, ready = start_node(conf, log_path)
             procs.append((name, proc))
             cluster_info["nodes"].append({"name": name, "address": ready["address"],
                                           "pid": ready["pid"], "role": ready["role"],
+                                          "metrics": ready.get("metrics", ""),
                                           "config": os.path.abspath(conf), "log": log_path})
         write_cluster_info(root, cluster_info)
         if controller:
@@ -269,6 +290,16 @@ def run_local(root: str, base_port: int, role: str, controller: bool = True,
         for n in cluster_info["nodes"]:
             print(f"  {n['name']:<7} {n['role']:<14} {n['address']:<16} pid {n['pid']}  "
                   f"log {n['log']}")
+        if archive:
+            a = cluster_info["archive"]
+            print(f"  {'archive':<7} {'ARCHIVE':<14} {a['address']:<16} pid {a['pid']}  "
+                  f"log {a['log']}  (HTTP {a['http']}, token {a['token_file']})")
+            print("  each 8 MiB commitlog file goes to the archive as soon as it is sealed, "
+                  "then retention deletes it: .venv/bin/python -m cluster history query ...")
+        metrics = [e.get("metrics") for e in [cluster_info.get("controller", {}),
+                                              *cluster_info["nodes"],
+                                              cluster_info.get("archive", {})] if e.get("metrics")]
+        print(f"metrics:     {', '.join(f'http://{m}/metrics' for m in metrics)}")
         print(f"admin token: {os.path.abspath(token_file)}")
         print(f"cluster secret (replication and controller peers prove it): "
               f"{ensure_cluster_secret(root)}")
@@ -293,7 +324,7 @@ def run_local(root: str, base_port: int, role: str, controller: bool = True,
                     stop.set()
                 else:
                     print(f"{name} exited with {proc.returncode}; the others go on (restart it: "
-                          f"python -m cluster {'controller' if name == 'controller' else 'node'} "
+                          f"python -m cluster {name if name in ('controller', 'archive') else 'node'} "
                           f"--config {os.path.join(root, name + '.conf')})", flush=True)
         return 0
     finally:

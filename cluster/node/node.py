@@ -39,6 +39,11 @@ from store.service import PeriodicTask
 from store.volume_check import check_volumes
 
 from cluster.admin.admin_node import AdminNode
+from cluster.archive.shipper import ArchiveShipper, StoreFiles
+from cluster.console import console_api as console
+from cluster.metrics.call_counter import CallCounter
+from cluster.metrics.exposition import MetricsEndpoint
+from cluster.metrics.node_collector import NodeCollector
 from cluster.admin.admin_servicer import AdminServicer
 from cluster.admin.admin_token import BearerTokenInterceptor, resolve_token
 from cluster.messaging import SERVICE_NAME as MESSAGING_SERVICE, MessagingService, MessagingServicer
@@ -94,8 +99,18 @@ class Node:
         self.credentials = MemberCredentials(None, config.node_id)
         self.messaging: MessagingService | None = None
         self.link: ControllerLink | None = None
+        self.shipper: ArchiveShipper | None = None
+        self.metrics: MetricsEndpoint | None = None
+        self.calls = CallCounter()  # gRPC calls by method and code, for the metrics
         self._last_refusal = ""
         self.live.subscribe(self._on_config_change)
+
+    def _ships_now(self) -> bool:
+        """Whether this node ships to the archive now (archiveShipFrom)."""
+        kind = self.role.kind
+        if self.config.shipping.ship_from == "ANY":
+            return kind is not None
+        return kind is BrokerRole.SLAVE
 
     def _consumer_progress(self):
         """Consumer groups' positions for retention (diskPressurePolicy); None (unknown) before
@@ -123,6 +138,12 @@ class Node:
             store = self.store
             store.confirm_source = lambda: store.checkpoint.confirm_phy_offset
         check_volumes(c.store)  # before any file is created: says which setting to lower
+        if c.shipping.enabled:
+            # Registered before load: retention waits for the archive from its first round.
+            self.shipper = ArchiveShipper(StoreFiles(self.store), c.shipping, c.broker_name, c.node_id,
+                                          self._ships_now, self.credentials, c.tls)
+            self.store.archived_up_to = self.shipper.released_up_to
+            self.store.extra_services.append(self.shipper)
         self.store.load()
         self.store.start()
         self.epochs = EpochCache.from_entries(self.epoch_file.load())
@@ -135,13 +156,15 @@ class Node:
         admin = AdminNode(node_id=c.node_id, role=self.role, store=self.store, config=self.live,
                           messaging=self.messaging, status=self.status,
                           switch_role=self.switch_role, put_messages=self.put_messages,
-                          update_config=self.update_config)
+                          update_config=self.update_config,
+                          archive_shipper=lambda: self.shipper)
         # undecodable bytes are refused before the ACL check, which reads the request's fields
         server = AioGrpcServer(interceptors=[BearerTokenInterceptor(
                                    token, signed_admin=self.messaging.access.admin_refusal),
                                    UndecodableRequestInterceptor(),
                                    V2AccessInterceptor(self.messaging.access)],
-                               options=server_options(c.limits, c.store.max_message_size))
+                               options=server_options(c.limits, c.store.max_message_size),
+                               outer=[self.calls])
         self._server = server
         replication = ReplicationServicer(lambda: self.role.master, self.role.not_master_reason,
                                           lambda context: self.gate.admit(context,
@@ -165,6 +188,10 @@ class Node:
             else:
                 self._become_master(c.store.broker_role, 0)
         server.start()
+        if c.metrics_listen_address:
+            self.metrics = MetricsEndpoint(c.metrics_listen_address, [NodeCollector(self)],
+                                           pages=console.pages(),
+                                           api=console.NodeApi(self).routes(), token=token)
         self._health_watch.start()
         self.update_health()
         if self.controlled:
@@ -183,6 +210,8 @@ class Node:
         self._health_watch.stop()
         for name in ("", *SERVICES):
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        if self.metrics is not None:
+            self.metrics.close()
         if self._server is not None:
             self._server.stop(grace=1.0)
         if self.messaging is not None:

@@ -47,6 +47,9 @@ Transactions (RocketMQ's BrokerConfig names and defaults, see cluster/messaging/
     transactionTimeOut       ms a half message stays unchecked after it was stored (6000)
     transactionCheckMax      checks sent before an unanswered transaction is rolled back (15)
     transactionCheckInterval ms between two check-back rounds of the master (60000)
+The commitlog archive (archiveAddress, archiveShipFrom, ...): cluster/archive/shipping_config.py.
+    metricsListenAddress  host:port of the Prometheus metrics endpoint (GET /metrics;
+                       cluster/metrics/node_collector.py lists the metrics); empty: none
 Client limits (maxUserPropertySize, userPropertyMaxNum, maxBatchMessageCount,
 grpcMaxInboundMessageSize, ...): cluster/node/client_limits.py.
 Every other key is a StoreConfig key; unknown keys are logged and ignored, as RocketMQ does.
@@ -63,6 +66,8 @@ from store.config import StoreConfig, parse_properties
 from store.errors import ConfigError
 from store.layout import StoreLayout
 
+from cluster.archive.shipping_config import KEYS as SHIPPING_KEYS, ShippingConfig, \
+    shipping_config_from_properties
 from cluster.security.access import ACL_KEYS, AclConfig, acl_config_from_properties
 from cluster.security.tls import KEYS as TLS_KEYS, TlsSettings, tls_settings_from_properties
 
@@ -74,7 +79,7 @@ NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToke
                        "minInvisibleTimeMillsForRecv", "transactionTimeOut",
                        "transactionCheckMax", "transactionCheckInterval", "controllerAddr",
                        "controllerHeartbeatInterval", "brokerElectionPriority", "clusterSecret",
-                       "clusterSecretFile"}) | ACL_KEYS | TLS_KEYS | CLIENT_LIMIT_KEYS
+                       "clusterSecretFile", "metricsListenAddress"}) | ACL_KEYS | TLS_KEYS | CLIENT_LIMIT_KEYS | SHIPPING_KEYS
 
 
 def check_ipv4_address(key: str, value: str) -> str:
@@ -116,6 +121,8 @@ class NodeConfig:
     acl: AclConfig = field(default_factory=AclConfig)
     tls: TlsSettings = field(default_factory=TlsSettings)
     limits: ClientLimits = field(default_factory=ClientLimits)
+    shipping: ShippingConfig = field(default_factory=ShippingConfig)
+    metrics_listen_address: str = ""
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -170,6 +177,14 @@ class NodeConfig:
                               f"must be 10..86400000 ms")
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("set both accessKey and secretKey, or neither")
+        if self.metrics_listen_address:
+            host, sep, port = self.metrics_listen_address.rpartition(":")
+            if not host or not sep or not port.isdigit() or int(port) > 65535:
+                raise ConfigError(f"metricsListenAddress={self.metrics_listen_address!r}: want "
+                                  f"host:port")
+        if self.shipping.enabled and not (self.cluster_secret or self.cluster_secret_file):
+            raise ConfigError("archiveAddress needs clusterSecret or clusterSecretFile: the "
+                              "archive admits only nodes that prove membership")
 
     @property
     def controller_addresses(self) -> list[str]:
@@ -219,6 +234,8 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
                       acl=acl_config_from_properties(props),
                       tls=tls_settings_from_properties(props),
                       limits=client_limits_from_properties(props),
+                      shipping=shipping_config_from_properties(props),
+                      metrics_listen_address=props.get("metricsListenAddress", "").strip(),
                       store=store)
 
 

@@ -32,7 +32,10 @@ from store.clock import Clock
 HEADER = "x-rmq-member"
 REPLICATION_STREAM = "/rmqstore.replication.v1.Replication/Stream"
 CONTROLLER_HEARTBEAT = "/rmqstore.controller.v1.Controller/Heartbeat"
-PURPOSES = (REPLICATION_STREAM, CONTROLLER_HEARTBEAT)  # the member-only calls
+ARCHIVE_SHIP = "/rmqstore.archive.v1.Archive/ShipFile"  # also FileStatus, its resume question
+ARCHIVE_ANNOUNCE = "/rmqstore.controller.v1.Controller/AnnounceArchive"
+PURPOSES = (REPLICATION_STREAM, CONTROLLER_HEARTBEAT, ARCHIVE_SHIP,
+            ARCHIVE_ANNOUNCE)  # the member-only calls
 VERSION = "v1"
 NONCE_TTL_S = 30.0
 MAX_OUTSTANDING = 4096  # challenges nobody answered are dropped oldest first beyond this

@@ -11,7 +11,9 @@ from cluster.drills.compose_cluster import compose_command
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPLOY = os.path.join(REPO, "deploy")
-HOST_PORTS = (9876, 9877, 10911, 10921, 10931)  # deploy/docker-compose.yml publishes these
+# deploy/docker-compose.yml publishes these
+HOST_PORTS = (9876, 9877, 9886, 9887, 10911, 10921, 10931, 10916, 10926, 10936, 9880, 9881,
+              9885, 9090)
 
 
 def _port_free(port: int) -> bool:

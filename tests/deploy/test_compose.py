@@ -1,7 +1,8 @@
 """The compose cluster end to end: build (or reuse) the images, bring deploy/docker-compose.yml up
 under a project name of its own, send and receive through the RocketMQ 5 API from the host, kill
 the master container and see a slave take over and serve, then `down -v` whatever happened. The
-official RocketMQ 5 Python client sends and receives from the host too. Every port serves TLS
+official RocketMQ 5 Python client sends and receives from the host too, and the commitlog
+archive answers, and Prometheus scrapes every process. Every port serves TLS
 with the CA the project's `certs` service made in deploy/secrets/tls: the host's clients trust
 it (the official client through GRPC_DEFAULT_SSL_ROOTS_FILE_PATH), a plaintext client is
 refused. ACL is on: an unsigned producer is refused, the host's commands sign as the admin user
@@ -13,9 +14,11 @@ Docker, compose or the cluster's host ports are not available.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import urllib.request
 
 import grpc
 import pytest
@@ -71,7 +74,7 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
         up = subprocess.run([*compose, "up", "-d"], capture_output=True, text=True, timeout=180)
         assert up.returncode == 0, f"compose up failed:\n{up.stdout}{up.stderr}"
         ids = {name: subprocess.run([*compose, "ps", "-q", name], capture_output=True, text=True,
-                                    check=True).stdout.strip() for name in NODES}
+                                    check=True).stdout.strip() for name in [*NODES, "archive"]}
 
         def healthy():
             states = subprocess.run(
@@ -95,6 +98,28 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
         # Containers start together: a fresh group's first master is the first node to report
         # (all stores are empty, so any is safe), not necessarily the service named "master".
         first = wait_until(master_now, 60, "a master", interval=0.5)
+        # the commitlog archive answers the host over TLS with the cluster's admin token
+        holdings = json.loads(_cli("history", "holdings", "--archive", "127.0.0.1:9880",
+                                   "--token-file", os.path.join(DEPLOY, "secrets", "admin.token"),
+                                   "--json"))
+        assert len(holdings) == 1 and holdings[0]["archive_id"]
+        # Prometheus scrapes every node, both controllers and the archive
+        def targets_up() -> bool:
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:9090/api/v1/targets",
+                                            timeout=5) as resp:
+                    active = json.load(resp)["data"]["activeTargets"]
+            except OSError:
+                return False
+            return len(active) == 6 and all(t["health"] == "up" for t in active)
+        wait_until(targets_up, 60, "Prometheus scraping every process", interval=1)
+        def masters_seen() -> list:
+            with urllib.request.urlopen("http://127.0.0.1:9090/api/v1/query?query="
+                                        "rmqstore_role%7Brole%3D~%22.*MASTER%22%7D%3D%3D1",
+                                        timeout=5) as resp:
+                return json.load(resp)["data"]["result"]
+        # exactly one node reports a master role (scraped every 5 s)
+        wait_until(lambda: len(masters_seen()) == 1, 30, "one master in Prometheus", interval=1)
         # ACL on: an unsigned client is refused, the admin user of plain_acl.yml is not
         out = _cli("produce", "--address", ENDPOINTS, "--topic", "Compose", "--count", "1",
                    ok=False)

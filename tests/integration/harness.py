@@ -196,6 +196,25 @@ class ControllerProcess(NodeProcess):
 CONTROLLED = {**FAST_HA, "controllerHeartbeatInterval": "200"}
 
 
+class ArchiveServerProcess(NodeProcess):
+    """An archive server process (`python -m cluster archive`), its files in <root>/<name>;
+    `ready` holds its ready line (address, http, archive_id, admin_token)."""
+    kind = "archive"
+
+    def default_props(self) -> dict[str, str]:
+        return {"listenAddress": f"127.0.0.1:{self.port}", "archiveStorePath": self.store_dir,
+                "clusterSecret": CLUSTER_SECRET, "httpListenAddress": "127.0.0.1:0",
+                "cleanResourceInterval": "500",
+                # tests ship stores written under a ManualClock in 2024: keep them unless a test
+                # asks for expiry (whatever the hour, deleteWhen included)
+                "fileReservedTime": "1000000"}
+
+    @property
+    def token(self) -> str:
+        with open(os.path.join(self.store_dir, "admin.token"), encoding="utf-8") as f:
+            return f.read().strip()
+
+
 class Group:
     """A master and its slaves (and maybe a controller); `close()` kills whatever is still
     running (by pid)."""
@@ -376,14 +395,16 @@ def read_queue(get: Callable[[int, int], list], queue_id: int) -> list:
 
 # -- `python -m cluster local` -------------------------------------------------------------------
 def _free_base_port() -> int:
-    """A port P with P, P+10, P+20 and P+30 free (the local cluster's nodes and controller)."""
+    """A port P with P, P+10, P+20 and P+30 free (the local cluster's nodes and controller),
+    and each of them + 5 (their metrics and console)."""
     for _ in range(100):
         base = free_port()
-        if base + 30 > 65535:
+        if base + 35 > 65535:
             continue
         try:
             socks = []
-            for p in (base, base + 10, base + 20, base + 30):
+            for p in (base, base + 10, base + 20, base + 30, base + 5, base + 15, base + 25,
+                      base + 35):
                 s = socket.socket()
                 socks.append(s)
                 s.bind(("127.0.0.1", p))

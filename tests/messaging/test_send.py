@@ -82,3 +82,14 @@ def test_put_outcomes_reach_the_client(leader, status, code):
     r = sender(leader, FakePut(status)).send(s.SendMessageRequest(messages=[msg()]))
     assert r.status.code == code and "why" in r.status.message
     assert len(r.entries) == (1 if status.stored else 0)
+
+
+def test_a_refusing_store_is_logged_once_per_client_and_reason(leader, caplog):
+    snd = sender(leader, FakePut(PutStatus.SERVICE_NOT_AVAILABLE))
+    with caplog.at_level("WARNING", logger="cluster.messaging.send"):
+        for _ in range(5):
+            snd.send(s.SendMessageRequest(messages=[msg()]), peer_ip="10.0.0.7")
+        snd.send(s.SendMessageRequest(messages=[msg()]), peer_ip="10.0.0.8")
+    lines = [r.getMessage() for r in caplog.records if "refused SendMessage" in r.getMessage()]
+    assert len(lines) == 2 and "SERVICE_NOT_AVAILABLE: why" in lines[0]
+    assert snd.refusals.refusals == 6

@@ -1,0 +1,141 @@
+"""A process's HTTP endpoint: `/metrics` in Prometheus' text format (prometheus-client renders
+the registry of this process's collectors), and optionally static pages (the web console,
+cluster/console/) and a JSON API (the console's, the archive's), which needs the admin token
+(`Authorization: Bearer <token>`): GET handlers take the query parameters, POST handlers the
+request's JSON body. A refusal is {"error": ...} with an HTTP status: ApiError's own, or an
+AdminError's code mapped (INVALID_ARGUMENT 400, NOT_FOUND 404, FAILED_PRECONDITION 409,
+UNAVAILABLE 503). A daemon thread per request (ThreadingHTTPServer).
+"""
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Iterable, Mapping
+from urllib.parse import parse_qs, urlparse
+
+import grpc
+from google.protobuf import json_format
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.registry import Collector
+
+from cluster.admin.admin_error import AdminError
+
+log = logging.getLogger(__name__)
+
+Api = Callable[[dict[str, str]], Any]  # query parameters -> a JSON-able answer
+PostApi = Callable[[Any], Any]  # the request's JSON body -> a JSON-able answer
+Page = tuple[str, bytes]  # (content type, body)
+MAX_BODY = 1 << 20
+_HTTP_STATUS = {grpc.StatusCode.INVALID_ARGUMENT: 400, grpc.StatusCode.NOT_FOUND: 404,
+                grpc.StatusCode.FAILED_PRECONDITION: 409, grpc.StatusCode.UNAVAILABLE: 503,
+                grpc.StatusCode.UNAUTHENTICATED: 401}
+
+
+def proto_json(message) -> dict[str, Any]:
+    """A protobuf answer as JSON: field names as in the .proto, every field present."""
+    return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                     always_print_fields_with_no_presence=True)
+
+
+class ApiError(Exception):
+    """A refused API request: `status` is the HTTP status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class MetricsEndpoint:
+    """Owns the registry and the HTTP server at `address` (host:port; port 0: a free one,
+    `port` says which). `pages`: static files by path; `api`: JSON handlers by path (token)."""
+
+    def __init__(self, address: str, collectors: Iterable[Collector], *,
+                 pages: Mapping[str, Page] | None = None, api: Mapping[str, Api] | None = None,
+                 post: Mapping[str, PostApi] | None = None, token: str = "") -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        for c in collectors:
+            self.registry.register(c)
+        handler = _handler(self.registry, dict(pages or {}), dict(api or {}), dict(post or {}),
+                           token)
+        host, _, port = address.rpartition(":")
+        self._server = ThreadingHTTPServer((host, int(port)), handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self.address = f"{host}:{self.port}"
+        threading.Thread(target=self._server.serve_forever, name="http", daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _handler(registry: CollectorRegistry, pages: dict[str, Page], api: dict[str, Api],
+             post: dict[str, PostApi], token: str) -> type[BaseHTTPRequestHandler]:
+    expected = f"Bearer {token}".encode()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, fmt: str, *args: Any) -> None:
+            log.debug("http %s: " + fmt, self.client_address[0], *args)
+
+        def _send(self, status: int, content_type: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _json(self, status: int, payload: Any) -> None:
+            self._send(status, "application/json", json.dumps(payload).encode())
+
+        def _authorized(self) -> bool:
+            presented = (self.headers.get("Authorization") or "").encode()
+            if token and hmac.compare_digest(presented, expected):
+                return True
+            self._json(401, {"error": "missing or wrong 'Authorization: Bearer <admin token>'"})
+            return False
+
+        def _answer(self, path: str, call: Callable[[], Any]) -> None:
+            try:
+                self._json(200, call())
+            except ApiError as e:
+                self._json(e.status, {"error": str(e)})
+            except AdminError as e:
+                self._json(_HTTP_STATUS.get(e.code, 400), {"error": e.message})
+            except Exception as e:  # noqa: BLE001 - the caller sees why, the log has the trace
+                log.warning("HTTP API %s failed", path, exc_info=True)
+                self._json(502, {"error": f"{type(e).__name__}: {e}"})
+
+        def do_GET(self) -> None:  # noqa: N802
+            url = urlparse(self.path)
+            if url.path == "/metrics":
+                return self._send(200, CONTENT_TYPE_LATEST, generate_latest(registry))
+            if url.path in pages:
+                return self._send(200, *pages[url.path])
+            fn = api.get(url.path)
+            if fn is None:
+                return self._json(404, {"error": f"no such path {url.path}"})
+            if self._authorized():
+                params = {k: v[0] for k, v in parse_qs(url.query).items()}
+                self._answer(url.path, lambda: fn(params))
+
+        def do_POST(self) -> None:  # noqa: N802
+            path = urlparse(self.path).path
+            fn = post.get(path)
+            if fn is None:
+                return self._json(404, {"error": f"no such path {path}"})
+            if not self._authorized():
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            if not 0 < length <= MAX_BODY:
+                return self._json(400, {"error": f"want a JSON body of 1..{MAX_BODY} bytes"})
+            try:
+                body = json.loads(self.rfile.read(length))
+            except ValueError as e:
+                return self._json(400, {"error": f"the body is not JSON: {e}"})
+            self._answer(path, lambda: fn(body))
+
+    return Handler

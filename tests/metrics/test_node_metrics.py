@@ -1,0 +1,110 @@
+"""A node's /metrics under load, scraped over HTTP from real node processes: role, epoch,
+offsets, replication lag per slave, counters and consumer lag per queue, in Prometheus' text
+format (parsed with prometheus-client's own parser)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.harness import ROOT, messages, wait_until
+
+
+def scrape(node) -> dict[tuple[str, tuple], float]:
+    url = f"http://{node.ready['metrics']}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_of_a_master_and_its_slave(group):
+    metrics = {"metricsListenAddress": "127.0.0.1:0"}
+    master = group.master("SYNC_MASTER", **metrics)
+    slave = group.slave(master, 1, **metrics)
+    wait_until(lambda: len(master.status().in_sync_set) == 1, 20, "slave in sync")
+    for start in range(0, 400, 100):
+        assert master.admin().send(messages("Orders", 100, start)).status == "PUT_OK"
+    out = subprocess.run([sys.executable, "-m", "cluster", "receive", "--address", master.address,
+                          "--topic", "Orders", "--group", "Billing", "--count", "10"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": ROOT})
+    assert out.returncode == 0, out.stderr
+
+    from cluster.client.admin_client import AdminClient
+    import grpc
+    with AdminClient(master.address, "wrong-token", timeout=5) as intruder:
+        try:
+            intruder.status()
+        except grpc.RpcError:
+            pass
+    m = scrape(master)
+    status = master.status()
+    calls = "rmqstore_grpc_calls_total"
+    assert m[(calls, (("code", "OK"), ("method", "/rmqstore.admin.v1.Admin/SendMessages")))] == 4
+    assert m[(calls, (("code", "UNAUTHENTICATED"),
+                      ("method", "/rmqstore.admin.v1.Admin/GetNodeStatus")))] == 1
+    assert m[(calls, (("code", "OK"), ("method",
+                                       "/apache.rocketmq.v2.MessagingService/AckMessage")))] >= 1
+    assert m[("rmqstore_role", (("role", "SYNC_MASTER"),))] == 1
+    assert m[("rmqstore_role", (("role", "SLAVE"),))] == 0
+    assert m[("rmqstore_epoch", ())] == status.epoch
+    assert m[("rmqstore_commitlog_max_offset", ())] >= 400 * 256
+    assert m[("rmqstore_put_messages_total", ())] >= 400
+    assert m[("rmqstore_writable", ())] == 1
+    assert m[("rmqstore_in_sync_replicas", ())] == 1
+    assert m[("rmqstore_slave_in_sync", (("slave", "broker-a:1"),))] == 1
+    assert ("rmqstore_slave_lag_bytes", (("slave", "broker-a:1"),)) in m
+    lag = sum(v for (name, labels), v in m.items() if name == "rmqstore_consumer_lag_messages"
+              and ("group", "Billing") in labels)
+    assert lag == 400 - 10  # Orders has 4 queues; 10 received and acked
+    assert m[("rmqstore_put_latency_seconds_count", (("status", "PUT_OK"),))] >= 4
+    assert m[("rmqstore_put_latency_seconds_bucket", (("le", "+Inf"), ("status", "PUT_OK")))] \
+        == m[("rmqstore_put_latency_seconds_count", (("status", "PUT_OK"),))]
+    assert m[("rmqstore_flush_latency_seconds_count", ())] >= 1
+    assert m[("rmqstore_flush_failed", ())] == 0
+    disk = [v for (n, _), v in m.items() if n == "rmqstore_disk_used_ratio"]
+    assert disk and all(0 < v < 1 for v in disk)
+
+    s = scrape(slave)
+    assert s[("rmqstore_role", (("role", "SLAVE"),))] == 1
+    wait_until(lambda: scrape(slave)[("rmqstore_dispatched_offset", ())] ==
+               scrape(master)[("rmqstore_commitlog_max_offset", ())], 20, "the slave's reput")
+    assert not any(n == "rmqstore_consumer_lag_messages" for n, _ in s)  # the master keeps it
+    info = [labels for (n, labels) in s if n == "rmqstore_node_info"]
+    assert info == [(("broker_name", "broker-a"), ("cluster", "DefaultCluster"),
+                     ("node_id", "broker-a:1"))]
+
+
+def test_a_node_serves_its_own_console(group):
+    import json
+    import urllib.error
+
+    from tests.integration.harness import TOKEN
+    node = group.master("ASYNC_MASTER", metricsListenAddress="127.0.0.1:0")
+    base = f"http://{node.ready['metrics']}"
+    with urllib.request.urlopen(base + "/", timeout=10) as resp:
+        assert b"rmqstore console" in resp.read()
+    try:
+        urllib.request.urlopen(base + "/api/node", timeout=10)
+        raise AssertionError("the API answered without the token")
+    except urllib.error.HTTPError as e:
+        assert e.code == 401
+    req = urllib.request.Request(base + "/api/node", headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        status = json.load(resp)
+    assert status["node_id"] == "broker-a:0" and status["role"] == "ASYNC_MASTER"
+    assert node.admin().send(messages("T", 3)).status == "PUT_OK"
+    req = urllib.request.Request(base + "/api/messages?topic=T&key=key-1",
+                                 headers={"Authorization": f"Bearer {TOKEN}"})
+
+    def found() -> list:  # reput indexes the keys right after the send
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return [m["keys"] for m in json.load(resp)["messages"]]
+    assert wait_until(found, 10, "the key indexed") == ["key-1"]
