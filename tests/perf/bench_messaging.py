@@ -207,8 +207,8 @@ class NodeProbe:
     def __enter__(self) -> "NodeProbe":
         if self.out:
             self.spy = subprocess.Popen(
-                [PY_SPY, "record", "-p", str(self.procs[0].pid), "-f", "raw", "--gil", "-d",
-                 str(self.seconds), "-o", self.out], stdout=subprocess.DEVNULL,
+                [PY_SPY, "record", "-p", str(self.procs[0].pid), "-f", "raw", "--gil",
+                 "-r", "500", "-d", str(self.seconds), "-o", self.out], stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE)
         self.cpu = [self._cpu(p) for p in self.procs]
         self.wall = time.perf_counter()
