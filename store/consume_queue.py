@@ -28,7 +28,7 @@ import os
 import struct
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from .dispatch import DispatchRequest
 from .fileio import DEFAULT_FILE_IO, FileIO
@@ -437,13 +437,18 @@ class ConsumeQueueStore:
             return cq
 
     def dispatch(self, request: DispatchRequest) -> None:
-        if not request.dispatchable:
-            return  # prepared / rollback transaction records have no queue position
-        # A dict read is atomic under the GIL: only a queue's creation needs the lock.
-        cq = self._queues.get((request.topic, request.queue_id))
-        if cq is None:
-            cq = self.get_or_create(request.topic, request.queue_id)
-        cq.put(request)
+        self.dispatch_many((request,))
+
+    def dispatch_many(self, requests: Sequence[DispatchRequest]) -> None:
+        queues = self._queues
+        for request in requests:
+            if not request.dispatchable:
+                continue  # prepared / rollback transaction records have no queue position
+            # A dict read is atomic under the GIL: only a queue's creation needs the lock.
+            cq = queues.get((request.topic, request.queue_id))
+            if cq is None:
+                cq = self.get_or_create(request.topic, request.queue_id)
+            cq.put(request)
 
     def truncate_dirty(self, phy_offset: int) -> None:
         for cq in self.queues():

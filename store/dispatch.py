@@ -54,6 +54,10 @@ class DispatchRequest:
 
 
 class Dispatcher(Protocol):
+    """Takes each committed record once, in commitlog order, and must skip a repeat of what
+    it already holds (reput re-dispatches after a failure or a restart). One may also offer
+    `dispatch_many(requests)`, the same for a step's records at once (reput.py)."""
+
     def dispatch(self, request: DispatchRequest) -> None: ...
 
 

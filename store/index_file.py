@@ -158,12 +158,17 @@ class IndexFile:
 
     def put_keys(self, keys: list[str], phy_offset: int, store_timestamp: int) -> int:
         """Add every key of one record -> phy_offset, in order; returns how many were added
-        (fewer than len(keys) when the file fills up).
+        (fewer than len(keys) when the file fills up)."""
+        return self.put_entries([(key, phy_offset, store_timestamp) for key in keys])
 
-        This is reput's path (two keys per message: topic#UNIQ_KEY and topic#KEY), so the
-        loop keeps everything in locals and writes the header once, after the entries and
-        slots of all keys (a reader follows index_count, which still moves per key). The bytes
-        written are the same as from one call per key."""
+    def put_entries(self, entries: list[tuple[str, int, int]]) -> int:
+        """Add (key, phy_offset, store_timestamp) entries, in order (records in commitlog
+        order); returns how many were added (fewer than len(entries) when the file fills up).
+
+        This is reput's path (two keys per message: topic#UNIQ_KEY and topic#KEY, a step's
+        records at once), so the loop keeps everything in locals and writes the header once,
+        after the entries and slots of all keys (a reader follows index_count, which still
+        moves per key). The bytes written are the same as from one call per key."""
         mm = self._mm
         slots = self.hash_slot_num
         index_num = self.index_num
@@ -172,7 +177,8 @@ class IndexFile:
         entry_pack = INDEX_ENTRY.pack_into
         n = self.index_count
         done = 0
-        for key in keys:
+        last_phy = last_ts = 0
+        for key, phy_offset, store_timestamp in entries:
             if n >= index_num:
                 break
             if n >= self.capacity:
@@ -180,7 +186,7 @@ class IndexFile:
                     self._grow()
                 except BaseException:
                     if done:  # what this call added stays consistent
-                        self.end_phy_offset, self.end_timestamp = phy_offset, store_timestamp
+                        self.end_phy_offset, self.end_timestamp = last_phy, last_ts
                         self._write_header()
                         self.dirty = True
                     raise
@@ -212,9 +218,10 @@ class IndexFile:
             n += 1
             self.index_count = n
             done += 1
+            last_phy, last_ts = phy_offset, store_timestamp
         if done:
-            self.end_phy_offset = phy_offset
-            self.end_timestamp = store_timestamp
+            self.end_phy_offset = last_phy
+            self.end_timestamp = last_ts
             self._write_header()
             self.dirty = True
         return done

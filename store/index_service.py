@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from typing import Sequence
 
 from .clock import SYSTEM_CLOCK, Clock
 from .codec import KEY_SEPARATOR
@@ -123,28 +124,41 @@ class IndexService:
         return last
 
     def dispatch(self, request: DispatchRequest) -> None:
-        if not request.dispatchable:
+        self.dispatch_many((request,))
+
+    def dispatch_many(self, requests: Sequence[DispatchRequest]) -> None:
+        """Index the keys of `requests` (in commitlog order): topic#UNIQ_KEY and topic#KEY
+        for each key, under one lock and with one header write per file."""
+        entries: list[tuple[str, int, int]] = []
+        add = entries.append
+        for request in requests:
+            if not request.dispatchable:
+                continue
+            uniq = request.uniq_key
+            keys_text = request.keys
+            if not uniq and not keys_text:
+                continue
+            prefix = request.topic + "#"  # build_key, inlined: two keys per message on reput
+            phy, ts = request.commit_log_offset, request.store_timestamp
+            if uniq:
+                add((prefix + uniq, phy, ts))
+            if keys_text:
+                for k in keys_text.split(KEY_SEPARATOR):
+                    if k:
+                        add((prefix + k, phy, ts))
+        if not entries:
             return
-        uniq = request.uniq_key
-        keys_text = request.keys
-        if not uniq and not keys_text:
-            return
-        prefix = request.topic + "#"  # build_key, inlined: two keys per message on reput
-        keys = [prefix + uniq] if uniq else []
-        if keys_text:
-            keys += [prefix + k for k in keys_text.split(KEY_SEPARATOR) if k]
-            if not keys:
-                return
-        phy = request.commit_log_offset
         with self._write_lock:
             f = self._last_for_write()
-            if phy < f.end_phy_offset:
-                return  # indexed before a restart; re-dispatch after recovery repeats it
-            while True:
-                done = f.put_keys(keys, phy, request.store_timestamp)
-                if done == len(keys):
+            end = f.end_phy_offset
+            if entries[0][1] < end:
+                # indexed before a restart; re-dispatch after recovery repeats it
+                entries = [e for e in entries if e[1] >= end]
+            while entries:
+                done = f.put_entries(entries)
+                if done == len(entries):
                     return
-                keys = keys[done:]
+                entries = entries[done:]
                 f = self._new_file(f)  # full: the new file begins where this one ended
 
     # -- reading ----------------------------------------------------------------------------

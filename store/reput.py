@@ -6,6 +6,11 @@ crash could take away) and to the confirm offset when replication requires it. R
 checked (no CRC: recovery already did that) and turned into DispatchRequests by one walk
 (store.commitlog_walk with codec.dispatch_fields, a one-pass check and decode); a BLANK moves
 to the next file. A corrupt record stops reput and is reported, never skipped silently.
+
+The records of one step (up to `batch_bytes`) go to each dispatcher as one batch where it
+takes batches (`dispatch_many`): the index then pays its lock, file lookup and header write
+once per step, not once per record. A dispatcher that fails is retried record by record to
+find where; reput resumes at that record next round.
 """
 from __future__ import annotations
 
@@ -73,47 +78,68 @@ class ReputService(Service):
         offset = self.reput_from_offset
         if offset < self.commitlog.min_offset():
             offset = self.commitlog.min_offset()  # retention removed what reput never reached
-        count = 0
-        dispatched: list[DispatchRequest] = []
-        listening = bool(self.listeners)
-        dispatchers = self.dispatchers
         delay_level_ms = self.delay_level_ms
         # One pass checks and decodes each record (dispatch_fields: the same rules as
-        # check_record); only when it is not one does the walk ask what lies there.
+        # check_record); only when it is not one does the walk ask what lies there. The
+        # requests hold copies (ints and str), so the files are released before dispatch.
         walk = CommitLogWalk(decode=codec.dispatch_fields)
         records = walk.mapped(self.commitlog.queue, offset, self._end(), offset + max_bytes)
         try:
-            for phy, fields in records:
-                req = request_from_fields(fields, phy, delay_level_ms)
-                if req.dispatchable:
-                    try:
-                        for d in dispatchers:
-                            d.dispatch(req)
-                    except Exception as e:  # retried from this record next round
-                        self._dispatch_failed(phy, e)
-                        break
-                if listening:
-                    dispatched.append(req)
-                count += 1
+            requests = [request_from_fields(fields, phy, delay_level_ms)
+                        for phy, fields in records]
         finally:
             records.close()
         offset = walk.offset
-        if walk.stop is Stop.CORRUPT:
+        failed = self._feed(requests) if requests else None
+        if failed is not None:  # retried from that record next round
+            offset = requests[failed].commit_log_offset
+            del requests[failed:]
+        elif walk.stop is Stop.CORRUPT:
             # Also when dispatch_fields refused what check_record calls a record: stop loudly
             # rather than wait forever for the record to appear. EMPTY / NEED_MORE: the rest
             # is not written yet.
             if self.corrupt_at != offset:
                 log.error("reput stopped: corrupt record at offset %d", offset)
             self.corrupt_at = offset
+        count = len(requests)
         self.reput_from_offset = offset
         if count and self.dispatch_error is not None and offset > self._error_at:
             self.dispatch_error = None
             if self.on_error_cleared is not None:
                 self.on_error_cleared()
-        if dispatched:
+        if requests:
             for listener in self.listeners:
-                listener(dispatched)
+                listener(requests)
         return count
+
+    def _feed(self, requests: list[DispatchRequest]) -> int | None:
+        """Hand the requests to every dispatcher in turn, a whole batch to one that has
+        `dispatch_many` (one lock and one header write per batch instead of per record);
+        returns the position of the first request a dispatcher failed on, else None. The
+        dispatchers after a failure get only the requests before it; the ones before it may
+        have gone further, which is safe because a dispatcher skips what it already holds
+        (a consume-queue unit at its index, an index entry below the index's end offset)."""
+        limit = len(requests)
+        failed: int | None = None
+        for d in self.dispatchers:
+            batch = requests if limit == len(requests) else requests[:limit]
+            many = getattr(d, "dispatch_many", None)
+            if many is not None:
+                try:
+                    many(batch)
+                    continue
+                except Exception:  # find the record it fails on, one at a time
+                    pass
+            for i, req in enumerate(batch):
+                if not req.dispatchable:
+                    continue
+                try:
+                    d.dispatch(req)
+                except Exception as e:
+                    self._dispatch_failed(req.commit_log_offset, e)
+                    limit = failed = i
+                    break
+        return failed
 
     def _dispatch_failed(self, offset: int, error: Exception) -> None:
         message = f"dispatch of the record at {offset} failed: {error}"

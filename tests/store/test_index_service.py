@@ -217,3 +217,35 @@ def test_query_while_dispatching(tmp_path):
     t.join()
     assert not errors
     assert svc.query("T", "k", 1000, *ALL) == [i * 100 for i in range(399, -1, -1)]
+
+
+def _file_bytes(svc: IndexService) -> list[bytes]:
+    out = []
+    for f in svc.files():
+        with open(f.path, "rb") as fh:
+            out.append(fh.read())
+    return out
+
+
+def test_dispatch_many_writes_the_bytes_of_one_dispatch_per_record(tmp_path):
+    """Reput hands a step's records as one batch: across rolled files (5 entries each, two or
+    three keys per record, records with no key or not dispatchable) and with a repeat of what
+    is already indexed, the files are byte for byte those of one dispatch per record."""
+    requests = [req(i * 100, keys="" if i % 5 == 4 else f"k{i % 7}" + ("  x" if i % 3 else ""),
+                    uniq=f"U{i}" if i % 4 else None, ts=T0 + i * 1500,
+                    sys_flag=PREPARED if i == 9 else 0)
+                for i in range(40)]
+    steps = [requests[:17], requests[10:]]  # then 10..16 again, like a re-dispatch
+    one_by_one = service(tmp_path / "single", entries=5)
+    for step in steps:
+        for r in step:
+            one_by_one.dispatch(r)
+    batched = service(tmp_path / "batched", entries=5)
+    for step in steps:
+        batched.dispatch_many(step)
+    assert [f.name for f in batched.files()] == [f.name for f in one_by_one.files()]
+    assert len(batched.files()) > 3
+    assert _file_bytes(batched) == _file_bytes(one_by_one)
+    assert batched.query("T", "U13", 10, *ALL) == [1300]
+    one_by_one.close()
+    batched.close()

@@ -118,6 +118,47 @@ def test_a_failing_dispatcher_is_retried_from_the_same_record(parts):
     assert [u[1] for u in parts.units("Orders", 0)] == [a.wrote_offset for a in appends]
 
 
+def test_a_batch_dispatcher_failing_mid_batch_is_retried_from_that_record(parts):
+    """A dispatcher that takes batches (dispatch_many) and fails in the middle of one: reput
+    finds the record record by record, resumes there, and the dispatchers after it saw only
+    the records before it; nothing is dispatched twice into the queues or the index."""
+    errors = []
+    parts.reput.on_error = errors.append
+    appends = parts.put_all(message(i) for i in range(8))
+    seen = []
+
+    class FlakyBatch:
+        fail_at = appends[5].wrote_offset
+
+        def dispatch_many(self, requests):
+            for r in requests:
+                self.dispatch(r)
+
+        def dispatch(self, request):
+            if request.commit_log_offset == self.fail_at:
+                raise OSError("disk full")
+
+    class After:
+        def dispatch(self, request):
+            seen.append(request.commit_log_offset)
+
+    flaky = FlakyBatch()
+    parts.reput.dispatchers[1:1] = [flaky]  # between the consume queues and the index
+    parts.reput.dispatchers.append(After())
+    parts.reput.step()
+    assert parts.reput.reput_from_offset == appends[5].wrote_offset
+    assert "disk full" in errors[0]
+    assert seen == [a.wrote_offset for a in appends[:5]]
+    assert parts.index.query("Orders", "k6", 8, 0, 2 ** 62) == []  # the index is after it
+    flaky.fail_at = -1
+    parts.reput.step()
+    assert parts.reput.reput_from_offset == parts.commitlog.max_offset()
+    assert seen == [a.wrote_offset for a in appends]
+    assert [u[1] for u in parts.units("Orders", 0)] == [a.wrote_offset for a in appends]
+    for i in range(8):
+        assert parts.index.query("Orders", f"k{i}", 8, 0, 2 ** 62) == [appends[i].wrote_offset]
+
+
 def test_reput_skips_what_retention_removed(parts):
     appends = parts.put_all(message(i) for i in range(40))
     first = parts.commitlog.queue.first_file
