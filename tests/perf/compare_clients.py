@@ -170,7 +170,9 @@ def consume(spec: dict, topic: str, group: str, count: int, batch: int,
         from cluster.client import SimpleConsumer
         with _ours_conn(spec) as conn:
             consumer = SimpleConsumer(conn, group, {topic: "*"}, await_duration=1)
-            while got < count and time.monotonic() < deadline:
+            # a stamped run stops at `count` stamped messages: an unstamped one (the topic's
+            # warm message) must not end it one short
+            while (len(lat) if stamped else got) < count and time.monotonic() < deadline:
                 msgs = consumer.receive(batch, 30)
                 now = time.time()
                 if stamped:
@@ -289,9 +291,13 @@ def prepare(spec: dict, topic: str, group: str | None = None) -> None:
         with _ours_conn(spec) as conn:  # route + auto-create, then a consumer group exists
             Producer(conn).send(Message(topic, BODY, tag="warm"))
             if group:
+                # the group takes the warm message now (a long poll: it may not be dispatched
+                # yet), so the timed consumer counts only the messages of its workload
                 from cluster.client import SimpleConsumer
-                c = SimpleConsumer(conn, group, {topic: "*"}, await_duration=0)
-                c.ack_many(c.receive(32, 30))
+                c = SimpleConsumer(conn, group, {topic: "*"}, await_duration=5)
+                deadline = time.monotonic() + 30
+                while not c.ack_many(c.receive(32, 30)) and time.monotonic() < deadline:
+                    pass
 
 
 async def _nats_prepare(spec: dict, topic: str, replicas: int) -> None:
