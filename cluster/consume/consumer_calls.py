@@ -231,9 +231,13 @@ class ConsumerCalls:
                 consumers.topics.ensure(dlq_topic(group), 1)
             if events:
                 consumers.commit(master, events, dead_letters)
-            next_expiry = min((i.invisible_until for (g, t, _), qs in state.queues.items()
-                               if g == group and t == topic for i in qs.inflight.values()),
-                              default=None)
+            # When the long poll waits for a delivery to become visible again. Only an empty
+            # attempt waits, and only these queues can deliver: scanning every in-flight entry
+            # of the state on each receive cost O(deliveries in flight) per call.
+            next_expiry = None if deliveries else min(
+                (i.invisible_until for qid in queues
+                 if (qs := state.queue(group, topic, qid)) is not None
+                 for i in qs.inflight.values()), default=None)
         for qid, x in deliveries:
             m = record_to_v2(x.record)
             sp = m.system_properties

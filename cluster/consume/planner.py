@@ -55,23 +55,28 @@ def plan_queue(queue_id: int, q: QueueState | None, base: int, now_ms: int, want
     plan = QueuePlan(queue_id, base, cursor)
     inflight = q.inflight if q is not None else {}
     plan.skip_to = cursor
-    blocked: set[str] = set()
-    for offset in sorted(inflight):
+    # One pass over what is in flight finds the expired deliveries; only those are sorted
+    # (every receive comes here, and a queue can hold thousands in flight).
+    expired = sorted(o for o, e in inflight.items() if e.invisible_until <= now_ms)
+    gone: set[int] = set()  # dead or vanished: no longer in flight, block nothing
+    for offset in expired:
+        if len(plan.deliveries) >= want:
+            break  # the rest stay in flight (and block their groups, below)
         entry = inflight[offset]
-        if entry.invisible_until > now_ms or len(plan.deliveries) >= want:
-            if entry.message_group:
-                blocked.add(entry.message_group)
-            continue
         record = read_at(offset)
         if record is None:
             plan.vanished.append((offset, entry))
+            gone.add(offset)
         elif entry.attempt >= max_attempts:
             plan.dead.append((offset, entry, record))
+            gone.add(offset)
         else:
             plan.deliveries.append(Delivery(record, offset, entry.attempt + 1, new_handle(),
                                             entry.message_group))
-            if entry.message_group:
-                blocked.add(entry.message_group)
+    # FIFO: a message group with a delivery in flight (still invisible, redelivered now, or
+    # expired but left for a later receive) blocks its later messages
+    blocked = {e.message_group for o, e in inflight.items()
+               if e.message_group and o not in gone} if fifo else set()
     room = want - len(plan.deliveries)
     if room <= 0:
         return plan

@@ -1,8 +1,12 @@
 """The receive planner in memory (no node): what one receive delivers from one queue, with
-redelivery of expired deliveries, dead letters after the last attempt, and FIFO groups."""
+redelivery of expired deliveries, dead letters after the last attempt, and FIFO groups; a
+property test against the earlier full-scan planner as the oracle."""
 from __future__ import annotations
 
-from cluster.consume.planner import plan_queue
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cluster.consume.planner import Delivery, QueuePlan, plan_queue
 from cluster.consume.state import ConsumerState
 from store.get_result import GetMessageResult, GetStatus
 
@@ -77,3 +81,72 @@ def test_nothing_to_hand_out_changes_nothing():
     fresh = plan_queue(0, None, 2, 100, 32, fifo=False, max_attempts=17, new_handle=handles(),
                        read_at=read_at, read_from=read_from)
     assert not fresh.changes_state  # a new group starting at the end, with nothing to read
+
+
+def reference_plan(queue_id, q, base, now_ms, want, *, fifo, max_attempts, new_handle, read_at,
+                   read_from):
+    """The planner before it stopped sorting every in-flight offset: the oracle of the property
+    below (one ascending pass over all of them, blocking groups as it goes)."""
+    cursor = q.cursor if q is not None else base
+    plan = QueuePlan(queue_id, base, cursor)
+    inflight = q.inflight if q is not None else {}
+    plan.skip_to = cursor
+    blocked: set[str] = set()
+    for offset in sorted(inflight):
+        entry = inflight[offset]
+        if entry.invisible_until > now_ms or len(plan.deliveries) >= want:
+            if entry.message_group:
+                blocked.add(entry.message_group)
+            continue
+        record = read_at(offset)
+        if record is None:
+            plan.vanished.append((offset, entry))
+        elif entry.attempt >= max_attempts:
+            plan.dead.append((offset, entry, record))
+        else:
+            plan.deliveries.append(Delivery(record, offset, entry.attempt + 1, new_handle(),
+                                            entry.message_group))
+            if entry.message_group:
+                blocked.add(entry.message_group)
+    room = want - len(plan.deliveries)
+    if room <= 0:
+        return plan
+    result = read_from(cursor, room)
+    for record in result.messages:
+        group = record.properties.get("__SHARDINGKEY", "") if fifo else ""
+        if group and group in blocked:
+            plan.skip_to = max(cursor, record.queue_offset)
+            return plan
+        plan.deliveries.append(Delivery(record, record.queue_offset, 1, new_handle(), group))
+        if group:
+            blocked.add(group)
+    plan.skip_to = max(cursor, result.next_begin_offset)
+    return plan
+
+
+GROUPS = st.sampled_from(["", "", "A", "B", "C"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(groups=st.lists(GROUPS, min_size=0, max_size=30),
+       inflight=st.dictionaries(st.integers(0, 34), st.tuples(
+           st.integers(1, 4), st.integers(0, 200), GROUPS), max_size=20),
+       cursor=st.integers(0, 32), now=st.integers(0, 200), want=st.integers(1, 8),
+       fifo=st.booleans(), max_attempts=st.integers(1, 4))
+def test_the_planner_decides_what_the_full_scan_decided(groups, inflight, cursor, now, want, fifo,
+                                                         max_attempts):
+    """Random queues, in-flight deliveries (some expired, some exhausted, some past the end
+    of the queue: vanished), FIFO or not: the same deliveries, handles, dead letters,
+    vanished entries and cursor as the planner that scanned every in-flight offset."""
+    read_at, read_from = reader(groups)
+    state = ConsumerState()
+    key = {"group": "G", "topic": "T", "queue": 0}
+    state.apply({"kind": "pop", **key, "base": 0, "until": 0, "skip_to": cursor, "items": []})
+    for handle, (offset, (attempt, until, group)) in enumerate(sorted(inflight.items()), 1):
+        state.apply({"kind": "pop", **key, "base": 0, "until": until, "skip_to": cursor,
+                     "items": [[offset, attempt, handle, group]]})
+    q = state.queue("G", "T", 0)
+    args = dict(fifo=fifo, max_attempts=max_attempts, read_at=read_at, read_from=read_from)
+    got = plan_queue(0, q, 0, now, want, new_handle=handles(), **args)
+    expected = reference_plan(0, q, 0, now, want, new_handle=handles(), **args)
+    assert got == expected
