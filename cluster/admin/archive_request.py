@@ -2,7 +2,6 @@
 archive now (cluster/archive/shipper.py), and waits for the archive's acknowledgements."""
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 import grpc
@@ -34,12 +33,7 @@ def ship_to_archive(node: "AdminNode", req: pb.ShipToArchiveRequest) -> pb.ShipT
     sealed_end = max((f.offset + f.size for f in shipper.source.files() if f.sealed), default=0)
     wanted = min(req.up_to_offset, sealed_end) if req.up_to_offset else sealed_end
     shipper.request(wanted)
-    deadline = time.monotonic() + (req.wait_ms or DEFAULT_WAIT_MS) / 1000.0
-    while True:
-        released = shipper.released_up_to() or 0
-        if released >= wanted or time.monotonic() >= deadline:
-            break
-        time.sleep(0.05)
+    released = shipper.wait_released(wanted, (req.wait_ms or DEFAULT_WAIT_MS) / 1000.0)
     s = shipper.stats
     return pb.ShipToArchiveResponse(archived_up_to=released, requested_up_to=wanted,
                                     done=released >= wanted, files_shipped=s.files,

@@ -133,6 +133,9 @@ class ArchiveShipper(Service):
         self.stats = ShipStats()
         self.requested_up_to = 0
         self._lock = threading.Lock()
+        # notified (under _lock) whenever a file gets a verdict: wait_released sleeps on it
+        self._verdict_added = threading.Condition(self._lock)
+        self._verdict_count = 0
         self._channel = open_channel(config.address, tls)
         self._stub = pb_grpc.ArchiveStub(self._channel)
         self._log = RefusalLog(log, logging.WARNING, self.clock)
@@ -146,6 +149,22 @@ class ArchiveShipper(Service):
         with self._lock:
             verdicts = dict(self.verdicts)
         return released_up_to(self.source.files(), verdicts)
+
+    def wait_released(self, up_to: int, timeout_s: float) -> int:
+        """Block until released_up_to() reaches `up_to` or `timeout_s` passed; returns it (0
+        while this node does not ship). Woken by each verdict, and every second regardless
+        (retention may remove a file meanwhile, which also moves the answer)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                seen = self._verdict_count
+            released = self.released_up_to() or 0
+            remaining = deadline - time.monotonic()
+            if released >= up_to or remaining <= 0:
+                return released
+            with self._verdict_added:
+                self._verdict_added.wait_for(lambda: self._verdict_count != seen,
+                                             min(remaining, 1.0))
 
     def request(self, up_to: int) -> None:
         """Ship every sealed file below `up_to` now (an operator's request)."""
@@ -176,6 +195,8 @@ class ArchiveShipper(Service):
             return None
         with self._lock:
             self.verdicts[f.offset] = verdict
+            self._verdict_count += 1
+            self._verdict_added.notify_all()
         return f
 
     def on_stop(self) -> None:
