@@ -129,9 +129,11 @@ class MessageStore:
         self._valid_topics_sys: set[str] = set()
         self.extra_services: list = []  # retention, schedule: attached by their modules
         # Injected by the node (store/retention_guard.py): what consumer groups still need,
-        # and (the archive's hook, unset until there is one) what an archive holds.
+        # and (the archive's hooks, unset until there is one) how far the archive answered
+        # for the files and how far it holds them.
         self.consumer_progress: ConsumerProgress = no_consumers
         self.archived_up_to: ArchivedUpTo | None = None
+        self.archive_held_up_to: ArchivedUpTo | None = None
         self.recovery_report: recovery.RecoveryReport | None = None
         self._loaded = False
         self._started = False

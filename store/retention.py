@@ -314,7 +314,9 @@ class RetentionService(Service):
         before = view.unconsumed_below(start)
         holders = {g: n - before.get(g, 0) for g, n in removed.items()
                    if n < 0 or n - before.get(g, 0) > 0}
-        hook = self.store.archived_up_to
+        # only a copy in the archive excuses deleting what a group has not read: a file the
+        # archive refused counts as answered for time-based expiry, not here
+        hook = self.store.archive_held_up_to
         archived = hook() if hook is not None else None
         held = bool(holders) and not (archived is not None and archived >= end)
         if held and self.config.disk_pressure_policy != DELETE_OLDEST:

@@ -13,9 +13,12 @@ The store knows no consumer groups (it imports nothing from cluster/): the node 
   groups subscribe to, with the next queue offset the group will consume; None when progress
   is unknown (a slave keeps no consumer state): then nothing is deleted early;
 - `archived_up_to` (the hook for the archive, cluster/archive/shipper.py): a callable
-  returning the commitlog offset below which the archive answered for every file, or None
-  while this node does not ship. Time-based expiry waits for it; a file wholly below it may be
-  deleted early even with unconsumed messages (they are still counted). No archive: None.
+  returning the commitlog offset below which the archive answered for every file (held it, or
+  refused it for good), or None while this node does not ship. Time-based expiry waits for
+  it. No archive: None.
+- `archive_held_up_to`: the same, counting only files the archive holds. Under disk pressure
+  a file wholly below it may be deleted early even with unconsumed messages (they are still
+  counted): the archive has a copy. No archive: None.
 
 Who counts as subscribed (what a RocketMQ operator expects from consumerOffset.json): a group
 with a committed position on a queue, or on another queue of the same topic (a queue it never

@@ -13,8 +13,9 @@ Files go oldest first, one at a time (the archive takes a group's files in offse
 What the archive answered about a file is its `Verdict`: HELD (stored, or held already) or
 REFUSED (it will never take it: older than its newest file, or a different file at the same
 offset; the refusal is logged and the file is let go). `released_up_to` is the end of the run
-of files from the oldest one on that are HELD or REFUSED: retention waits for the archive
-below that point only.
+of files from the oldest one on that are HELD or REFUSED: time-based retention waits for the
+archive below that point only. `held_up_to` counts HELD files alone: only below it does the
+archive keep a copy, so only there may disk pressure delete messages no consumer has read.
 """
 from __future__ import annotations
 
@@ -49,15 +50,22 @@ class ShipRules:
             raise ValueError("fileReservedTime and archiveShipAheadHours must be >= 0")
 
 
-def released_up_to(files: Iterable[LocalFile], verdicts: Mapping[int, Verdict]) -> int:
-    """The end of the leading run of files the archive has answered for (HELD or REFUSED); the
-    first file's offset when it has not answered for that one (0 without files)."""
+def released_up_to(files: Iterable[LocalFile], verdicts: Mapping[int, Verdict],
+                   counted: frozenset[Verdict] = frozenset(Verdict)) -> int:
+    """The end of the leading run of files whose verdict is in `counted` (default: any
+    answer, HELD or REFUSED); the first file's offset when that one has none (0 without
+    files)."""
     end = None
     for f in files:
-        if f.offset not in verdicts:
+        if verdicts.get(f.offset) not in counted:
             return f.offset if end is None else end
         end = f.offset + f.size
     return 0 if end is None else end
+
+
+def held_up_to(files: Iterable[LocalFile], verdicts: Mapping[int, Verdict]) -> int:
+    """The end of the leading run of files the archive holds (HELD only)."""
+    return released_up_to(files, verdicts, frozenset({Verdict.HELD}))
 
 
 def next_to_ship(files: Iterable[LocalFile], verdicts: Mapping[int, Verdict], now_ms: int,

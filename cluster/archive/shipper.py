@@ -43,7 +43,8 @@ from store.layout import offset_file_name
 from store.retention import file_time_ms
 from store.service import Service
 
-from cluster.archive.ship_plan import LocalFile, ShipRules, Verdict, next_to_ship, released_up_to
+from cluster.archive.ship_plan import (LocalFile, ShipRules, Verdict, held_up_to, next_to_ship,
+                                       released_up_to)
 from cluster.archive.shipping_config import ShippingConfig
 from cluster.archive.upload import file_crc32c
 from cluster.security.member_proof import ARCHIVE_SHIP, MembershipRefused
@@ -149,6 +150,16 @@ class ArchiveShipper(Service):
         with self._lock:
             verdicts = dict(self.verdicts)
         return released_up_to(self.source.files(), verdicts)
+
+    def held_up_to(self) -> int | None:
+        """The store's archive_held_up_to hook: None while this node does not ship, else the
+        offset below which the archive holds every file (a refused file ends the run: the
+        archive has no copy of it)."""
+        if not self.ships_now():
+            return None
+        with self._lock:
+            verdicts = dict(self.verdicts)
+        return held_up_to(self.source.files(), verdicts)
 
     def wait_released(self, up_to: int, timeout_s: float) -> int:
         """Block until released_up_to() reaches `up_to` or `timeout_s` passed; returns it (0

@@ -12,7 +12,8 @@ from store.clock import ManualClock
 from cluster.archive.archive import Archive
 from cluster.archive.archive_config import ArchiveConfig
 from cluster.archive.archive_retention import ArchiveRetention
-from cluster.archive.ship_plan import LocalFile, ShipRules, Verdict, next_to_ship, released_up_to
+from cluster.archive.ship_plan import (LocalFile, ShipRules, Verdict, held_up_to, next_to_ship,
+                                       released_up_to)
 from cluster.archive.upload import UploadHeader
 from cluster.security.member_gate import MemberCredentials
 from tests.store.retention_env import FILE, NEXT_DAY_0405, NEXT_DAY_1400, NOON, Disk, Env
@@ -36,6 +37,9 @@ def test_the_oldest_due_file_ships_first_and_verdicts_release_retention():
     assert released_up_to(files, {0: Verdict.HELD}) == 10
     assert released_up_to(files, {10: Verdict.HELD}) == 0  # the run starts at the oldest file
     assert released_up_to(files, done) == 20
+    # the archive answered for both files but holds only the first: no copy of the second
+    assert held_up_to(files, done) == 10
+    assert held_up_to(files, {0: Verdict.REFUSED, 10: Verdict.HELD}) == 0
     with pytest.raises(ValueError):
         ShipRules(-1, 0)
 

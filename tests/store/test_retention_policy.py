@@ -100,11 +100,27 @@ def test_topics_nobody_consumes_count_as_consumed(tmp_path, policy):
         e.close()
 
 
+def test_a_file_the_archive_refused_is_not_deleted_early_with_unconsumed_messages(tmp_path):
+    """The archive answered for the first file but refused it (it keeps no copy): time-based
+    expiry may go on, but disk pressure must not delete messages nobody read and nobody
+    archived."""
+    e, _, _ = pressured(tmp_path, "protect-unconsumed")
+    try:
+        second = e.store.commitlog.files()[1]
+        e.store.archived_up_to = lambda: second.file_from_offset  # answered: refused
+        e.store.archive_held_up_to = lambda: 0  # holds nothing
+        rnd = e.step()
+        assert rnd.deleted == [] and rnd.unconsumed_deleted == {}
+        assert rnd.protected == {"G": rnd.protected["G"]} and rnd.protected["G"] > 0
+    finally:
+        e.close()
+
+
 def test_archive_hook_allows_early_deletion(tmp_path):
     e, _, in_first = pressured(tmp_path, "protect-unconsumed")
     try:
         second = e.store.commitlog.files()[1]
-        e.store.archived_up_to = lambda: second.file_from_offset  # the first file is archived
+        e.store.archive_held_up_to = lambda: second.file_from_offset  # the archive holds file 1
         rnd = e.step()
         assert len(rnd.deleted) == 1 and rnd.unconsumed_deleted == {"G": in_first}
         assert rnd.protected  # the second file is not archived: kept, writes refused
