@@ -154,12 +154,7 @@ class IndexFile:
     # -- writing ----------------------------------------------------------------------------
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         """Add `key` -> phy_offset; False when the file is full."""
-        return self.put_keys([key], phy_offset, store_timestamp) == 1
-
-    def put_keys(self, keys: list[str], phy_offset: int, store_timestamp: int) -> int:
-        """Add every key of one record -> phy_offset, in order; returns how many were added
-        (fewer than len(keys) when the file fills up)."""
-        return self.put_entries([(key, phy_offset, store_timestamp) for key in keys])
+        return self.put_entries([(key, phy_offset, store_timestamp)]) == 1
 
     def put_entries(self, entries: list[tuple[str, int, int]]) -> int:
         """Add (key, phy_offset, store_timestamp) entries, in order (records in commitlog
@@ -168,7 +163,7 @@ class IndexFile:
         This is reput's path (two keys per message: topic#UNIQ_KEY and topic#KEY, a step's
         records at once), so the loop keeps everything in locals and writes the header once,
         after the entries and slots of all keys (a reader follows index_count, which still
-        moves per key). The bytes written are the same as from one call per key."""
+        moves per key). The bytes written are the same as from one put_key per key."""
         mm = self._mm
         slots = self.hash_slot_num
         index_num = self.index_num

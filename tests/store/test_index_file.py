@@ -177,8 +177,8 @@ def test_failed_flush_raises_and_stays_dirty(tmp_path):
     assert f.destroy(0, 0) and not os.path.exists(tmp_path / NAME)
 
 
-def test_put_keys_writes_the_same_bytes_as_put_key(tmp_path):
-    """put_keys (reput's batch path) must leave exactly the bytes of put_key one by one,
+def test_put_entries_writes_the_same_bytes_as_put_key(tmp_path):
+    """put_entries (reput's batch path) must leave exactly the bytes of put_key one by one,
     including a stale slot, a key whose hash is Integer.MIN_VALUE and a file filling up."""
     slots, entries = 7, 9
     (tmp_path / "a").mkdir()
@@ -196,7 +196,7 @@ def test_put_keys_writes_the_same_bytes_as_put_key(tmp_path):
             if not one.put_key(k, phy, ts):
                 break
             stored += 1
-        assert many.put_keys(keys, phy, ts) == stored
+        assert many.put_entries([(k, phy, ts) for k in keys]) == stored
     assert one.is_full and many.is_full
     assert bytes(one._mm) == bytes(many._mm)
     assert (one.hash_slot_count, one.index_count, one.end_phy_offset, one.end_timestamp) == \

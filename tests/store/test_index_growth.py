@@ -70,10 +70,10 @@ def test_no_space_for_a_step_is_a_clean_refusal(tmp_path):
     put(f, 1, STEP - 1)
     io.full = True
     with pytest.raises(CreateFileError, match="No space"):
-        f.put_keys(["T#a", "T#b"], 5000, T0 + 50)
+        f.put_entries([("T#a", 5000, T0 + 50), ("T#b", 5000, T0 + 50)])
     assert f.index_count == STEP  # nothing half-written, the header says so
     io.full = False
-    assert f.put_keys(["T#a", "T#b"], 5000, T0 + 50) == 2
+    assert f.put_entries([("T#a", 5000, T0 + 50), ("T#b", 5000, T0 + 50)]) == 2
     assert f.select_phy_offsets("T#b", 4, 0, 2**62) == [5000]
     f.close()
 
