@@ -2,6 +2,7 @@
 under the group's key, and that nobody without the key can make one."""
 from __future__ import annotations
 
+import hmac
 import zlib
 
 import pytest
@@ -24,6 +25,15 @@ def test_the_text_layout():
     prefix, queue_id, offset, handle, check = text.split(":")
     assert (prefix, queue_id, offset, handle) == ("R2", "3", "42", "7")
     assert len(check) == 32 and int(check, 16) >= 0
+
+
+def test_the_check_is_hmac_sha256_of_the_fields_truncated_to_16_bytes():
+    """The same bytes as before the keyed-copy form (hmac.digest, one shot): handles issued by
+    a node of the previous version stay valid after an upgrade, under either of two keys."""
+    for key in (KEY, b"another-key", KEY):
+        check = receipt.encode(key, "T", "G", 3, 42, 7).rpartition(":")[2]
+        expected = hmac.digest(key, b"R2:3:42:7\x00T\x00G", "sha256")[:16].hex().upper()
+        assert check == expected
 
 
 def test_a_handle_made_without_the_key_is_refused():
