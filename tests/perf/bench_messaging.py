@@ -40,9 +40,10 @@ from dataclasses import dataclass
 import psutil
 
 from cluster.client import BatchingConfig
-from tests.integration.harness import Group, free_port, in_sync, wait_until
+from tests.integration.harness import Group, NodeProcess, free_port, in_sync, wait_until
 
 from . import messaging_load as load
+from .host_load import CpuWindow, StealWindow
 from .bench_store import (REPO_ROOT, Context, fmt_value, load_json, percentile,
                           save_and_compare, to_json)
 
@@ -105,33 +106,10 @@ def bench_scenario(ctx: Context, scenario: str, plan: Plan, py_spy_dir: str | No
     print(f"\n{title}:", flush=True)
     root = ctx.tmpdir(scenario)
     group, master = start_group(root, scenario, plan)
-    addr = master.address
     try:
-        probe = NodeProbe([n.pid for n in group.nodes], plan.seconds, py_spy_dir, scenario)
-        rate = load.batched_send_rate(addr, "BenchBatch", plan.producers, plan.batch,
-                                      plan.seconds, probe=probe)
-        add_rate(ctx, f"{scenario}_send_batch", f"send_batch({plan.batch}) x {plan.producers} "
-                 f"threads", rate, 30_000 if scenario == "sync" else None)
-        probe.report(ctx, scenario)
-        config = BatchingConfig(max_messages=plan.batch, max_in_flight=plan.producers)
-        rate = load.batching_producer_rate(addr, "BenchAsync", plan.producers, plan.seconds, config)
-        add_rate(ctx, f"{scenario}_send_async", f"BatchingProducer x {plan.producers} threads", rate)
-        add_latency(ctx, f"{scenario}_latency", "single send latency",
-                    load.send_latencies(addr, "BenchLatency", plan.latency_samples), 5.0)
-        produced = ctx.results[f"{scenario}_send_batch"].value
-        for batch in sorted({32, plan.batch}):
-            if not bench_receive_ack(ctx, scenario, plan, addr, batch, produced):
-                break
-        out = load.official_send(addr, "BenchOfficial", plan.official_messages)
-        if "error" in out:
-            print(f"  official client: failed: {out['error']}")
-        else:
-            note = f"client {out['client_version']}" + (
-                f"; {out['errors']} errors, first: {out['first_error']}" if out["errors"] else "")
-            ctx.add(f"{scenario}_official", "official client, sequential send",
-                    out["sent"] / out["seconds"], "msg/s", note=note)
-            add_latency(ctx, f"{scenario}_official_latency", "official client send latency",
-                        out["latencies_ms"], None)
+        with StealWindow() as steal:
+            scenario_figures(ctx, scenario, plan, group, master, py_spy_dir)
+        add_steal(ctx, scenario, steal)
     except BaseException:
         print(group.logs(20), file=sys.stderr)
         raise
@@ -143,15 +121,47 @@ def bench_scenario(ctx: Context, scenario: str, plan: Plan, py_spy_dir: str | No
                 r.label = f"{scenario}: {r.label}"
 
 
+def scenario_figures(ctx: Context, scenario: str, plan: Plan, group: Group, master: NodeProcess,
+                     py_spy_dir: str | None) -> None:
+    addr = master.address
+    probe = NodeProbe([n.pid for n in group.nodes], plan.seconds, py_spy_dir, scenario)
+    rate = load.batched_send_rate(addr, "BenchBatch", plan.producers, plan.batch,
+                                  plan.seconds, probe=probe)
+    add_rate(ctx, f"{scenario}_send_batch", f"send_batch({plan.batch}) x {plan.producers} "
+             f"threads", rate, 30_000 if scenario == "sync" else None)
+    probe.report(ctx, scenario)
+    config = BatchingConfig(max_messages=plan.batch, max_in_flight=plan.producers)
+    rate = load.batching_producer_rate(addr, "BenchAsync", plan.producers, plan.seconds, config)
+    add_rate(ctx, f"{scenario}_send_async", f"BatchingProducer x {plan.producers} threads", rate)
+    add_latency(ctx, f"{scenario}_latency", "single send latency",
+                load.send_latencies(addr, "BenchLatency", plan.latency_samples), 5.0)
+    produced = ctx.results[f"{scenario}_send_batch"].value
+    for batch in sorted({32, plan.batch}):
+        if not bench_receive_ack(ctx, scenario, plan, addr, batch, produced, master.pid):
+            break
+    out = load.official_send(addr, "BenchOfficial", plan.official_messages)
+    if "error" in out:
+        print(f"  official client: failed: {out['error']}")
+    else:
+        note = f"client {out['client_version']}" + (
+            f"; {out['errors']} errors, first: {out['first_error']}" if out["errors"] else "")
+        ctx.add(f"{scenario}_official", "official client, sequential send",
+                out["sent"] / out["seconds"], "msg/s", note=note)
+        add_latency(ctx, f"{scenario}_official_latency", "official client send latency",
+                    out["latencies_ms"], None)
+
+
 def bench_receive_ack(ctx: Context, scenario: str, plan: Plan, addr: str, batch: int,
-                      produced: float) -> bool:
+                      produced: float, master_pid: int) -> bool:
     """receive(batch) + one AckMessage per batch, next to the produce rate of the same scenario
     measured just before (send_batch): the consume path must keep up with producers (target:
     at least 0.8x). False when the server does not implement ReceiveMessage."""
     topic = f"BenchReceive{batch}"
     load.fill(addr, topic, plan.receive_messages)
-    rate = load.receive_ack_rate(addr, topic, plan.receive_messages, threads=plan.producers,
-                                 batch=batch, limit_s=plan.seconds * 3)
+    with CpuWindow({"server": master_pid, "client": os.getpid()}) as cpu:
+        rate = load.receive_ack_rate(addr, topic, plan.receive_messages,
+                                     threads=plan.producers, batch=batch,
+                                     limit_s=plan.seconds * 3)
     if rate is None:
         print("  receive/ack: skipped, the server answers ReceiveMessage with NOT_IMPLEMENTED")
         return False
@@ -159,23 +169,52 @@ def bench_receive_ack(ctx: Context, scenario: str, plan: Plan, addr: str, batch:
     add_rate(ctx, key, f"receive({batch}) + ack x {plan.producers} threads", rate)
     ctx.add(f"{key}_ratio", f"  receive({batch}) + ack / send_batch({plan.batch})",
             rate.value / max(produced, 1e-9), "x", 0.8)
+    add_receive_cpu(ctx, key, "master", cpu, rate)
     return True
+
+
+def add_receive_cpu(ctx: Context, key: str, server: str, cpu: CpuWindow,
+                    rate: load.Rate) -> None:
+    """CPU per consumed message of the server process and of this (client) process over the
+    whole receive + ack run: the node's figure next to the bare service's is what the node's
+    own work adds to gRPC's per-message stream, the floor of both."""
+    per = cpu.per_message(rate.count)
+    ctx.add(f"{key}_cpu_server", f"  {server} CPU per message (receive + ack)", per["server"],
+            "us", higher_is_better=False)
+    ctx.add(f"{key}_cpu_client", "  client CPU per message (receive + ack)", per["client"],
+            "us", higher_is_better=False)
+
+
+def add_steal(ctx: Context, key: str, steal: StealWindow, label: str = "") -> None:
+    """The host's share of the CPU (steal) during a section: figures of a section with high
+    steal are lower for reasons outside this machine (tests/perf/host_load.py)."""
+    if steal.share is not None:
+        ctx.add(f"{key}_steal", f"{label}CPU stolen by the host during these figures",
+                100 * steal.share, "%", higher_is_better=False)
 
 
 def bench_baseline(ctx: Context, plan: Plan) -> None:
     print("\nbaseline, bare gRPC MessagingService (no store) in its own process:", flush=True)
     server = load.BareServer(free_port())
     try:
-        rate = load.batched_send_rate(server.address, "Bare", plan.producers, plan.batch,
-                                      plan.seconds)
-        add_rate(ctx, "bare_send_batch", f"bare: send_batch({plan.batch}) x {plan.producers} "
-                 f"threads", rate)
-        for batch in sorted({32, plan.batch}):
-            rate = load.receive_ack_rate(server.address, "Bare", plan.receive_messages,
-                                         threads=plan.producers, batch=batch,
-                                         limit_s=plan.seconds * 3)
-            add_rate(ctx, f"bare_receive_ack{'' if batch == 32 else f'_{batch}'}",
-                     f"bare: receive({batch}) + ack x {plan.producers} threads", rate)
+        with StealWindow() as steal:
+            produced = load.batched_send_rate(server.address, "Bare", plan.producers,
+                                              plan.batch, plan.seconds)
+            add_rate(ctx, "bare_send_batch", f"bare: send_batch({plan.batch}) x "
+                     f"{plan.producers} threads", produced)
+            for batch in sorted({32, plan.batch}):
+                key = f"bare_receive_ack{'' if batch == 32 else f'_{batch}'}"
+                with CpuWindow({"server": server.proc.pid, "client": os.getpid()}) as cpu:
+                    rate = load.receive_ack_rate(server.address, "Bare", plan.receive_messages,
+                                                 threads=plan.producers, batch=batch,
+                                                 limit_s=plan.seconds * 3)
+                add_rate(ctx, key, f"bare: receive({batch}) + ack x {plan.producers} threads",
+                         rate)
+                # the ceiling of the consume target over the v2 stream: no store at all
+                ctx.add(f"{key}_ratio", f"bare:   receive({batch}) + ack / send_batch("
+                        f"{plan.batch})", rate.value / max(produced.value, 1e-9), "x")
+                add_receive_cpu(ctx, key, "bare server", cpu, rate)
+        add_steal(ctx, "bare", steal, "bare: ")
         samples = load.bare_unary(server.address, plan.latency_samples)
         ctx.add("bare_unary_rate", "bare: sequential raw unary calls",
                 len(samples) / (sum(samples) / 1000), "calls/s")

@@ -37,6 +37,7 @@ class Rate:
     value: float  # messages (or calls) per second
     errors: int = 0
     first_error: str = ""
+    count: int = 0  # messages counted (set where the caller needs it: CPU per message)
 
 
 def connect(endpoint: str) -> Connection:
@@ -195,7 +196,8 @@ def receive_ack_rate(endpoint: str, topic: str, total: int, threads: int, batch:
         for w in workers:
             w.join(limit_s + 60)
         elapsed = time.perf_counter() - start
-    return Rate(sum(counts) / elapsed, len(errors), str(errors[0]) if errors else "")
+    return Rate(sum(counts) / elapsed, len(errors), str(errors[0]) if errors else "",
+                count=sum(counts))
 
 
 def official_send(endpoint: str, topic: str, count: int) -> dict:
