@@ -14,12 +14,15 @@ Figures per scenario:
   latency p50/p99  ms of sequential single-message Producer.send (target p99 < 5 ms)
   receive/ack    msg/s, SimpleConsumer threads: ReceiveMessage(32) + one AckMessage per batch,
                  and the same with `--batch` messages per receive; each with its ratio to
-                 send_batch of the same scenario in the same run (target: >= 0.8x)
+                 send_batch of the same scenario in the same run (target: >= 0.8x) and the
+                 CPU per consumed message of the master and of the client process
   official       msg/s of the official Python client's sequential sends (subprocess)
 Baselines in the same run: the bare service (gRPC + protobuf, no store, on the node's asyncio
 serving layer) answering the same
 send_batch load and the same receive + ack load (the ceiling of the per-message server stream
-of ReceiveMessage), and sequential raw unary calls to it (calls/s, p50/p99).
+of ReceiveMessage: its own receive/send ratio, and its CPU per consumed message next to the
+node's), and sequential raw unary calls to it (calls/s, p50/p99). Each scenario and the
+baseline also print the share of CPU the host stole meanwhile (tests/perf/host_load.py).
 
 Not a test: nothing asserts on time. The machine is shared and noisy; compare figures measured
 side by side in one run, and runs with --compare (see tests/perf/README.md).
