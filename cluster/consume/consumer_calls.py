@@ -169,7 +169,7 @@ class ConsumerCalls:
         queues = [(first + i) % count for i in range(count)]
         clock = self._clock
 
-        def attempt() -> Attempt[list[d.Message]]:
+        def attempt() -> Attempt[list[s.ReceiveMessageResponse]]:
             master = consumers.ensure_loaded()  # the role may change while the call waits
             deliveries, next_expiry = self._take(master, group, info, topic, queues, filt,
                                                  batch, invisible)
@@ -179,7 +179,8 @@ class ConsumerCalls:
         return attempt, poll_ms / 1000.0, Interest(topic, group, TagFilter.parse(filt).codes,
                                                    batch)
 
-    def _received(self, deliveries: list[d.Message]) -> list[s.ReceiveMessageResponse]:
+    def _received(self, deliveries: list[s.ReceiveMessageResponse]
+                  ) -> list[s.ReceiveMessageResponse]:
         if not deliveries:
             return [s.ReceiveMessageResponse(status=d.Status(code=d.MESSAGE_NOT_FOUND,
                                                              message="no new message"))]
@@ -189,13 +190,17 @@ class ConsumerCalls:
         now.FromMilliseconds(self._clock.now_ms())
         return [s.ReceiveMessageResponse(status=OK),
                 s.ReceiveMessageResponse(delivery_timestamp=now),
-                *(s.ReceiveMessageResponse(message=m) for m in deliveries)]
+                *deliveries]
 
     def _take(self, master, group: str, info, topic: str, queues: list[int], filt: str | None,
-              batch: int, invisible_ms: int) -> tuple[list[d.Message], int | None]:
+              batch: int, invisible_ms: int
+              ) -> tuple[list[s.ReceiveMessageResponse], int | None]:
+        """Plans and records the deliveries of one attempt; returns their responses (each
+        message built in place) and, for an empty attempt, when a delivery in flight on these
+        queues becomes visible again."""
         consumers = self.consumers
         store = consumers.store
-        out: list[d.Message] = []
+        out: list[s.ReceiveMessageResponse] = []
         with consumers.lock:
             state = consumers.state
             now = self._clock.now_ms()
@@ -238,15 +243,15 @@ class ConsumerCalls:
                 (i.invisible_until for qid in queues
                  if (qs := state.queue(group, topic, qid)) is not None
                  for i in qs.inflight.values()), default=None)
+        invisible = Duration(seconds=invisible_ms // 1000, nanos=invisible_ms % 1000 * 1_000_000)
         for qid, x in deliveries:
-            m = record_to_v2(x.record)
-            sp = m.system_properties
+            response = s.ReceiveMessageResponse()
+            sp = record_to_v2(x.record, out=response.message).system_properties
             sp.receipt_handle = receipt.encode(self.receipt_key, topic, group, qid, x.offset,
                                                x.handle)
             sp.delivery_attempt = x.attempt
-            sp.invisible_duration.CopyFrom(Duration(seconds=invisible_ms // 1000,
-                                                    nanos=invisible_ms % 1000 * 1_000_000))
-            out.append(m)
+            sp.invisible_duration.CopyFrom(invisible)
+            out.append(response)
         return out, next_expiry
 
     # -- AckMessage ---------------------------------------------------------------------------

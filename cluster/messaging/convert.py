@@ -381,7 +381,10 @@ def message_type_of(props: dict[str, str], sys_flag: int = 0) -> int:
     return d.NORMAL
 
 
-def record_to_v2(record: MessageRecord, namespace: str = "") -> d.Message:
+def record_to_v2(record: MessageRecord, namespace: str = "",
+                 out: d.Message | None = None) -> d.Message:
+    """The delivered form of `record`; filled into `out` when given (a ReceiveMessageResponse's
+    `message`: a delivery built in place is not copied, body and all, into its response)."""
     props = record.properties
     body = delivered_body(record)
     sp = d.SystemProperties(
@@ -408,8 +411,15 @@ def record_to_v2(record: MessageRecord, namespace: str = "") -> d.Message:
     if deliver.isdigit():
         sp.delivery_timestamp.CopyFrom(_ms_timestamp(int(deliver)))
     user = {k: v for k, v in props.items() if k not in _HIDDEN_ON_DELIVERY}
-    return d.Message(topic=d.Resource(name=record.topic, resource_namespace=namespace),
-                     user_properties=user, system_properties=sp, body=body)
+    if out is None:
+        return d.Message(topic=d.Resource(name=record.topic, resource_namespace=namespace),
+                         user_properties=user, system_properties=sp, body=body)
+    out.topic.name = record.topic
+    out.topic.resource_namespace = namespace
+    out.user_properties.update(user)
+    out.system_properties.CopyFrom(sp)
+    out.body = body
+    return out
 
 
 def records_to_v2(records: Iterable[MessageRecord], namespace: str = "") -> list[d.Message]:

@@ -120,6 +120,23 @@ def test_compressed_record_is_delivered_inflated():
     assert m.system_properties.body_digest.checksum == f"{zlib.crc32(b'big' * 100):08X}"
 
 
+@pytest.mark.parametrize("rec", [
+    record({"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "01AB", "color": "red",
+            "__SHARDINGKEY": "g1", "TIMER_DELIVER_MS": "1700000009000"}),
+    record({}, reconsume=2),
+    record({}, body=zlib.compress(b"big" * 100), sys_flag=SysFlag.COMPRESSED)])
+@pytest.mark.parametrize("namespace", ["", "ns"])
+def test_a_delivery_built_in_its_response_equals_the_built_one(rec, namespace):
+    """ReceiveMessage builds each message inside its response (no copy of the body): the
+    same message as record_to_v2 builds on its own, the oracle."""
+    from proto.apache.rocketmq.v2 import service_pb2 as s
+    response = s.ReceiveMessageResponse()
+    filled = convert.record_to_v2(rec, namespace, out=response.message)
+    assert filled is response.message
+    assert response.message == convert.record_to_v2(rec, namespace)
+    assert response.WhichOneof("content") == "message"
+
+
 def test_send_response_entries():
     from cluster.messaging.send import send_response
     _, msgs = to_store_messages([msg(message_id="a"), msg(message_id="b")], LIMITS, NOW)
