@@ -120,21 +120,49 @@ def test_compressed_record_is_delivered_inflated():
     assert m.system_properties.body_digest.checksum == f"{zlib.crc32(b'big' * 100):08X}"
 
 
+def built_apart(rec: MessageRecord, namespace: str) -> d.Message:
+    """The oracle: the delivered message as record_to_v2 used to build it, every part with its
+    own constructor and then copied into its parent."""
+    props = rec.properties
+    body = convert.delivered_body(rec)
+
+    def ts(ms: int) -> Timestamp:
+        return Timestamp(seconds=ms // 1000, nanos=ms % 1000 * 1_000_000)
+    sp = d.SystemProperties(
+        keys=rec.keys, message_id=rec.uniq_key or rec.msg_id,
+        body_digest=d.Digest(type=d.CRC32, checksum=f"{zlib.crc32(body):08X}"),
+        body_encoding=d.IDENTITY, message_type=convert.message_type_of(props, rec.sys_flag),
+        born_timestamp=ts(rec.born_timestamp),
+        born_host=props.get(convert.PROPERTY_BORN_HOST) or codec.parse_host(rec.born_host)[0],
+        store_timestamp=ts(rec.store_timestamp), store_host=rec.store_host,
+        queue_id=rec.queue_id, queue_offset=rec.queue_offset,
+        delivery_attempt=rec.reconsume_times + 1)
+    if rec.tags:
+        sp.tag = rec.tags
+    if props.get("__SHARDINGKEY"):
+        sp.message_group = props["__SHARDINGKEY"]
+    if props.get("TIMER_DELIVER_MS"):
+        sp.delivery_timestamp.CopyFrom(ts(int(props["TIMER_DELIVER_MS"])))
+    user = {k: v for k, v in props.items() if k not in convert.RESERVED_PROPERTY_NAMES}
+    return d.Message(topic=d.Resource(name=rec.topic, resource_namespace=namespace),
+                     user_properties=user, system_properties=sp, body=body)
+
+
 @pytest.mark.parametrize("rec", [
     record({"TAGS": "TagA", "KEYS": "k1 k2", "UNIQ_KEY": "01AB", "color": "red",
             "__SHARDINGKEY": "g1", "TIMER_DELIVER_MS": "1700000009000"}),
-    record({}, reconsume=2),
+    record({"__BORNHOST": "10.1.1.1", "KEYS": "only"}, reconsume=2),
     record({}, body=zlib.compress(b"big" * 100), sys_flag=SysFlag.COMPRESSED)])
 @pytest.mark.parametrize("namespace", ["", "ns"])
-def test_a_delivery_built_in_its_response_equals_the_built_one(rec, namespace):
-    """ReceiveMessage builds each message inside its response (no copy of the body): the
-    same message as record_to_v2 builds on its own, the oracle."""
+def test_a_delivery_is_the_message_built_apart_also_inside_its_response(rec, namespace):
+    """record_to_v2 sets field by field, alone or inside a ReceiveMessageResponse (no copy of
+    the body): the same message as one built from its parts' constructors."""
     from proto.apache.rocketmq.v2 import service_pb2 as s
+    expected = built_apart(rec, namespace)
+    assert convert.record_to_v2(rec, namespace) == expected
     response = s.ReceiveMessageResponse()
-    filled = convert.record_to_v2(rec, namespace, out=response.message)
-    assert filled is response.message
-    assert response.message == convert.record_to_v2(rec, namespace)
-    assert response.WhichOneof("content") == "message"
+    assert convert.record_to_v2(rec, namespace, out=response.message) is response.message
+    assert response.message == expected and response.WhichOneof("content") == "message"
 
 
 def test_send_response_entries():
