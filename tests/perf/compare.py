@@ -12,7 +12,8 @@ appendonly and appendfsync everysec / always. Workloads (1 KiB bodies), each rep
   seq              sequential single-message sends, each awaited: p50 / p99 / p99.9
   consume          receive (up to 32) + ack of a pre-filled backlog, one consumer process
   e2e              one producer at a fixed rate and one consumer together: end-to-end p50 / p99
-Server CPU per message: psutil cpu_times of every server pid around produce_x4.
+Server CPU per message: psutil cpu_times of every server pid around produce_x4. The share of CPU
+the host stole while each system ran (tests/perf/host_load.py) is reported with them.
 Writes report.md, report.json and chart.png to --out. Not a test: nothing asserts on time.
 """
 from __future__ import annotations
@@ -33,6 +34,7 @@ import psutil
 from . import compare_clients as clients
 from . import compare_systems as systems
 from .compare_report import Results, write_report
+from .host_load import StealWindow
 
 
 @dataclass(frozen=True)
@@ -195,9 +197,13 @@ def main(argv: list[str] | None = None) -> int:
             for key in keys:
                 t1 = time.perf_counter()
                 run = systems.start(key, parent, plan.file_mib)
+                steal = StealWindow()
                 try:
-                    for rep in range(plan.repeat):
-                        runner.repeat(run, rep)
+                    with steal:
+                        for rep in range(plan.repeat):
+                            runner.repeat(run, rep)
+                    if steal.share is not None:
+                        results.steal[key] = 100 * steal.share
                 except Exception as e:  # one system failing must not lose the others' figures
                     results.notes.append(f"{key}: failed: {e!r}")
                     print(f"{key}: failed: {e!r}\n{run.log_tail()}", file=sys.stderr)

@@ -60,6 +60,7 @@ class Results:
     systems: list[SystemInfo] = field(default_factory=list)
     values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     cpu: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # system -> proc -> µs/msg
+    steal: dict[str, float] = field(default_factory=dict)  # system -> % of CPU the host took
     notes: list[str] = field(default_factory=list)
     meta: dict[str, object] = field(default_factory=dict)
 
@@ -177,6 +178,7 @@ def render_markdown(results: Results) -> str:
         "",
         markdown_table(cpu_rows(results)),
         "",
+        *steal_section(results),
         "## Durability of each system",
         "",
         markdown_table([["system", "what", "acknowledged when"]]
@@ -187,9 +189,21 @@ def render_markdown(results: Results) -> str:
     return "\n".join(parts) + "\n"
 
 
+def steal_section(results: Results) -> list[str]:
+    """The host's share of the CPU while each system ran (tests/perf/host_load.py): a system
+    measured under more steal had less machine, so its figures are lower for that reason."""
+    if not results.steal:
+        return []
+    rows = [["system", "CPU stolen by the host, % of all CPU time"]]
+    rows += [[key, f"{pct:.1f}"] for key, pct in results.steal.items()]
+    return ["## CPU stolen by the host while each system ran (/proc/stat steal)", "",
+            markdown_table(rows), ""]
+
+
 def to_json(results: Results) -> dict:
     return {"meta": results.meta, "systems": [asdict(s) for s in results.systems],
             "values": results.values, "cpu_us_per_msg": results.cpu, "notes": results.notes,
+            "steal_pct": results.steal,
             "summary": {k: {metric: asdict(summarize(v)) for metric, v in ms.items() if v}
                         for k, ms in results.values.items()}}
 
