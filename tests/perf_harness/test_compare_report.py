@@ -6,7 +6,7 @@ import json
 
 from tests.perf.compare_report import (Results, SystemInfo, fmt_summary, markdown_table,
                                        ratio, ratio_rows, render_markdown, summarize, table,
-                                       write_report)
+                                       to_json, write_report)
 
 
 def fixed_results() -> Results:
@@ -82,3 +82,14 @@ def test_report_files(tmp_path) -> None:
     assert data["summary"]["nats-r1"]["produce_x4"]["median"] == 27000
     with open(paths[2], "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_host_steal_per_system_is_reported_only_when_measured() -> None:
+    r = fixed_results()
+    assert "CPU stolen by the host" not in render_markdown(r)  # no /proc/stat steal: none
+    r.steal = {"ours-async": 12.04, "nats-r1": 0.96}
+    md = render_markdown(r)
+    assert "| ours-async | 12.0 |\n| nats-r1 | 1.0 |" in md
+    assert md.index("CPU stolen by the host") < md.index("## Durability of each system")
+    assert json.loads(json.dumps(to_json(r)))["steal_pct"] == {"ours-async": 12.04,
+                                                                "nats-r1": 0.96}
