@@ -144,8 +144,11 @@ class Runner:
         topic, group, n = f"e2er{rep}", f"e{rep}", self.plan.e2e_count
         clients.prepare(run.spec, topic, group)
         # the producer sends one at a time: a system slower than the pace (a SYNC_MASTER under
-        # load) takes longer than n / rate, and the consumer must still see every message
-        limit = 3 * n / self.plan.e2e_rate + 30
+        # load) takes longer than n / rate, and the consumer must still see every message. It
+        # returns once it has them all, so the limit only matters when it does not: room for
+        # sends of 20 ms each (a SYNC_MASTER on a slow day took 7.4 ms at p50, 15 at p99, and
+        # a limit of 3 n / rate + 30 s cut its consumer off at 3.2k-3.7k of 6,000)
+        limit = max(3 * n / self.plan.e2e_rate, 0.02 * n) + 30
         consumer = self.pool.apply_async(clients.consume,
                                          (run.spec, topic, group, n, 32, limit, True))
         start_at = time.time() + 1.5  # the consumer is waiting by then
