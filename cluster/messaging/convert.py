@@ -379,8 +379,9 @@ def message_type_of(props: dict[str, str], sys_flag: int = 0) -> int:
 
 def record_to_v2(record: MessageRecord, namespace: str = "",
                  out: d.Message | None = None) -> d.Message:
-    """The delivered form of `record`; filled into `out` when given (a ReceiveMessageResponse's
-    `message`: a delivery built in place is not copied, body and all, into its response).
+    """The delivered form of `record`; filled into `out` (an empty message) when given: a
+    ReceiveMessageResponse's `message`, so a delivery built in place is not copied, body and
+    all, into its response.
 
     Field by field into the message itself, not through keyword constructors: those built a
     Timestamp, a Digest and the SystemProperties apart and then copied each into its parent,
