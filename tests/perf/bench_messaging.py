@@ -40,8 +40,6 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-import psutil
-
 from cluster.client import BatchingConfig
 from tests.integration.harness import Group, NodeProcess, free_port, in_sync, wait_until
 
@@ -233,46 +231,40 @@ class NodeProbe:
 
     def __init__(self, pids: list[int], seconds: float, py_spy_dir: str | None,
                  scenario: str) -> None:
-        self.procs = [psutil.Process(pid) for pid in pids] + [psutil.Process()]
+        self.master_pid = pids[0]
+        self.window = CpuWindow({**{f"node{i}": pid for i, pid in enumerate(pids)},
+                                 "client": os.getpid()})
         self.seconds = max(1, int(seconds))
         self.out = os.path.join(py_spy_dir, f"{scenario}-master.txt") if py_spy_dir else None
         self.spy: subprocess.Popen | None = None
         self.messages = 0
-        self.cpu: list[float] = []
-        self.wall = 0.0
-
-    @staticmethod
-    def _cpu(proc: psutil.Process) -> float:
-        t = proc.cpu_times()
-        return t.user + t.system
 
     def __enter__(self) -> "NodeProbe":
         if self.out:
             self.spy = subprocess.Popen(
-                [PY_SPY, "record", "-p", str(self.procs[0].pid), "-f", "raw", "--gil",
+                [PY_SPY, "record", "-p", str(self.master_pid), "-f", "raw", "--gil",
                  "-r", "500", "-d", str(self.seconds), "-o", self.out], stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE)
-        self.cpu = [self._cpu(p) for p in self.procs]
-        self.wall = time.perf_counter()
+        self.window.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.wall = time.perf_counter() - self.wall
-        self.cpu = [self._cpu(p) - c for p, c in zip(self.procs, self.cpu)]
+        self.window.__exit__(*exc)
 
     def report(self, ctx: Context, scenario: str) -> None:
         n = max(self.messages, 1)
-        master, slaves, client = self.cpu[0], self.cpu[1:-1], self.cpu[-1]
+        used, wall = list(self.window.used.values()), self.window.wall
+        master, slaves, client = used[0], used[1:-1], used[-1]
         ctx.add(f"{scenario}_cpu_master", "  master CPU per message (send_batch)",
                 master / n * 1e6, "us", higher_is_better=False,
-                note=f"{master / self.wall:.2f} cores busy")
+                note=f"{master / wall:.2f} cores busy")
         if slaves:
             ctx.add(f"{scenario}_cpu_slave", "  CPU per message, each slave (mean)",
                     sum(slaves) / len(slaves) / n * 1e6, "us", higher_is_better=False,
-                    note=f"{sum(slaves) / self.wall:.2f} cores busy (all slaves)")
+                    note=f"{sum(slaves) / wall:.2f} cores busy (all slaves)")
         ctx.add(f"{scenario}_cpu_client", "  client CPU per message (send_batch)",
                 client / n * 1e6, "us", higher_is_better=False,
-                note=f"{client / self.wall:.2f} cores busy")
+                note=f"{client / wall:.2f} cores busy")
         if self.spy is not None:
             _, err = self.spy.communicate(timeout=self.seconds + 60)
             if self.spy.returncode != 0 or not os.path.exists(self.out):

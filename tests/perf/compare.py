@@ -29,12 +29,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-import psutil
-
 from . import compare_clients as clients
 from . import compare_systems as systems
 from .compare_report import Results, write_report
-from .host_load import StealWindow
+from .host_load import CpuWindow, StealWindow
 
 
 @dataclass(frozen=True)
@@ -69,14 +67,6 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def _cpu(pids: dict[str, int]) -> dict[str, float]:
-    out = {}
-    for name, pid in pids.items():
-        t = psutil.Process(pid).cpu_times()
-        out[name] = t.user + t.system
-    return out
-
-
 def _warm_worker() -> None:
     """Imports every client once per pool process, so no workload pays for them."""
     import nats  # noqa: F401
@@ -99,16 +89,16 @@ class Runner:
         clients.prepare(run.spec, topic)
         per = total // producers
         start_at = time.time() + 0.5 + 0.002 * self.plan.warmup  # after every warm-up
-        before = _cpu(run.pids) if cpu else {}
-        jobs = [self.pool.apply_async(clients.produce, (run.spec, topic, per, self.plan.window,
-                                                        self.plan.warmup, start_at))
-                for _ in range(producers)]
-        outs = [j.get(600) for j in jobs]
-        if cpu:
-            after = _cpu(run.pids)
-            sent = producers * (per + self.plan.warmup)  # CPU covers the warm-up too
-            for name in run.pids:
-                self.results.add_cpu(run.key, name, (after[name] - before[name]) / sent * 1e6)
+        window = CpuWindow(run.pids if cpu else {})
+        with window:
+            jobs = [self.pool.apply_async(clients.produce, (run.spec, topic, per,
+                                                            self.plan.window, self.plan.warmup,
+                                                            start_at))
+                    for _ in range(producers)]
+            outs = [j.get(600) for j in jobs]
+        sent = producers * (per + self.plan.warmup)  # CPU covers the warm-up too
+        for name, us in window.per_message(sent).items():
+            self.results.add_cpu(run.key, name, us)
         # The union of the producers' windows: a late starter lowers the rate, never raises it.
         span = max(o["end"] for o in outs) - min(o["start"] for o in outs)
         return sum(o["count"] for o in outs) / span
