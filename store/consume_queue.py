@@ -77,10 +77,13 @@ def _read_file(mf: MappedFile, start: int = 0, end: int | None = None) -> bytes:
         mf.release()
 
 
-def _rev_units(mf: MappedFile, chunk: int = 4096) -> Iterator[tuple[int, Unit]]:
-    """(unit number in the file, unit) from the last written unit down, read in chunks from
-    the end: truncation and retention usually decide on the last few units of a file."""
-    end = mf.read_position // CQ_STORE_UNIT_SIZE
+def _rev_units(mf: MappedFile, chunk: int = 4096,
+               below: int | None = None) -> Iterator[tuple[int, Unit]]:
+    """(unit number in the file, unit) from the last written unit (or the last one before
+    byte `below`) down, read in chunks from the end: truncation, retention and the store
+    export usually decide on the last few units of a file."""
+    written = mf.read_position if below is None else min(below, mf.read_position)
+    end = written // CQ_STORE_UNIT_SIZE
     while end > 0:
         start = max(0, end - chunk)
         raw = _read_file(mf, start * CQ_STORE_UNIT_SIZE, end * CQ_STORE_UNIT_SIZE)
@@ -89,6 +92,21 @@ def _rev_units(mf: MappedFile, chunk: int = 4096) -> Iterator[tuple[int, Unit]]:
         for i in range(end - start - 1, -1, -1):
             yield start + i, CQ_UNIT.unpack_from(raw, i * CQ_STORE_UNIT_SIZE)
         end = start
+
+
+def bytes_before(mf: MappedFile, phy_offset: int, size: int) -> int:
+    """How many of the first `size` bytes of `mf` hold units for records before `phy_offset`:
+    units are in commitlog order, so those past it are a suffix, cut at the first real unit
+    (not a filler) at or past `phy_offset`. The store export sends a queue as of a dispatch
+    position with it."""
+    kept = size - size % CQ_STORE_UNIT_SIZE
+    for i, unit in _rev_units(mf, below=kept):
+        if is_filler(unit) or not is_valid(unit):
+            continue
+        if unit[0] < phy_offset:
+            break
+        kept = i * CQ_STORE_UNIT_SIZE
+    return kept
 
 
 def _last_real(mf: MappedFile) -> Unit | None:

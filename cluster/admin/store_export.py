@@ -14,8 +14,11 @@ What the copy is consistent with (all positions are taken once, at the start, in
    entries [1, N) are sent, and slots that point at entries >= N (added during the export) are
    followed back along their chains to the entry they held at N, so the copy's index is the
    index as it was at N. Index files created later are not sent.
-3. Consume queue files: sent up to their written position at this moment (the manifest
-   size). Units written after it are not sent; a queue file created later is not sent.
+3. Consume queue files: every queue as of one dispatch position, reput's offset read just
+   before the queues are measured: each file up to its written position at that moment, cut
+   back to the last unit of a record below that position (units past it were dispatched
+   while the queues were being measured, for some queues and not others). A queue file created
+   later, or holding only units past the position, is not sent.
 4. Commitlog: sent up to the node's max offset now (`ExportManifest.commitlog_end_offset`):
    the last file only up to that point, files created later not at all. Because the queues
    and the index were measured before, they never point past the exported commitlog end
@@ -45,6 +48,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from proto import admin_pb2 as pb
 from store import layout
+from store.consume_queue import bytes_before
 from store.index_file import (HASH_SLOT_SIZE, INDEX_ENTRY, INDEX_ENTRY_SIZE, INDEX_HEADER,
                               INDEX_HEADER_SIZE)
 
@@ -327,15 +331,25 @@ class StoreExport:
     def _consume_queues(self, sources: list[_Source]) -> None:
         if layout.CONSUME_QUEUE_DIR not in self.parts:
             return
+        # Every record below the dispatch position has its unit in its queue by now; the
+        # queues are measured one after another while reput goes on, so each is cut back to
+        # this one position (else a queue measured later holds records that one measured
+        # earlier lacks, and the copy has holes).
+        dispatched = self.store.reput.reput_from_offset
         queues = sorted(self.store.cq_store.queues(), key=lambda q: (q.topic, q.queue_id))
         for cq in queues:
             for mf in cq.mfq.snapshot():
-                size = mf.read_position
+                size = min(mf.read_position, mf.file_size)
                 if not mf.available:
                     continue  # being deleted by retention: an expired file
+                kept = bytes_before(mf, dispatched, size)
+                if kept == 0 and size > 0:
+                    break  # this file and the later ones hold only records dispatched since
                 sources.append(_Mapped(layout.CONSUME_QUEUE_DIR, export_path(
                     layout.CONSUME_QUEUE_DIR, cq.topic, str(cq.queue_id), os.path.basename(mf.path)), mf,
-                    min(size, mf.file_size)))
+                    kept))
+                if kept < size:
+                    break
 
     def _commitlog(self, sources: list[_Source]) -> tuple[int, int]:
         commitlog = self.store.commitlog
