@@ -141,8 +141,19 @@ class ContainerProcess:
         """docker kill (SIGKILL), and wait until the container is down."""
         kill_containers([self])
 
-    def pause(self) -> None:
-        docker("pause", self.id)
+    def pause(self, attempts: int = 3) -> None:
+        """docker pause (the cgroup freezer). runc gives up freezing when a task will not stop
+        in time, e.g. in uninterruptible disk I/O on a loaded host ("unable to freeze"), and
+        thaws the container again: that is the host's doing, not the drill's, so it is tried
+        again a few times."""
+        for attempt in range(1, attempts + 1):
+            try:
+                docker("pause", self.id)
+                break
+            except DockerError as e:
+                if "unable to freeze" not in str(e) or attempt == attempts:
+                    raise
+                time.sleep(0.2 * attempt)
         self.paused = True
 
     def resume(self) -> None:
