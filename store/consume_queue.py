@@ -100,7 +100,9 @@ def bytes_before(mf: MappedFile, phy_offset: int, size: int) -> int:
     (not a filler) at or past `phy_offset`. The store export sends a queue as of a dispatch
     position with it."""
     kept = size - size % CQ_STORE_UNIT_SIZE
-    for i, unit in _rev_units(mf, below=kept):
+    # small chunks: the cut is usually within the last few units, and a file before it is
+    # decided by its last unit alone (one export reads every queue file this way)
+    for i, unit in _rev_units(mf, chunk=64, below=kept):
         if is_filler(unit) or not is_valid(unit):
             continue
         if unit[0] < phy_offset:

@@ -120,3 +120,23 @@ def test_bytes_before_counts_the_whole_units_before_the_cut(store):
     assert bytes_before(mf, offsets[6], size) == 3 * CQ_STORE_UNIT_SIZE
     assert bytes_before(mf, offsets[-1] + 1, size) == size
     assert bytes_before(mf, offsets[-1] + 1, size - 7) == size - CQ_STORE_UNIT_SIZE
+
+
+def test_bytes_before_reads_back_across_chunks(tmp_path):
+    config = StoreConfig(store_path_root_dir=str(tmp_path / "big"),
+                         mapped_file_size_commit_log=1024 * 1024,
+                         mapped_file_size_consume_queue=CQ_STORE_UNIT_SIZE * 400)
+    s = MessageStore(config)
+    s.load()
+    s.flags.clear(rf.NOT_STARTED)
+    try:
+        offsets = [s.put_message(Message("A", b"x" * 50, 0)).appends[0].wrote_offset
+                   for _ in range(300)]
+        s.reput.catch_up()
+        mf = s.cq_store.find("A", 0).mfq.snapshot()[0]
+        size = mf.read_position
+        for cut in (0, 1, 10, 63, 64, 65, 200, 299):  # 64 units per read, from the end
+            assert bytes_before(mf, offsets[cut], size) == cut * CQ_STORE_UNIT_SIZE
+        assert bytes_before(mf, offsets[-1] + 1, size) == size
+    finally:
+        s.shutdown()
