@@ -253,8 +253,9 @@ class NodeProbe:
 
     def report(self, ctx: Context, scenario: str) -> None:
         n = max(self.messages, 1)
-        used, wall = list(self.window.used.values()), self.window.wall
-        master, slaves, client = used[0], used[1:-1], used[-1]
+        used, wall = dict(self.window.used), self.window.wall
+        master, client = used.pop("node0"), used.pop("client")
+        slaves = list(used.values())  # node1, node2, ...
         ctx.add(f"{scenario}_cpu_master", "  master CPU per message (send_batch)",
                 master / n * 1e6, "us", higher_is_better=False,
                 note=f"{master / wall:.2f} cores busy")
