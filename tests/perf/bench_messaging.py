@@ -220,8 +220,29 @@ def bench_baseline(ctx: Context, plan: Plan) -> None:
         ctx.add("bare_unary_rate", "bare: sequential raw unary calls",
                 len(samples) / (sum(samples) / 1000), "calls/s")
         add_latency(ctx, "bare_unary", "bare: raw unary call", samples, None)
+        bench_stream_threading(ctx, server.address, plan)
     finally:
         server.close()
+
+
+def bench_stream_threading(ctx: Context, address: str, plan: Plan) -> None:
+    """Sequential raw-stub receive(32) streams on a default channel next to one with gRPC's
+    SingleThreadedUnaryStream option (what cluster/client's Connection sets), interleaved over
+    two rounds so host noise hits both alike: p50 per call and client CPU per message."""
+    n = max(50, plan.latency_samples // 3)
+    runs: dict[bool, tuple[list[float], list[float]]] = {False: ([], []), True: ([], [])}
+    for _ in range(2):
+        for single in (False, True):
+            samples, cpu_us = load.bare_stream(address, 32, n, single)
+            runs[single][0].extend(samples)
+            runs[single][1].append(cpu_us)
+    for single, (samples, cpus) in runs.items():
+        name = "single_threaded" if single else "default"
+        label = "single-threaded" if single else "default"
+        ctx.add(f"bare_stream32_{name}_p50", f"bare: raw receive(32) stream, {label} channel, "
+                "p50", percentile(samples, 50), "ms", higher_is_better=False)
+        ctx.add(f"bare_stream32_{name}_client_cpu", f"bare:   client CPU per streamed message, "
+                f"{label} channel", sum(cpus) / len(cpus), "us", higher_is_better=False)
 
 
 class NodeProbe:

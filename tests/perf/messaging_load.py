@@ -318,3 +318,30 @@ def bare_unary(endpoint: str, n: int, warmup: int = 100) -> list[float]:
             if i >= warmup:
                 out.append((time.perf_counter() - t0) * 1000)
     return out
+
+
+def bare_stream(endpoint: str, batch: int, n: int, single_threaded: bool,
+                warmup: int = 20) -> tuple[list[float], float]:
+    """Milliseconds of n sequential raw-stub ReceiveMessage(batch) calls read to their end, and
+    this process's CPU µs per streamed message. `single_threaded` sets gRPC's
+    SingleThreadedUnaryStream channel option, as cluster/client's Connection does: the calling
+    thread reads the stream from the call's own completion queue instead of waiting for the
+    channel's spin thread to hand each response over."""
+    import grpc.experimental
+    options = [(grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)] \
+        if single_threaded else []
+    request = s.ReceiveMessageRequest(
+        message_queue=d.MessageQueue(topic=d.Resource(name="Bare")), batch_size=batch)
+    with grpc.insecure_channel(endpoint, options=options) as channel:
+        stub = s_grpc.MessagingServiceStub(channel)
+        out, cpu0 = [], 0.0
+        for i in range(warmup + n):
+            if i == warmup:
+                cpu0 = time.process_time()
+            t0 = time.perf_counter()
+            for _ in stub.ReceiveMessage(request, timeout=10):
+                pass
+            if i >= warmup:
+                out.append((time.perf_counter() - t0) * 1000)
+        cpu_us = (time.process_time() - cpu0) / (n * batch) * 1e6
+    return out, cpu_us
