@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.client import ClientError, ReceivedMessage, SimpleConsumer
+from cluster.client import ClientError, ReceivedMessage, SimpleConsumer, TransportError
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from tests.support.client import fill
 from tests.support.nodes import settle
@@ -74,3 +74,21 @@ def test_receive_argument_checks(consumer_node):
         SimpleConsumer(conn, "G", {})
     with pytest.raises(ValueError):
         SimpleConsumer(conn, "G", {"T": "*"}).receive(topic="U")
+
+
+def test_closing_the_connection_ends_a_long_poll_in_another_thread(nodes, clock):
+    """Connection's promise that closing it ends every call in progress, for a server stream
+    read on its caller's thread (gRPC's SingleThreadedUnaryStream, which the Connection sets):
+    the waiting receive fails at once with CANCELLED, not at the end of its long poll."""
+    node = nodes.start(clock=clock)
+    conn = nodes.connect(node, request_timeout=30)
+    fill(conn, "T", ["a"], queue_group=None)
+    settle(node)
+    sc = SimpleConsumer(conn, "SG", {"T": "*"}, await_duration=20)
+    sc.ack_many(sc.receive(1, 30))
+    poll = in_background(lambda: sc.receive(1, 30))
+    waiting_on(clock)  # the stream is open and the node holds it: nothing left to deliver
+    conn.close()
+    with pytest.raises(TransportError) as e:
+        poll.result(timeout=10)  # the poll's own end is 20 s of the clock, never advanced
+    assert "CANCELLED" in str(e.value)
