@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -21,21 +22,31 @@ FAILOVER_S = 3.0  # the local cluster's controllerFailoverTimeoutMillis default
 
 
 @pytest.fixture
-def browser():
+def browser(tmp_path):
     chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
     if not chromium or not driver_path:
         pytest.fail("chromium and chromium-driver are needed (scripts/setup installs them as "
                     "root with apt-get)")
     from selenium import webdriver
+    # Chromium leaves its process-singleton folder in TMPDIR after quit: give it a TMPDIR of
+    # its own, removed below. A short one: the socket inside must fit a Unix socket path
+    # (108 bytes), which a folder under the test's tmp_path does not.
+    scratch = tempfile.mkdtemp(prefix="chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--window-size=1500,1100"):
+                "--window-size=1500,1100", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
         options.add_argument(arg)
-    driver = webdriver.Chrome(options=options,
-                              service=webdriver.ChromeService(executable_path=driver_path))
-    yield driver
-    driver.quit()
+    service = webdriver.ChromeService(executable_path=driver_path,
+                                      env={**os.environ, "TMPDIR": scratch})
+    try:
+        driver = webdriver.Chrome(options=options, service=service)
+        try:
+            yield driver
+        finally:
+            driver.quit()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.fixture
