@@ -3,6 +3,7 @@ the copy are all as of one dispatch position, even when reput dispatches more be
 measurement of one queue and the next (as it does on a busy node)."""
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -19,19 +20,25 @@ from store.verify import verify_store
 RECORDS = 40
 
 
-@pytest.fixture
-def store(tmp_path):
-    config = StoreConfig(store_path_root_dir=str(tmp_path / "node"),
-                         mapped_file_size_commit_log=64 * 1024,
-                         mapped_file_size_consume_queue=CQ_STORE_UNIT_SIZE * 8,
+@contextlib.contextmanager
+def _stepped_store(root: str, commitlog_bytes: int, cq_units: int):
+    """A loaded store, writable without its service threads (reput is stepped by the test)."""
+    config = StoreConfig(store_path_root_dir=root, mapped_file_size_commit_log=commitlog_bytes,
+                         mapped_file_size_consume_queue=CQ_STORE_UNIT_SIZE * cq_units,
                          max_hash_slot_num=64, max_index_num=256)
     s = MessageStore(config)
     s.load()
-    s.flags.clear(rf.NOT_STARTED)  # writable without the service threads: reput is stepped
+    s.flags.clear(rf.NOT_STARTED)
     try:
         yield s
     finally:
         s.shutdown()
+
+
+@pytest.fixture
+def store(tmp_path):
+    with _stepped_store(str(tmp_path / "node"), 64 * 1024, 8) as s:
+        yield s
 
 
 def _put(store: MessageStore) -> list[int]:
@@ -123,13 +130,7 @@ def test_bytes_before_counts_the_whole_units_before_the_cut(store):
 
 
 def test_bytes_before_reads_back_across_chunks(tmp_path):
-    config = StoreConfig(store_path_root_dir=str(tmp_path / "big"),
-                         mapped_file_size_commit_log=1024 * 1024,
-                         mapped_file_size_consume_queue=CQ_STORE_UNIT_SIZE * 400)
-    s = MessageStore(config)
-    s.load()
-    s.flags.clear(rf.NOT_STARTED)
-    try:
+    with _stepped_store(str(tmp_path / "big"), 1024 * 1024, 400) as s:
         offsets = [s.put_message(Message("A", b"x" * 50, 0)).appends[0].wrote_offset
                    for _ in range(300)]
         s.reput.catch_up()
@@ -138,5 +139,3 @@ def test_bytes_before_reads_back_across_chunks(tmp_path):
         for cut in (0, 1, 10, 63, 64, 65, 200, 299):  # 64 units per read, from the end
             assert bytes_before(mf, offsets[cut], size) == cut * CQ_STORE_UNIT_SIZE
         assert bytes_before(mf, offsets[-1] + 1, size) == size
-    finally:
-        s.shutdown()

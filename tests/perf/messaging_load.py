@@ -20,6 +20,7 @@ from collections import deque
 from dataclasses import dataclass
 
 import grpc
+import grpc.experimental
 
 from cluster.client import (BatchingConfig, BatchingProducer, ClientConfig, ClientError,
                             Connection, Message, Producer, PullConsumer, SimpleConsumer)
@@ -27,6 +28,8 @@ from cluster.client.producer import NO_RETRY
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
+
+from .host_load import CpuWindow
 
 BODY = os.urandom(1024)
 OFFICIAL_TOOL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "official_send_tool.py")
@@ -327,21 +330,23 @@ def bare_stream(endpoint: str, batch: int, n: int, single_threaded: bool,
     SingleThreadedUnaryStream channel option, as cluster/client's Connection does: the calling
     thread reads the stream from the call's own completion queue instead of waiting for the
     channel's spin thread to hand each response over."""
-    import grpc.experimental
     options = [(grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)] \
         if single_threaded else []
     request = s.ReceiveMessageRequest(
         message_queue=d.MessageQueue(topic=d.Resource(name="Bare")), batch_size=batch)
+
+    def receive() -> None:
+        for _ in stub.ReceiveMessage(request, timeout=10):
+            pass
+
     with grpc.insecure_channel(endpoint, options=options) as channel:
         stub = s_grpc.MessagingServiceStub(channel)
-        out, cpu0 = [], 0.0
-        for i in range(warmup + n):
-            if i == warmup:
-                cpu0 = time.process_time()
-            t0 = time.perf_counter()
-            for _ in stub.ReceiveMessage(request, timeout=10):
-                pass
-            if i >= warmup:
+        for _ in range(warmup):
+            receive()
+        out = []
+        with CpuWindow({"client": os.getpid()}) as cpu:
+            for _ in range(n):
+                t0 = time.perf_counter()
+                receive()
                 out.append((time.perf_counter() - t0) * 1000)
-        cpu_us = (time.process_time() - cpu0) / (n * batch) * 1e6
-    return out, cpu_us
+    return out, cpu.per_message(n * batch)["client"]
