@@ -3,7 +3,8 @@ recovery and retention. Imports nothing from the other top-level packages.
 
 Data flow, top to bottom:
     MessageStore.put -> CommitLog (MappedFileQueue of MappedFile) -> FlushService
-    ReputService -> Dispatchers (ConsumeQueueStore, IndexService)
+    ReputService -> Dispatchers (ConsumeQueueStore, IndexService; or IndexProcess, which
+                    runs the IndexService in a child process: index_process.py)
 
 Where the files are and what their states mean after a crash: layout.py. Walking the commitlog
 record after record: commitlog_walk.py. Reading a store directory without opening it:

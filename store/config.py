@@ -95,6 +95,9 @@ class StoreConfig:
     enabled_append_prop_crc: bool = False
     message_index_enable: bool = True
     message_index_safe: bool = False
+    # Ours: the index is built by a child process (store/index_process.py) instead of under
+    # the serving process's GIL. Off for an embedded store; the nodes turn it on.
+    message_index_process_enable: bool = False
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     auto_message_version_on_topic_len: bool = True

@@ -37,8 +37,35 @@ DEFAULT_INDEX_NUM = 20_000_000
 DESTROY_INTERVAL_FORCIBLY_MS = 3000  # RocketMQ IndexService.deleteExpiredFile: destroy(3000)
 
 
+# (topic#key, commitlog offset, store timestamp): what one key of one record adds
+IndexEntry = tuple[str, int, int]
+
+
 def build_key(topic: str, key: str) -> str:
     return f"{topic}#{key}"
+
+
+def index_entries(requests: Sequence[DispatchRequest]) -> list[IndexEntry]:
+    """The entries of `requests` (in commitlog order): topic#UNIQ_KEY and topic#KEY for each
+    space-separated key; prepared and rollback transaction records have none."""
+    entries: list[IndexEntry] = []
+    add = entries.append
+    for request in requests:
+        if not request.dispatchable:
+            continue
+        uniq = request.uniq_key
+        keys_text = request.keys
+        if not uniq and not keys_text:
+            continue
+        prefix = request.topic + "#"  # build_key, inlined: two keys per message on reput
+        phy, ts = request.commit_log_offset, request.store_timestamp
+        if uniq:
+            add((prefix + uniq, phy, ts))
+        if keys_text:
+            for k in keys_text.split(KEY_SEPARATOR):
+                if k:
+                    add((prefix + k, phy, ts))
+    return entries
 
 
 class IndexService:
@@ -129,23 +156,11 @@ class IndexService:
     def dispatch_many(self, requests: Sequence[DispatchRequest]) -> None:
         """Index the keys of `requests` (in commitlog order): topic#UNIQ_KEY and topic#KEY
         for each key, under one lock and with one header write per file."""
-        entries: list[tuple[str, int, int]] = []
-        add = entries.append
-        for request in requests:
-            if not request.dispatchable:
-                continue
-            uniq = request.uniq_key
-            keys_text = request.keys
-            if not uniq and not keys_text:
-                continue
-            prefix = request.topic + "#"  # build_key, inlined: two keys per message on reput
-            phy, ts = request.commit_log_offset, request.store_timestamp
-            if uniq:
-                add((prefix + uniq, phy, ts))
-            if keys_text:
-                for k in keys_text.split(KEY_SEPARATOR):
-                    if k:
-                        add((prefix + k, phy, ts))
+        self.put_entries(index_entries(requests))
+
+    def put_entries(self, entries: list[IndexEntry]) -> None:
+        """Add (topic#key, phy_offset, store_timestamp) entries in commitlog order, skipping
+        those below the index's end (already indexed before a restart)."""
         if not entries:
             return
         with self._write_lock:
@@ -160,6 +175,12 @@ class IndexService:
                     return
                 entries = entries[done:]
                 f = self._new_file(f)  # full: the new file begins where this one ended
+
+    def end_phy_offset(self) -> int:
+        """The commitlog offset of the newest indexed record (0 without files): re-dispatch
+        from there repeats nothing the index lacks."""
+        with self._list_lock:
+            return self._files[-1].end_phy_offset if self._files else 0
 
     # -- reading ----------------------------------------------------------------------------
     def query(self, topic: str, key: str, max_num: int, begin_ts: int, end_ts: int,

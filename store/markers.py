@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import time
 from types import TracebackType
 
 from store.errors import DiskError, StoreLocked
@@ -29,6 +30,20 @@ def _resolve(path: str, default_name: str) -> str:
 
 def _dir_of(path: str) -> str:
     return os.path.dirname(os.path.abspath(path))
+
+
+# How long a store waits for the lock while the pid written in it is gone (see StoreLock._flock)
+DEAD_HOLDER_WAIT_S = 5.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
 
 
 def holder_pid(raw: bytes) -> int | None:
@@ -96,6 +111,13 @@ class StoreLock:
     def held(self) -> bool:
         return self._fd is not None
 
+    @property
+    def fd(self) -> int | None:
+        """The locked descriptor (None when not held). A child process that inherits it holds
+        the lock with this process: the index process does, so no other store opens the
+        directory while it still writes."""
+        return self._fd
+
     def acquire(self) -> None:
         """Take the lock or raise StoreLocked naming the store directory and the holder's pid.
         Raises DiskError if the lock file cannot be opened or written."""
@@ -106,7 +128,7 @@ class StoreLock:
         except OSError as e:
             raise DiskError("open lock file", self.path, e) from e
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._flock(fd)
         except OSError as e:
             holder = self._read_pid(fd)
             self.io.close(fd)
@@ -126,6 +148,23 @@ class StoreLock:
             self.io.close(fd)
             raise DiskError("write lock file", self.path, e) from e
         self._fd = fd
+
+    def _flock(self, fd: int) -> None:
+        """flock, waiting up to DEAD_HOLDER_WAIT_S while the pid in the file is a process
+        that no longer exists: its index process (store/index_process.py) shares the lock
+        and exits as soon as it sees its parent gone, a few milliseconds later."""
+        deadline = time.monotonic() + DEAD_HOLDER_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except OSError as e:
+                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+                holder = self._read_pid(fd)
+                if holder is None or _alive(holder) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
 
     def _read_pid(self, fd: int) -> int | None:
         try:

@@ -26,6 +26,7 @@ from .dispatch import delay_level_lookup
 from .errors import CreateFileError, DiskError, MessageIllegal, PropertiesSizeExceeded
 from .fileio import DEFAULT_FILE_IO, FileIO
 from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
+from .index_process import IndexProcess
 from .index_service import IndexService
 from .latency import ByStatus
 from .retention_guard import TABLE_TOPIC_PREFIX, ArchivedUpTo, ConsumerProgress, no_consumers
@@ -86,9 +87,15 @@ class MessageStore:
                                    store_host=config.store_host)
         self.cq_store = ConsumeQueueStore(paths.consume_queue_dir,
                                           config.mapped_file_size_consume_queue, io)
-        self.index_service = (IndexService(paths.index_dir,
-                                           config.max_hash_slot_num, config.max_index_num, io, clock)
-                              if config.message_index_enable else None)
+        self.index_service: IndexService | IndexProcess | None = None
+        if config.message_index_enable and config.message_index_process_enable:
+            self.index_service = IndexProcess(
+                paths.index_dir, config.max_hash_slot_num, config.max_index_num, clock,
+                lock_fd=lambda: self.lock.fd,
+                index_msg_timestamp=lambda: self.checkpoint.index_msg_timestamp)
+        elif config.message_index_enable:
+            self.index_service = IndexService(paths.index_dir, config.max_hash_slot_num,
+                                              config.max_index_num, io, clock)
         self._delay_levels = config.delay_levels_ms()
         self.delay_level_ms = delay_level_lookup(self._delay_levels)
         dispatchers = [self.cq_store] + ([self.index_service] if self.index_service else [])
@@ -108,6 +115,8 @@ class MessageStore:
         self.reput = ReputService(self.commitlog, dispatchers, self.delay_level_ms,
                                   bound=self._dispatch_bound, batch_bytes=config.reput_batch_max_bytes)
         self.reput.listeners.append(self._on_dispatched)
+        if isinstance(self.index_service, IndexProcess):
+            self.index_service.replay = self.reput.requests_between
         self.reput.on_error = lambda m: self.flags.set(rf.DISPATCH_ERROR, m)
         self.reput.on_error_cleared = lambda: self.flags.clear(rf.DISPATCH_ERROR)
         self._last_dispatched_stamp = 0
@@ -197,6 +206,8 @@ class MessageStore:
             self._loaded = True
             return report
         except BaseException:
+            if isinstance(self.index_service, IndexProcess):
+                self.index_service.close()  # it holds the lock too
             self.lock.release()
             raise
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from . import codec
 from .commitlog import CommitLog
@@ -78,17 +78,7 @@ class ReputService(Service):
         offset = self.reput_from_offset
         if offset < self.commitlog.min_offset():
             offset = self.commitlog.min_offset()  # retention removed what reput never reached
-        delay_level_ms = self.delay_level_ms
-        # One pass checks and decodes each record (dispatch_fields: the same rules as
-        # check_record); only when it is not one does the walk ask what lies there. The
-        # requests hold copies (ints and str), so the files are released before dispatch.
-        walk = CommitLogWalk(decode=codec.dispatch_fields)
-        records = walk.mapped(self.commitlog.queue, offset, self._end(), offset + max_bytes)
-        try:
-            requests = [request_from_fields(fields, phy, delay_level_ms)
-                        for phy, fields in records]
-        finally:
-            records.close()
+        requests, walk = self._read(offset, self._end(), max_bytes)
         offset = walk.offset
         failed = self._feed(requests) if requests else None
         if failed is not None:  # retried from that record next round
@@ -111,6 +101,37 @@ class ReputService(Service):
             for listener in self.listeners:
                 listener(requests)
         return count
+
+    def _read(self, offset: int, end: int, max_bytes: int
+              ) -> tuple[list[DispatchRequest], CommitLogWalk]:
+        """The requests of the records from `offset` (below `end`, about max_bytes of them),
+        and the walk, which says where it stopped and why."""
+        # One pass checks and decodes each record (dispatch_fields: the same rules as
+        # check_record); only when it is not one does the walk ask what lies there. The
+        # requests hold copies (ints and str), so the files are released before dispatch.
+        delay_level_ms = self.delay_level_ms
+        walk = CommitLogWalk(decode=codec.dispatch_fields)
+        records = walk.mapped(self.commitlog.queue, offset, end, offset + max_bytes)
+        try:
+            requests = [request_from_fields(fields, phy, delay_level_ms)
+                        for phy, fields in records]
+        finally:
+            records.close()
+        return requests, walk
+
+    def requests_between(self, start: int, end: int) -> Iterator[list[DispatchRequest]]:
+        """The records in [start, end) again, a batch at a time, for one dispatcher that lost
+        what it had been given (the index process after a restart). Call under reput's lock
+        (a dispatcher's dispatch_many is): `end` is at most where reput stands, so the
+        bytes are dispatched ones and no truncation moves under the walk."""
+        offset = max(start, self.commitlog.min_offset())
+        while offset < end:
+            requests, walk = self._read(offset, end, self.batch_bytes)
+            if requests:
+                yield requests
+            if walk.offset <= offset:
+                return  # a stop in the data: reput reports it on its own walk
+            offset = walk.offset
 
     def _feed(self, requests: list[DispatchRequest]) -> int | None:
         """Hand the requests to every dispatcher in turn, a whole batch to one that has

@@ -53,6 +53,8 @@ The commitlog archive (archiveAddress, archiveShipFrom, ...): cluster/archive/sh
 Client limits (maxUserPropertySize, userPropertyMaxNum, maxBatchMessageCount,
 grpcMaxInboundMessageSize, ...): cluster/node/client_limits.py.
 Every other key is a StoreConfig key; unknown keys are logged and ignored, as RocketMQ does.
+One has another default on a node: messageIndexProcessEnable is true (the index is built by
+a child process, store/index_process.py; false builds it in the node's own process).
 """
 from __future__ import annotations
 
@@ -203,8 +205,13 @@ class NodeConfig:
         return StoreLayout(self.store.store_path_root_dir).admin_token
 
 
+# StoreConfig keys whose default differs on a node: a node builds its index in a child
+# process (store/index_process.py), off the GIL of the process that serves the clients.
+NODE_STORE_DEFAULTS = {"messageIndexProcessEnable": "true"}
+
+
 def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
-    store, unknown = StoreConfig.from_properties(props, NODE_KEYS)
+    store, unknown = StoreConfig.from_properties({**NODE_STORE_DEFAULTS, **props}, NODE_KEYS)
     if unknown:
         log.warning("ignoring unknown config keys: %s", ", ".join(unknown))
     broker_id = _int(props, "brokerId", 0)

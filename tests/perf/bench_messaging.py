@@ -44,7 +44,7 @@ from cluster.client import BatchingConfig
 from tests.integration.harness import Group, NodeProcess, free_port, in_sync, wait_until
 
 from . import messaging_load as load
-from .host_load import CpuWindow, StealWindow
+from .host_load import CpuWindow, StealWindow, index_process_pid
 from .bench_store import (REPO_ROOT, Context, fmt_value, load_json, percentile,
                           save_and_compare, to_json)
 
@@ -62,10 +62,14 @@ class Plan:
     producers: int
     batch: int
     file_mib: int  # commitlog file size of the nodes
+    props: tuple[tuple[str, str], ...] = ()  # broker.conf keys of every node (--set)
 
     def __post_init__(self) -> None:
         if self.producers < 1 or self.batch < 1 or self.seconds <= 0:
             raise ValueError("producers, batch and seconds must be positive")
+        for key, _ in self.props:
+            if not key:
+                raise ValueError("--set takes KEY=VALUE")
 
 
 QUICK = dict(seconds=2.0, latency_samples=300, receive_messages=5000, official_messages=200,
@@ -76,7 +80,7 @@ FULL = dict(seconds=6.0, latency_samples=2000, receive_messages=30000, official_
 
 def start_group(root: str, scenario: str, plan: Plan) -> tuple[Group, object]:
     role, slaves, _ = SCENARIOS[scenario]
-    props = {"mappedFileSizeCommitLog": str(plan.file_mib << 20)}
+    props = {"mappedFileSizeCommitLog": str(plan.file_mib << 20), **dict(plan.props)}
     group = Group(root)
     try:
         master = group.master(role, **props)
@@ -253,7 +257,9 @@ class NodeProbe:
     def __init__(self, pids: list[int], seconds: float, py_spy_dir: str | None,
                  scenario: str) -> None:
         self.master_pid = pids[0]
+        index = index_process_pid(pids[0])
         self.window = CpuWindow({**{f"node{i}": pid for i, pid in enumerate(pids)},
+                                 **({"index": index} if index is not None else {}),
                                  "client": os.getpid()})
         self.seconds = max(1, int(seconds))
         self.out = os.path.join(py_spy_dir, f"{scenario}-master.txt") if py_spy_dir else None
@@ -276,10 +282,15 @@ class NodeProbe:
         n = max(self.messages, 1)
         used, wall = dict(self.window.used), self.window.wall
         master, client = used.pop("node0"), used.pop("client")
+        index = used.pop("index", None)
         slaves = list(used.values())  # node1, node2, ...
         ctx.add(f"{scenario}_cpu_master", "  master CPU per message (send_batch)",
                 master / n * 1e6, "us", higher_is_better=False,
                 note=f"{master / wall:.2f} cores busy")
+        if index is not None:
+            ctx.add(f"{scenario}_cpu_master_index", "  master's index process CPU per message",
+                    index / n * 1e6, "us", higher_is_better=False,
+                    note=f"{index / wall:.2f} cores busy")
         if slaves:
             ctx.add(f"{scenario}_cpu_slave", "  CPU per message, each slave (mean)",
                     sum(slaves) / len(slaves) / n * 1e6, "us", higher_is_better=False,
@@ -363,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=128, help="messages per send_batch / request")
     p.add_argument("--json", metavar="OUT")
     p.add_argument("--compare", metavar="OLD", help="print OLD.json next to this run")
+    p.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                   help="a broker.conf key for every node (repeatable), e.g. "
+                        "messageIndexProcessEnable=false")
     p.add_argument("--py-spy", metavar="DIR", help="record the master with py-spy during "
                    "send_batch and print its hot spots (raw profiles kept in DIR)")
     args = p.parse_args(argv)
@@ -370,7 +384,11 @@ def main(argv: list[str] | None = None) -> int:
     selected = [x.strip() for x in args.only.split(",") if x.strip()]
     if any(x not in ("baseline", *SCENARIOS) for x in selected):
         p.error("--only takes baseline, async, sync")
-    plan = Plan(producers=args.producers, batch=args.batch, **(QUICK if args.quick else FULL))
+    props = tuple(tuple(x.split("=", 1)) for x in args.set)
+    if any(len(kv) != 2 for kv in props):
+        p.error("--set takes KEY=VALUE")
+    plan = Plan(producers=args.producers, batch=args.batch, props=props,
+                **(QUICK if args.quick else FULL))
     if args.py_spy:
         os.makedirs(args.py_spy, exist_ok=True)
     logging.basicConfig(level=logging.WARNING)

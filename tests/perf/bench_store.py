@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Iterator
 
 from store import codec, recovery
@@ -43,6 +43,7 @@ from store.fileio import DEFAULT_FILE_IO, FileIO
 from store.layout import ABORT_FILE
 from store.mapped_file_queue import MappedFileQueue
 from store.message_store import MessageStore
+from tests.perf.host_load import CpuWindow
 from store.put_result import PutStatus
 from store.validation import check_message
 
@@ -690,27 +691,41 @@ def bench_sync(ctx: Context) -> None:
 
 # -- 5. reput ------------------------------------------------------------------------------------
 def bench_reput(ctx: Context) -> None:
+    """Reput over a filled store with the index in this process (the baseline), in a child
+    process (messageIndexProcessEnable, what a node runs) and off: the rate, and the CPU per
+    message of the store's process and of the index process. The store process's figure is
+    what the serving process pays under its GIL for dispatch."""
     n = ctx.sizes.reput_messages
     print(f"[reput] catch_up() from 0 over {n:,} messages (store loaded, reput not running)", flush=True)
-    for key, index in (("reput_index", True), ("reput_noindex", False)):
+    variants = (("reput_index", "index in this process", {}),
+                ("reput_index_process", "index in a child process",
+                 {"message_index_process_enable": True}),
+                ("reput_noindex", "index disabled", {"message_index_enable": False}))
+    for key, what, changes in variants:
         d = ctx.tmpdir("reput")
-        store = open_store(d, start=False, message_index_enable=index)
+        store = open_store(d, start=False, **changes)
         try:
             fill(ctx, store, n)
             store.reput.reput_from_offset = 0
             size = store.max_phy_offset()
-            label = f"reput catch_up, index {'enabled' if index else 'disabled'}"
-            with ctx.measure(label):
-                t0 = time.perf_counter()
+            label = f"reput catch_up, {what}"
+            pids = {"store": os.getpid()}
+            child = getattr(store.index_service, "pid", None)
+            if child is not None:
+                pids["index process"] = child
+            with ctx.measure(label), CpuWindow(pids) as cpu:
                 got = store.reput.catch_up()
-                dt = time.perf_counter() - t0
         finally:
             store.shutdown()
             shutil.rmtree(d, ignore_errors=True)
         if got != n:
             raise RuntimeError(f"reput dispatched {got} of {n}")
+        dt = cpu.wall
         ctx.add(key, label, got / dt, "msg/s", target=200_000,
                 note=f"{got:,} msgs, {size / 1e6 / dt:,.0f} MB/s of commitlog")
+        for name, us in cpu.per_message(got).items():
+            ctx.add(f"{key}_cpu_{name.split()[0]}", f"  CPU per message, {name}", us, "us",
+                    higher_is_better=False)
 
 
 # -- 6. recovery scan and restart ----------------------------------------------------------------

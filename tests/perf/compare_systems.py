@@ -19,6 +19,7 @@ import time
 from tests.integration.harness import Group, free_port, in_sync, wait_until
 
 from .compare_report import SystemInfo
+from .host_load import index_process_pid
 
 PACKAGES = {"nats-server": "nats-server", "redis-server": "redis-server"}
 
@@ -166,8 +167,15 @@ def _start_ours(run: Running, key: str, file_mib: int) -> None:
     group = run._group = Group(run.root)
     master = group.master(role, **props)
     run.pids["master"] = master.pid
-    for i in range(slaves):
-        run.pids[f"slave{i + 1}"] = group.slave(master, i + 1, **props).pid
+    slave_pids = [group.slave(master, i + 1, **props).pid for i in range(slaves)]
+    for i, pid in enumerate(slave_pids):
+        run.pids[f"slave{i + 1}"] = pid
+    # Each node's index process (store/index_process.py): its CPU is the node's too.
+    for name, pid in (("master", master.pid),
+                      *((f"slave{i + 1}", p) for i, p in enumerate(slave_pids))):
+        index = index_process_pid(pid)
+        if index is not None:
+            run.pids[f"{name}-index"] = index
     if slaves:
         wait_until(in_sync(master, slaves), timeout=30, what=f"{slaves} slaves in sync")
     run.spec = {"kind": "ours", "address": master.address}

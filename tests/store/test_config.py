@@ -60,6 +60,7 @@ ROCKETMQ_DEFAULTS = {
     "enabled_append_prop_crc": False,
     "message_index_enable": True,
     "message_index_safe": False,
+    "message_index_process_enable": False,  # ours: the index in a child process (nodes: on)
     "broker_role": "ASYNC_MASTER",
     "message_delay_level": "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
     "auto_message_version_on_topic_len": True,
