@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import lru_cache
 from operator import mul
-from typing import Union
+from typing import Any, Union
 
 from .errors import MessageIllegal, PropertiesSizeExceeded
 
@@ -307,6 +307,11 @@ class EncodedRecord:
     store_timestamp_pos: int
     prop_crc: bool
     transaction_type: int
+    sys_flag: int = 0  # as written, with the host-v6 bits
+    properties_text: str = ""  # the properties as written (no CRC tail)
+    # What reput will dispatch for this record, filled in under the put lock (store.dispatch:
+    # dispatch_hint); None when reput must decode the record.
+    hint: Any = None
 
     def patch(self, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:
         patch_record(self.data, 0, queue_offset, physical_offset, store_timestamp,
@@ -323,6 +328,7 @@ def encode(msg: Message, *, v2_allowed: bool = True, append_prop_crc: bool = Fal
     if append_prop_crc and PROP_CRC_NAME in props:
         # RocketMQ drops a client-supplied tail name before appending its own
         props = {k: v for k, v in props.items() if k != PROP_CRC_NAME}
+    text = ""
     if props:
         text = "".join([f"{k}\x01{v}\x02" for k, v in props.items()])
         n = len(props)
@@ -377,7 +383,7 @@ def encode(msg: Message, *, v2_allowed: bool = True, append_prop_crc: bool = Fal
     buf += plen.to_bytes(2, "big")
     buf += props_bytes
     return EncodedRecord(buf, 56 if not born_v6 else 68, append_prop_crc,
-                         sys_flag & SysFlag.TRANSACTION_MASK)
+                         sys_flag & SysFlag.TRANSACTION_MASK, sys_flag, text)
 
 
 def patch_record(buf, pos: int, queue_offset: int, physical_offset: int, store_timestamp: int,

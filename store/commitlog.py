@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 from . import codec
 from .clock import Clock
 from .codec import EncodedRecord, SysFlag
+from .dispatch import HINTS_MAX, DispatchRequest, fill_hint
 from .errors import OffsetOutOfRange
 from .fileio import FileIO
 from .mapped_file import MappedFile
@@ -46,6 +47,9 @@ class CommitLog:
         # next queue offset per (topic, queue id): assigned under the put lock
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.last_store_timestamp = 0
+        # reput's hints (ReputService.hints): a put's record that carries a dispatch hint
+        # leaves it there under the put lock; None: nobody takes them
+        self.dispatch_hints: dict[int, DispatchRequest] | None = None
         ip, port = codec.parse_host(store_host)
         self._msg_id_prefix = (codec.pack_host_address(ip) + port.to_bytes(4, "big")).hex().upper()
 
@@ -110,6 +114,13 @@ class CommitLog:
         queue_offset = 0 if skip else self.topic_queue_table.get(key, 0)
         phy = f.file_from_offset + f.wrote_position
         record.patch(queue_offset, phy, now)
+        hint = record.hint
+        if hint is not None:
+            hints = self.dispatch_hints
+            if hints is not None and len(hints) < HINTS_MAX:
+                # before the bytes: reput must not walk a record whose hint is still coming
+                fill_hint(hint, phy, n, queue_offset, now)
+                hints[phy] = hint
         f.append(data, now)
         if not skip:
             self.topic_queue_table[key] = queue_offset + 1

@@ -95,18 +95,54 @@ def request_from_fields(fields: tuple[int, int, int, int, int, int, str, str],
     if topic == SCHEDULE_TOPIC:
         tcode = schedule_tags_code(codec.string_to_properties(text), store_ts, delay_level_ms)
     else:
-        tag = _property_value(text, codec.PROPERTY_TAGS)
-        if tag:
-            tcode = _TAG_CODES.get(tag)
-            if tcode is None:
-                tcode = codec.java_string_hash(tag)
-                if len(_TAG_CODES) < 65536:  # tags repeat; keys are unique and not cached
-                    _TAG_CODES[tag] = tcode
-        else:
-            tcode = 0
+        tcode = tag_code(_property_value(text, codec.PROPERTY_TAGS))
     return DispatchRequest(topic, queue_id, physical_offset, total, tcode, store_ts, queue_offset,
                            _property_value(text, codec.PROPERTY_KEYS) or "",
                            _property_value(text, codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), sys_flag, prepared, text)
+
+
+def tag_code(tag: str | None) -> int:
+    """tagsCode of a record outside the schedule topic: String.hashCode of its tag, 0 without
+    one."""
+    if not tag:
+        return 0
+    code = _TAG_CODES.get(tag)
+    if code is None:
+        code = codec.java_string_hash(tag)
+        if len(_TAG_CODES) < 65536:  # tags repeat; keys are unique and not cached
+            _TAG_CODES[tag] = code
+    return code
+
+
+def dispatch_hint(msg: codec.Message, record: codec.EncodedRecord) -> DispatchRequest | None:
+    """What reput would decode from `record` once it is appended, built from the message that
+    was encoded (request_from_fields' rules), so the master's reput need not decode its own
+    puts. The commitlog fills in the offsets and the store time under its put lock
+    (`fill_hint`). None where decoding is simpler than the rule: schedule-topic records (their
+    tagsCode depends on the store time) and records with a property CRC tail."""
+    topic = msg.topic
+    if record.prop_crc or topic == SCHEDULE_TOPIC:
+        return None
+    props = msg.properties
+    return DispatchRequest(topic, msg.queue_id, 0, 0, tag_code(props.get(codec.PROPERTY_TAGS)),
+                           0, 0, props.get(codec.PROPERTY_KEYS) or "",
+                           props.get(codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                           record.sys_flag, msg.prepared_transaction_offset,
+                           record.properties_text)
+
+
+# The most hints waiting for reput: past it a put leaves none (reput decodes those records)
+# and reput drops hints it has already passed.
+HINTS_MAX = 65536
+
+
+def fill_hint(hint: DispatchRequest, physical_offset: int, size: int, queue_offset: int,
+              store_timestamp: int) -> None:
+    """The fields of a hint known only under the put lock (CommitLog._append_locked)."""
+    hint.commit_log_offset = physical_offset
+    hint.msg_size = size
+    hint.consume_queue_offset = queue_offset
+    hint.store_timestamp = store_timestamp
 
 
 def build_request(buf, pos: int, total: int, physical_offset: int,

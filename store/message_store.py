@@ -22,7 +22,7 @@ from .commitlog import CommitLog
 from .completion import Completion
 from .config import StoreConfig
 from .consume_queue import ConsumeQueueStore
-from .dispatch import delay_level_lookup
+from .dispatch import delay_level_lookup, dispatch_hint
 from .errors import CreateFileError, DiskError, MessageIllegal, PropertiesSizeExceeded
 from .fileio import DEFAULT_FILE_IO, FileIO
 from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
@@ -115,6 +115,7 @@ class MessageStore:
         self.reput = ReputService(self.commitlog, dispatchers, self.delay_level_ms,
                                   bound=self._dispatch_bound, batch_bytes=config.reput_batch_max_bytes)
         self.reput.listeners.append(self._on_dispatched)
+        self.commitlog.dispatch_hints = self.reput.hints
         if isinstance(self.index_service, IndexProcess):
             self.index_service.replay = self.reput.requests_between
         self.reput.on_error = lambda m: self.flags.set(rf.DISPATCH_ERROR, m)
@@ -321,9 +322,10 @@ class MessageStore:
                                     c.timer_max_delay_sec)
                 if not m.born_timestamp:
                     m.born_timestamp = self.clock.now_ms()
-                encoded.append((encode(m, v2_allowed=v2, append_prop_crc=prop_crc,
-                                       max_properties_size=max_props, store_host=host),
-                                m.topic, m.queue_id))
+                record = encode(m, v2_allowed=v2, append_prop_crc=prop_crc,
+                                max_properties_size=max_props, store_host=host)
+                record.hint = dispatch_hint(m, record)
+                encoded.append((record, m.topic, m.queue_id))
         except PropertiesSizeExceeded as e:
             return [], PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason=str(e))
         except MessageIllegal as e:
@@ -401,6 +403,7 @@ class MessageStore:
         """Crash-safely cut the commitlog, consume queues and index at `offset`."""
         with self.reput._lock:
             self.commitlog.truncate(offset)
+            self.reput.hints.clear()  # what lay past the cut is gone, and with it their hints
             self.cq_store.truncate_dirty(offset)
             if self.index_service is not None:
                 self.index_service.truncate_dirty(offset)

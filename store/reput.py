@@ -7,6 +7,12 @@ checked (no CRC: recovery already did that) and turned into DispatchRequests by 
 (store.commitlog_walk with codec.dispatch_fields, a one-pass check and decode); a BLANK moves
 to the next file. A corrupt record stops reput and is reported, never skipped silently.
 
+A master's own puts are not decoded again: each put leaves the DispatchRequest of its record
+in `hints` (dispatch.dispatch_hint, built from the message it encoded and completed under the
+put lock before the bytes are written), and reput takes a hinted record as it is. Records
+without a hint (a slave's, the schedule topic's, those written past HINTS_MAX, a torn run
+after a cut) are decoded; tests/store/test_dispatch_hints.py checks that both give the same.
+
 The records of one step (up to `batch_bytes`) go to each dispatcher as one batch where it
 takes batches (`dispatch_many`): the index then pays its lock, file lookup and header write
 once per step, not once per record. A dispatcher that fails is retried record by record to
@@ -21,7 +27,7 @@ from typing import Callable, Iterator, Sequence
 from . import codec
 from .commitlog import CommitLog
 from .commitlog_walk import CommitLogWalk, Stop
-from .dispatch import Dispatcher, DispatchRequest, request_from_fields
+from .dispatch import HINTS_MAX, Dispatcher, DispatchRequest, request_from_fields
 from .service import Service
 
 log = logging.getLogger(__name__)
@@ -46,6 +52,10 @@ class ReputService(Service):
         self.on_error: Callable[[str], None] | None = None  # the store marks itself not writable
         self.on_error_cleared: Callable[[], None] | None = None
         self.listeners: list[Callable[[list[DispatchRequest]], None]] = []
+        # commitlog offset -> the request of the record a put wrote there (dispatch_hint),
+        # added by CommitLog under its put lock before the bytes, taken here; cleared when
+        # the log is cut. Dict operations are atomic, so the two sides take no common lock.
+        self.hints: dict[int, DispatchRequest] = {}
         self._lock = threading.Lock()  # one stepper at a time (thread or a caller catching up)
 
     def behind(self) -> int:
@@ -78,13 +88,12 @@ class ReputService(Service):
         offset = self.reput_from_offset
         if offset < self.commitlog.min_offset():
             offset = self.commitlog.min_offset()  # retention removed what reput never reached
-        requests, walk = self._read(offset, self._end(), max_bytes)
-        offset = walk.offset
+        requests, offset, stop = self._read(offset, self._end(), max_bytes)
         failed = self._feed(requests) if requests else None
         if failed is not None:  # retried from that record next round
             offset = requests[failed].commit_log_offset
             del requests[failed:]
-        elif walk.stop is Stop.CORRUPT:
+        elif stop is Stop.CORRUPT:
             # Also when dispatch_fields refused what check_record calls a record: stop loudly
             # rather than wait forever for the record to appear. EMPTY / NEED_MORE: the rest
             # is not written yet.
@@ -103,15 +112,59 @@ class ReputService(Service):
         return count
 
     def _read(self, offset: int, end: int, max_bytes: int
-              ) -> tuple[list[DispatchRequest], CommitLogWalk]:
+              ) -> tuple[list[DispatchRequest], int, Stop | None]:
         """The requests of the records from `offset` (below `end`, about max_bytes of them),
-        and the walk, which says where it stopped and why."""
+        where the walk stopped, and why (None: at a hinted record). A record with a hint
+        (dispatch_hint, left by the put that wrote it) is taken as it is; the others are
+        decoded: all of them when there are no hints, else one record or BLANK at a time, so
+        the walk does not decode what the hints already hold."""
+        limit = offset + max_bytes
+        hints = self.hints
+        out: list[DispatchRequest] = []
+        stop: Stop | None = None
+        while offset < end and offset < limit:
+            if hints:
+                offset = self._take_hints(offset, end, limit, out)
+                if offset >= end or offset >= limit:
+                    break
+            walked, walk = self._walk(offset, end, offset + 1 if hints else limit)
+            if hints:
+                for request in walked:
+                    hints.pop(request.commit_log_offset, None)
+            out += walked
+            moved, offset, stop = walk.offset > offset, walk.offset, walk.stop
+            if stop is not Stop.LIMIT or not moved:
+                break
+        if len(hints) >= HINTS_MAX:  # puts stopped leaving hints: drop those left behind
+            for stale in [k for k in hints if k < offset]:
+                del hints[stale]
+        return out, offset, stop
+
+    def _take_hints(self, offset: int, end: int, limit: int,
+                    out: list[DispatchRequest]) -> int:
+        """Append the hinted records from `offset` on (each below `end`) to `out`; returns
+        the offset after the last one taken."""
+        hints = self.hints
+        while offset < end and offset < limit:
+            request = hints.pop(offset, None)
+            if request is None:
+                break
+            if request.commit_log_offset + request.msg_size > end:
+                hints[offset] = request  # not below the bound yet (flush, confirm)
+                break
+            out.append(request)
+            offset += request.msg_size
+        return offset
+
+    def _walk(self, offset: int, end: int, until: int
+              ) -> tuple[list[DispatchRequest], CommitLogWalk]:
+        """Decode the records from `offset` below `end`, none starting at or after `until`."""
         # One pass checks and decodes each record (dispatch_fields: the same rules as
         # check_record); only when it is not one does the walk ask what lies there. The
         # requests hold copies (ints and str), so the files are released before dispatch.
         delay_level_ms = self.delay_level_ms
         walk = CommitLogWalk(decode=codec.dispatch_fields)
-        records = walk.mapped(self.commitlog.queue, offset, end, offset + max_bytes)
+        records = walk.mapped(self.commitlog.queue, offset, end, until)
         try:
             requests = [request_from_fields(fields, phy, delay_level_ms)
                         for phy, fields in records]
@@ -126,7 +179,7 @@ class ReputService(Service):
         bytes are dispatched ones and no truncation moves under the walk."""
         offset = max(start, self.commitlog.min_offset())
         while offset < end:
-            requests, walk = self._read(offset, end, self.batch_bytes)
+            requests, walk = self._walk(offset, end, offset + self.batch_bytes)
             if requests:
                 yield requests
             if walk.offset <= offset:

@@ -78,7 +78,7 @@ class Sizes:
 QUICK = Sizes(seconds=0.5, pool=16384, raw_max=150_000, put_max=300_000, sync_seconds=1.0,
               lat_samples=300, reput_messages=40_000, store_mib=128, store_file_mib=32)
 FULL = Sizes(seconds=2.0, pool=65536, raw_max=800_000, put_max=800_000, sync_seconds=3.0,
-             lat_samples=2000, reput_messages=300_000, store_mib=1024, store_file_mib=1024)
+             lat_samples=2000, reput_messages=60_000, store_mib=1024, store_file_mib=1024)
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -691,21 +691,27 @@ def bench_sync(ctx: Context) -> None:
 
 # -- 5. reput ------------------------------------------------------------------------------------
 def bench_reput(ctx: Context) -> None:
-    """Reput over a filled store with the index in this process (the baseline), in a child
-    process (messageIndexProcessEnable, what a node runs) and off: the rate, and the CPU per
-    message of the store's process and of the index process. The store process's figure is
-    what the serving process pays under its GIL for dispatch."""
-    n = ctx.sizes.reput_messages
+    """Reput over a filled store: the records decoded from the bytes with the index in this
+    process (as before dispatch hints and the index process: the baseline; a slave still
+    decodes), then taken from the hints the puts left (a master), with the index in this
+    process, in a child process (messageIndexProcessEnable, what a node runs) and off. The
+    rate, and the CPU per message of the store's process and of the index process: the
+    store process's figure is what the serving process pays under its GIL for dispatch."""
+    n = ctx.sizes.reput_messages  # below HINTS_MAX: every record of a hinted run has its hint
     print(f"[reput] catch_up() from 0 over {n:,} messages (store loaded, reput not running)", flush=True)
-    variants = (("reput_index", "index in this process", {}),
-                ("reput_index_process", "index in a child process",
+    variants = (("reput_decoded", "decoded, index in this process", False, {}),
+                ("reput_index", "hinted, index in this process", True, {}),
+                ("reput_index_process", "hinted, index in a child process", True,
                  {"message_index_process_enable": True}),
-                ("reput_noindex", "index disabled", {"message_index_enable": False}))
-    for key, what, changes in variants:
+                ("reput_noindex", "hinted, index disabled", True, {"message_index_enable": False}))
+    for key, what, hinted, changes in variants:
         d = ctx.tmpdir("reput")
         store = open_store(d, start=False, **changes)
         try:
             fill(ctx, store, n)
+            if not hinted:
+                store.reput.hints.clear()
+            hints = len(store.reput.hints)
             store.reput.reput_from_offset = 0
             size = store.max_phy_offset()
             label = f"reput catch_up, {what}"
@@ -722,7 +728,7 @@ def bench_reput(ctx: Context) -> None:
             raise RuntimeError(f"reput dispatched {got} of {n}")
         dt = cpu.wall
         ctx.add(key, label, got / dt, "msg/s", target=200_000,
-                note=f"{got:,} msgs, {size / 1e6 / dt:,.0f} MB/s of commitlog")
+                note=f"{got:,} msgs ({hints:,} hinted), {size / 1e6 / dt:,.0f} MB/s of commitlog")
         for name, us in cpu.per_message(got).items():
             ctx.add(f"{key}_cpu_{name.split()[0]}", f"  CPU per message, {name}", us, "us",
                     higher_is_better=False)
