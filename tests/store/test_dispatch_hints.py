@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -142,33 +143,31 @@ def test_a_cut_drops_the_hints_of_what_it_removed(tmp_path):
         s.shutdown()
 
 
-def test_past_the_most_hints_puts_leave_none_and_reput_decodes(tmp_path, monkeypatch):
+@pytest.fixture
+def capped(tmp_path, monkeypatch):
+    """A store whose puts leave at most 5 hints."""
     monkeypatch.setattr(commitlog_module, "HINTS_MAX", 5)
     monkeypatch.setattr(reput_module, "HINTS_MAX", 5)
     s = opened(tmp_path)
-    try:
-        for i in range(12):
-            assert s.put_message(msg(i)).ok
-        assert len(s.reput.hints) == 5  # the first five; the rest carry none
-        got = dispatched(s)
-        assert len(got) == 12 and fields(got) == fields(decoded(s)) and not s.reput.hints
-    finally:
-        s.shutdown()
+    yield s
+    s.shutdown()
 
 
-def test_stale_hints_are_dropped_once_they_reach_the_most(tmp_path, monkeypatch):
-    monkeypatch.setattr(commitlog_module, "HINTS_MAX", 5)
-    monkeypatch.setattr(reput_module, "HINTS_MAX", 5)
-    s = opened(tmp_path)
-    try:
-        for i in range(3):
-            assert s.put_message(msg(i)).ok
-        dispatched(s)
-        # hints reput can never take (below where it stands), as a failed write could leave
-        s.reput.hints.update({k: DispatchRequest("x", 0, k, 1, 0, 0, 0, "", None, 0, 0)
-                              for k in range(5)})
-        assert s.put_message(msg(3)).ok  # full: no hint for it
-        got = dispatched(s)
-        assert [r.keys.split()[0] for r in got] == ["k3"] and not s.reput.hints
-    finally:
-        s.shutdown()
+def test_past_the_most_hints_puts_leave_none_and_reput_decodes(capped):
+    for i in range(12):
+        assert capped.put_message(msg(i)).ok
+    assert len(capped.reput.hints) == 5  # the first five; the rest carry none
+    got = dispatched(capped)
+    assert len(got) == 12 and fields(got) == fields(decoded(capped)) and not capped.reput.hints
+
+
+def test_stale_hints_are_dropped_once_they_reach_the_most(capped):
+    for i in range(3):
+        assert capped.put_message(msg(i)).ok
+    dispatched(capped)
+    # hints reput can never take (below where it stands), as a failed write could leave
+    capped.reput.hints.update({k: DispatchRequest("x", 0, k, 1, 0, 0, 0, "", None, 0, 0)
+                               for k in range(5)})
+    assert capped.put_message(msg(3)).ok  # full: no hint for it
+    got = dispatched(capped)
+    assert [r.keys.split()[0] for r in got] == ["k3"] and not capped.reput.hints
