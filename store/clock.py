@@ -3,11 +3,13 @@ and waits that end by the clock's own time (a long poll on a ManualClock ends wh
 advances the clock, not after real seconds)."""
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 import weakref
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 class Clock:
@@ -32,6 +34,8 @@ class Clock:
                          real_limit_s: float | None = None) -> None:
         """On an event loop: until `future` is done, `timeout_s` of this clock's time, or
         `real_limit_s` real seconds (wait_for's rules). The future is never cancelled here."""
+        import asyncio  # here: a process that never waits on a loop (the index process, the
+        # store tool) does not pay for importing it
         if real_limit_s is not None:
             timeout_s = min(timeout_s, real_limit_s)
         try:
@@ -106,6 +110,7 @@ class ManualClock(Clock):
                          real_limit_s: float | None = None) -> None:
         """Like Clock.wait_async, with `timeout_s` in this clock's time (re-checked every
         50 ms of real time, and counted in `waiters`)."""
+        import asyncio  # see Clock.wait_async
         deadline = self.monotonic() + timeout_s
         real_deadline = None if real_limit_s is None else time.monotonic() + real_limit_s
         with self._lock:
