@@ -136,8 +136,9 @@ class ReputService(Service):
             if stop is not Stop.LIMIT or not moved:
                 break
         if len(hints) >= HINTS_MAX:  # puts stopped leaving hints: drop those left behind
-            for stale in [k for k in hints if k < offset]:
-                del hints[stale]
+            # list() copies the keys in one C call: a put may add a hint meanwhile
+            for stale in [k for k in list(hints) if k < offset]:
+                hints.pop(stale, None)
         return out, offset, stop
 
     def _take_hints(self, offset: int, end: int, limit: int,
