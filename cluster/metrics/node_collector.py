@@ -14,6 +14,8 @@ Names (all prefixed `rmqstore_`; offsets are commitlog byte offsets):
     in_sync_replicas, sync_state_set_size          master only
     disk_used_ratio{path}                          the commitlog's and the store root's file system
     put_messages_total, put_bytes_total, put_failures_total, get_messages_total   counters
+    index_process_restarts_total                   with messageIndexProcessEnable (a node's
+                                                   default): index processes started again
     consumer_lag_messages{group,topic,queue}, consumer_inflight_messages{group,topic,queue}
     retention_deleted_files_total, retention_unarchived_deleted_files_total,
     retention_unconsumed_deleted_total{group}
@@ -33,6 +35,7 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily, Metric)
 
 from store.broker_role import BrokerRole
+from store.index_process import IndexProcess
 from store.retention import RetentionService, default_disk_usage
 
 if TYPE_CHECKING:
@@ -97,6 +100,10 @@ class NodeCollector:
         yield counter("put_bytes", "Bytes appended", stats.put_bytes)
         yield counter("put_failures", "Appends refused or failed", stats.put_failures)
         yield counter("get_messages", "Messages read", stats.get_messages)
+        index = node.store.index_service
+        if isinstance(index, IndexProcess):
+            yield counter("index_process_restarts", "Index processes started again after "
+                          "the last one died (messageIndexProcessEnable)", index.restarts)
         yield from self._consumers(s)
         yield from self._retention()
         yield from self._archive()

@@ -4,13 +4,16 @@ format (parsed with prometheus-client's own parser)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import urllib.request
 
+import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.harness import ROOT, messages, wait_until
+from tests.support.processes import index_process_pid
 
 
 def scrape(node) -> dict[tuple[str, tuple], float]:
@@ -108,3 +111,23 @@ def test_a_node_serves_its_own_console(group):
         with urllib.request.urlopen(req, timeout=10) as resp:
             return [m["keys"] for m in json.load(resp)["messages"]]
     assert wait_until(found, 10, "the key indexed") == ["key-1"]
+
+
+def test_a_killed_index_process_is_started_again_and_counted(group):
+    """A node's index process (messageIndexProcessEnable, on by default) killed by pid: the
+    node starts another, every key is found again, and the metric counts the restart."""
+    node = group.master("ASYNC_MASTER", metricsListenAddress="127.0.0.1:0")
+    admin = node.admin()
+    assert admin.send(messages("Orders", 100)).status == "PUT_OK"
+    wait_until(lambda: len(admin.query("Orders", "key-99").messages) == 1, 20, "key-99 indexed")
+    first = index_process_pid(node.pid)
+    assert first is not None and scrape(node)[("rmqstore_index_process_restarts_total", ())] == 0
+    os.kill(first, signal.SIGKILL)
+    assert admin.send(messages("Orders", 100, 100)).status == "PUT_OK"
+    wait_until(lambda: scrape(node)[("rmqstore_index_process_restarts_total", ())] == 1, 20,
+               "the restart")
+    wait_until(lambda: len(admin.query("Orders", "key-199").messages) == 1, 20, "key-199")
+    assert [i for i in range(200) if len(admin.query("Orders", f"key-{i}").messages) != 1] == []
+    second = index_process_pid(node.pid)
+    assert second not in (None, first) and not psutil.pid_exists(first)
+    assert scrape(node)[("rmqstore_writable", ())] == 1

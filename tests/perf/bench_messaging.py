@@ -44,7 +44,9 @@ from cluster.client import BatchingConfig
 from tests.integration.harness import Group, NodeProcess, free_port, in_sync, wait_until
 
 from . import messaging_load as load
-from .host_load import CpuWindow, StealWindow, index_process_pid
+from tests.support.processes import index_process_pid
+
+from .host_load import CpuWindow, StealWindow
 from .bench_store import (REPO_ROOT, Context, fmt_value, load_json, percentile,
                           save_and_compare, to_json)
 

@@ -18,8 +18,9 @@ import time
 
 from tests.integration.harness import Group, free_port, in_sync, wait_until
 
+from tests.support.processes import index_process_pid
+
 from .compare_report import SystemInfo
-from .host_load import index_process_pid
 
 PACKAGES = {"nats-server": "nats-server", "redis-server": "redis-server"}
 
