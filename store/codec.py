@@ -44,9 +44,12 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import lru_cache
 from operator import mul
-from typing import Any, Union
+from typing import TYPE_CHECKING, Union
 
 from .errors import MessageIllegal, PropertiesSizeExceeded
+
+if TYPE_CHECKING:
+    from .dispatch import DispatchRequest
 
 MAGIC_V1 = 0xDAA320A7
 MAGIC_V2 = 0xDAA320AB
@@ -311,7 +314,7 @@ class EncodedRecord:
     properties_text: str = ""  # the properties as written (no CRC tail)
     # What reput will dispatch for this record, filled in under the put lock (store.dispatch:
     # dispatch_hint); None when reput must decode the record.
-    hint: Any = None
+    hint: "DispatchRequest | None" = None
 
     def patch(self, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:
         patch_record(self.data, 0, queue_offset, physical_offset, store_timestamp,

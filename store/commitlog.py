@@ -33,7 +33,8 @@ class CommitLog:
     store host.
 
     `put_lock` (a YieldingLock) guards every change of the log's end and of those fields:
-    put/put_batch (queue offsets, physical offset, store time, the copy into the last file),
+    put/put_batch (queue offsets, physical offset, store time, the copy into the last file,
+    the dispatch hint each record leaves for reput in `dispatch_hints`),
     append_raw (the slave path) and truncate. Readers (read, read_chunk, get_message,
     store_time_of, files) take no lock: they hold the file they read (MappedFile.hold) and see
     only bytes below its read position. The queue's own lock guards its list of files."""
