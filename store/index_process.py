@@ -31,7 +31,7 @@ import logging
 import subprocess
 import sys
 import threading
-from typing import Callable, Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, NoReturn, Sequence
 
 from .clock import SYSTEM_CLOCK, Clock
 from .dispatch import DispatchRequest
@@ -97,33 +97,36 @@ class IndexProcess:
         try:
             write_frame(proc.stdin, request)
             reply = read_frame(proc.stdout)
-        except (OSError, ValueError, EOFError) as e:  # broken pipe, closed file
-            reply = None
-            cause: BaseException | None = e
-        except IndexProcessError as e:
-            reply, cause = None, e
-        else:
-            cause = None
+        except (OSError, ValueError, IndexProcessError) as e:  # broken pipe, torn frame
+            self._lost(proc, e)
         if reply is None:
-            self._lost(proc, cause)
+            self._lost(proc, None)
         return ok_value(reply)
 
-    def _lost(self, proc: subprocess.Popen, cause: BaseException | None) -> None:
-        self._proc = None
-        try:
-            proc.kill()
-        except OSError:
-            pass
-        code = proc.wait()
+    def _lost(self, proc: subprocess.Popen, cause: BaseException | None) -> NoReturn:
+        code = self._reap(proc, kill=True)
+        message = (f"the index process (pid {proc.pid}) ended with exit status {code}"
+                   + (f": {cause}" if cause is not None else ""))
+        log.error("%s; the next index call starts a new one", message)
+        raise IndexProcessError(message)
+
+    def _reap(self, proc: subprocess.Popen, *, kill: bool) -> int:
+        """Forget `proc`, close its pipes and wait for it (killed first, or after
+        CLOSE_WAIT_S when it does not exit on its own); returns its exit status."""
+        if self._proc is proc:
+            self._proc = None
+        if kill:
+            proc.kill()  # a no-op on one that already exited
         for pipe in (proc.stdin, proc.stdout):
             try:
                 pipe.close()
             except OSError:
                 pass
-        message = (f"the index process (pid {proc.pid}) ended with exit status {code}"
-                   + (f": {cause}" if cause is not None else ""))
-        log.error("%s; the next index call starts a new one", message)
-        raise IndexProcessError(message)
+        try:
+            return proc.wait(CLOSE_WAIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait()
 
     def _running(self) -> None:
         """Start a child if there is none (the first load starts it; a later start is a
@@ -138,14 +141,10 @@ class IndexProcess:
             notes = self._call("load", False, self.index_msg_timestamp())
         except BaseException:
             if self._proc is proc:  # refused to load: do not keep a child without its files
-                self._proc = None
-                proc.kill()
-                proc.wait()
-                proc.stdin.close()
-                proc.stdout.close()
+                self._reap(proc, kill=True)
             raise
         self._replay_pending = True
-        log.warning("index process restarted (pid %d)%s", self._proc.pid,
+        log.warning("index process restarted (pid %d)%s", proc.pid,
                     "".join(f"; {n}" for n in notes))
 
     # -- the IndexService calls -------------------------------------------------------------
@@ -185,11 +184,6 @@ class IndexProcess:
             self._running()
             return self._call("query", topic, key, max_num, begin_ts, end_ts, max_phy_offset)
 
-    def end_phy_offset(self) -> int:
-        with self._lock:
-            self._running()
-            return self._call("end")
-
     def delete_expired(self, min_phy_offset: int) -> int:
         with self._lock:
             self._running()
@@ -214,23 +208,16 @@ class IndexProcess:
         """Close the files in the child and wait for it to exit (kill it after CLOSE_WAIT_S)."""
         with self._lock:
             self._closed = True
-            proc, self._proc = self._proc, None
+            proc = self._proc
             if proc is None:
                 return
             try:
                 write_frame(proc.stdin, ("close",))
-                ok_value(read_frame(proc.stdout) or ("error", "EOF", "no reply to close",
-                                                     None, None, None, None))
+                reply = read_frame(proc.stdout)
+                if reply is None:
+                    raise IndexProcessError("the index process ended without answering close")
+                ok_value(reply)
             except (OSError, ValueError, IndexProcessError) as e:
                 log.warning("closing the index process (pid %d): %s", proc.pid, e)
             finally:
-                for pipe in (proc.stdin, proc.stdout):
-                    try:
-                        pipe.close()
-                    except OSError:
-                        pass
-                try:
-                    proc.wait(CLOSE_WAIT_S)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                self._reap(proc, kill=False)

@@ -298,12 +298,14 @@ class MessageStore:
         PROPERTIES_SIZE_EXCEEDED), or None: lets a caller that writes something else first (a
         topic record) refuse bad input before it writes anything. The store's own state (not
         writable) is `append`'s to answer."""
-        _, refusal = self._encode(msgs, allow_system_topic)
+        _, refusal = self._encode(msgs, allow_system_topic, hinted=False)
         return refusal
 
-    def _encode(self, msgs: Sequence[Message], allow_system_topic: bool
-                ) -> tuple[list, PutResult | None]:
-        """(encoded records, None), or ([], the refusal): the checks of every put's input."""
+    def _encode(self, msgs: Sequence[Message], allow_system_topic: bool, *,
+                hinted: bool = True) -> tuple[list, PutResult | None]:
+        """(encoded records, None), or ([], the refusal): the checks of every put's input.
+        `hinted`: each record carries its dispatch hint (only records that will be appended
+        need one)."""
         if not msgs:
             return [], PutResult(PutStatus.MESSAGE_ILLEGAL, reason="empty batch")
         c = self.config
@@ -324,7 +326,8 @@ class MessageStore:
                     m.born_timestamp = self.clock.now_ms()
                 record = encode(m, v2_allowed=v2, append_prop_crc=prop_crc,
                                 max_properties_size=max_props, store_host=host)
-                record.hint = dispatch_hint(m, record)
+                if hinted:
+                    record.hint = dispatch_hint(m, record)
                 encoded.append((record, m.topic, m.queue_id))
         except PropertiesSizeExceeded as e:
             return [], PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason=str(e))

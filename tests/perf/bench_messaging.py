@@ -69,9 +69,6 @@ class Plan:
     def __post_init__(self) -> None:
         if self.producers < 1 or self.batch < 1 or self.seconds <= 0:
             raise ValueError("producers, batch and seconds must be positive")
-        for key, _ in self.props:
-            if not key:
-                raise ValueError("--set takes KEY=VALUE")
 
 
 QUICK = dict(seconds=2.0, latency_samples=300, receive_messages=5000, official_messages=200,
@@ -387,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(x not in ("baseline", *SCENARIOS) for x in selected):
         p.error("--only takes baseline, async, sync")
     props = tuple(tuple(x.split("=", 1)) for x in args.set)
-    if any(len(kv) != 2 for kv in props):
+    if any(len(kv) != 2 or not kv[0].strip() for kv in props):
         p.error("--set takes KEY=VALUE")
     plan = Plan(producers=args.producers, batch=args.batch, props=props,
                 **(QUICK if args.quick else FULL))

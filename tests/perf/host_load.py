@@ -84,4 +84,3 @@ class CpuWindow:
     def per_message(self, messages: int) -> dict[str, float]:
         n = max(messages, 1)
         return {name: used / n * 1e6 for name, used in self.used.items()}
-

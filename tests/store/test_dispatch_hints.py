@@ -4,6 +4,8 @@ let reput pass the dispatch bound, survive a cut of the log, or skip a record wi
 from __future__ import annotations
 
 import dataclasses
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,15 +23,19 @@ from store.message_store import MessageStore
 T0 = 1_700_000_000_000
 
 
-def opened(root, **kw) -> MessageStore:
-    """Loaded, not started: reput moves only when a test steps it."""
+@contextmanager
+def opened(root, **kw) -> Iterator[MessageStore]:
+    """Loaded, not started: reput moves only when a test steps it. Shut down on leaving."""
     cfg = dict(store_path_root_dir=str(root), mapped_file_size_commit_log=16 * 1024,
                max_hash_slot_num=64, max_index_num=512)
     cfg.update(kw)
     s = MessageStore(StoreConfig(**cfg), clock=ManualClock(T0))
     s.load()
-    s.flags.clear(rf.NOT_STARTED)
-    return s
+    try:
+        s.flags.clear(rf.NOT_STARTED)
+        yield s
+    finally:
+        s.shutdown()
 
 
 def fields(requests: list[DispatchRequest]) -> list[tuple]:
@@ -83,8 +89,7 @@ messages = st.builds(
        prop_crc=st.booleans())
 def test_what_the_hints_dispatch_is_what_decoding_the_bytes_gives(tmp_path_factory, batches,
                                                                   prop_crc):
-    s = opened(tmp_path_factory.mktemp("hints"), enabled_append_prop_crc=prop_crc)
-    try:
+    with opened(tmp_path_factory.mktemp("hints"), enabled_append_prop_crc=prop_crc) as s:
         for batch in batches:
             assert s.put_messages(batch).ok
         assert len(s.reput.hints) <= sum(map(len, batches))
@@ -92,13 +97,10 @@ def test_what_the_hints_dispatch_is_what_decoding_the_bytes_gives(tmp_path_facto
         assert not s.reput.hints
         assert fields(got) == fields(decoded(s))
         assert s.reput.reput_from_offset == s.max_phy_offset()
-    finally:
-        s.shutdown()
 
 
 def test_a_put_leaves_a_hint_per_record_except_schedule_records(tmp_path):
-    s = opened(tmp_path, mapped_file_size_commit_log=4096)
-    try:
+    with opened(tmp_path, mapped_file_size_commit_log=4096) as s:
         results = [s.put_message(msg(i, **({"DELAY": "2"} if i % 4 == 0 else {})))
                    for i in range(40)]
         hinted = {r.appends[0].wrote_offset for i, r in enumerate(results) if i % 4}
@@ -107,13 +109,10 @@ def test_a_put_leaves_a_hint_per_record_except_schedule_records(tmp_path):
         assert sum(r.topic == SCHEDULE_TOPIC for r in got) == 10
         assert fields(got) == fields(decoded(s))
         assert len(s.commitlog.queue) > 1  # BLANK fillers between the hinted runs
-    finally:
-        s.shutdown()
 
 
 def test_hints_never_take_reput_past_the_bound(tmp_path):
-    s = opened(tmp_path)
-    try:
+    with opened(tmp_path) as s:
         appends = [s.put_message(msg(i)).appends[0] for i in range(10)]
         bound = [appends[3].wrote_offset + 10]  # inside record 3
         s.reput.bound = lambda: bound[0]
@@ -124,13 +123,10 @@ def test_hints_never_take_reput_past_the_bound(tmp_path):
         bound[0] = appends[9].end_offset
         rest = dispatched(s)
         assert fields(first + rest) == fields(decoded(s))
-    finally:
-        s.shutdown()
 
 
 def test_a_cut_drops_the_hints_of_what_it_removed(tmp_path):
-    s = opened(tmp_path)
-    try:
+    with opened(tmp_path) as s:
         appends = [s.put_message(msg(i)).appends[0] for i in range(6)]
         s.truncate(appends[2].wrote_offset)  # as a slave whose log diverged
         assert not s.reput.hints
@@ -139,8 +135,6 @@ def test_a_cut_drops_the_hints_of_what_it_removed(tmp_path):
         got = dispatched(s)
         assert [r.keys.split()[0] for r in got] == ["k0", "k1", "k100", "k101", "k102", "k103"]
         assert fields(got) == fields(decoded(s))
-    finally:
-        s.shutdown()
 
 
 @pytest.fixture
@@ -148,9 +142,8 @@ def capped(tmp_path, monkeypatch):
     """A store whose puts leave at most 5 hints."""
     monkeypatch.setattr(commitlog_module, "HINTS_MAX", 5)
     monkeypatch.setattr(reput_module, "HINTS_MAX", 5)
-    s = opened(tmp_path)
-    yield s
-    s.shutdown()
+    with opened(tmp_path) as s:
+        yield s
 
 
 def test_past_the_most_hints_puts_leave_none_and_reput_decodes(capped):
