@@ -22,7 +22,6 @@ from ha.master_session import MasterView
 from store import codec
 from store.clock import Clock
 from store.codec import Message
-from store.put_encoding import Encoded
 from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.put_result import PutResult, PutStatus
@@ -115,36 +114,20 @@ class MasterRole:
         self.store.put_latency.observe(result.status.name, time.perf_counter() - started)
         return result
 
-    def put_encoded(self, encoded: Sequence[Encoded], refusal: PutResult | None = None
-                    ) -> PutResult:
-        """put_messages of client records encoded elsewhere (put_encoding.encode_messages with
-        the store's encode_settings; `refusal` is what that answered). A client's v2 message
-        cannot set WAIT=false (a reserved property), so every such put waits."""
-        started = time.perf_counter()
-        result = self._refusal(wants_wait=True) or self.store.append_encoded(encoded, refusal)
-        result = self.wait_durable((), result, wants_wait=True)
-        self.store.put_latency.observe(result.status.name, time.perf_counter() - started)
-        return result
-
     def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
         """The first half of a put: the in-sync check and the append, no waiting. Callers that
         must order their appends under their own lock (consumer state records) append there and
         call wait_durable outside it."""
-        return (self._refusal(wants_wait=_wants_wait(msgs))
-                or self.store.append(msgs, allow_system_topic=allow_system_topic))
-
-    def _refusal(self, *, wants_wait: bool) -> PutResult | None:
-        """Why this master may not append now (closed, lease, too few in sync), or None."""
         if self.closed:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="this node is no longer master")
         refusal = self.lease_refusal()
         if refusal:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=refusal)
-        if self.sync_master and wants_wait and not self.tracker.enough_in_sync():
+        if self.sync_master and _wants_wait(msgs) and not self.tracker.enough_in_sync():
             return PutResult(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, reason=(
                 f"{1 + self.tracker.in_sync_count()} replicas in sync (master included), "
                 f"minInSyncReplicas={self.config.min_in_sync_replicas}"))
-        return None
+        return self.store.append(msgs, allow_system_topic=allow_system_topic)
 
     def lease_refusal(self) -> str:
         """Why this master may not acknowledge writes on its own word now, or "". Under a
@@ -160,16 +143,12 @@ class MasterRole:
                 f"and no in-sync slave to confirm writes: a new master may have been elected, so "
                 f"this one stops acknowledging")
 
-    def wait_durable(self, msgs: Sequence[Message], result: PutResult, *,
-                     wants_wait: bool | None = None) -> PutResult:
-        """The second half: the store's flush policy, then (SYNC_MASTER) the slaves' acks.
-        `wants_wait` stands for the messages' WAIT property when the caller has no messages."""
+    def wait_durable(self, msgs: Sequence[Message], result: PutResult) -> PutResult:
+        """The second half: the store's flush policy, then (SYNC_MASTER) the slaves' acks."""
         if result.status is not PutStatus.PUT_OK:
             return result
-        if wants_wait is None:
-            wants_wait = _wants_wait(msgs)
-        result = self.store.wait_durable(msgs, result, wants_wait=wants_wait)
-        if result.status is not PutStatus.PUT_OK or not (self.sync_master and wants_wait):
+        result = self.store.wait_durable(msgs, result)
+        if result.status is not PutStatus.PUT_OK or not (self.sync_master and _wants_wait(msgs)):
             return result
         timeout_ms = self.config.slave_timeout
         waiter = self.tracker.wait(result.end_offset, timeout_ms)

@@ -22,8 +22,8 @@ from .commitlog import CommitLog
 from .completion import Completion
 from .config import StoreConfig
 from .consume_queue import ConsumeQueueStore
-from .dispatch import delay_level_lookup
-from .errors import CreateFileError, DiskError
+from .dispatch import delay_level_lookup, dispatch_hint
+from .errors import CreateFileError, DiskError, MessageIllegal, PropertiesSizeExceeded
 from .fileio import DEFAULT_FILE_IO, FileIO
 from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
 from .index_process import IndexProcess
@@ -38,9 +38,11 @@ from .reader import MessageReader, TagFilter
 from .get_result import GetMessageResult
 from .reput import ReputService
 from .prefault import PrefaultService
-from .put_encoding import Encoded, EncodeSettings, TopicCache, encode_messages
+from .schedule import _TIMER_PROPS, to_schedule
+from .validation import check_message
 
 log = logging.getLogger(__name__)
+_SCHEDULING_PROPS = frozenset((codec.PROPERTY_DELAY_TIME_LEVEL, *_TIMER_PROPS))
 
 
 @dataclass
@@ -133,8 +135,8 @@ class MessageStore:
         self.reader = MessageReader(self.commitlog, self.cq_store, self.index_service,
                                     max_bytes=config.max_transfer_bytes_on_message_in_memory,
                                     max_count=config.max_msgs_num_batch)
-        self.encode_settings = EncodeSettings.of(config)
-        self._valid_topics = TopicCache()
+        self._valid_topics: set[str] = set()
+        self._valid_topics_sys: set[str] = set()
         self.extra_services: list = []  # retention, schedule: attached by their modules
         # Injected by the node (store/retention_guard.py): what consumer groups still need,
         # and (the archive's hooks, unset until there is one) how far the archive answered
@@ -275,15 +277,9 @@ class MessageStore:
         """Append the messages as one batch, then wait for the flush policy."""
         return self.wait_durable(msgs, self.append(msgs, allow_system_topic=allow_system_topic))
 
-    def wait_durable(self, msgs: Sequence[Message], result: PutResult, *,
-                     wants_wait: bool | None = None) -> PutResult:
-        """Wait until an append's result holds under the flush policy (SYNC_FLUSH: on disk).
-        `wants_wait` stands for the messages' WAIT property when the caller has no messages."""
-        if result.status is not PutStatus.PUT_OK:
-            return result
-        if not self.config.is_sync_flush:
-            return result
-        if not (self._wants_wait(msgs) if wants_wait is None else wants_wait):
+    def wait_durable(self, msgs: Sequence[Message], result: PutResult) -> PutResult:
+        """Wait until an append's result holds under the flush policy (SYNC_FLUSH: on disk)."""
+        if result.status is not PutStatus.PUT_OK or not self._wants_wait(msgs):
             return result
         status = self.wait_flushed(result.end_offset)
         if status is not PutStatus.PUT_OK:
@@ -306,9 +302,38 @@ class MessageStore:
         return refusal
 
     def _encode(self, msgs: Sequence[Message], allow_system_topic: bool, *,
-                hinted: bool = True) -> tuple[list[Encoded], PutResult | None]:
-        return encode_messages(msgs, self.encode_settings, self.clock.now_ms, self._valid_topics,
-                               allow_system_topic=allow_system_topic, hinted=hinted)
+                hinted: bool = True) -> tuple[list, PutResult | None]:
+        """(encoded records, None), or ([], the refusal): the checks of every put's input.
+        `hinted`: each record carries its dispatch hint (only records that will be appended
+        need one)."""
+        if not msgs:
+            return [], PutResult(PutStatus.MESSAGE_ILLEGAL, reason="empty batch")
+        c = self.config
+        encode = codec.encode
+        v2, prop_crc = c.auto_message_version_on_topic_len, c.enabled_append_prop_crc
+        max_props, host = c.max_properties_size, c.store_host
+        try:
+            encoded = []
+            for m in msgs:
+                check_message(m, max_body=c.max_message_size, allow_system_topic=allow_system_topic,
+                              known_topics=self._valid_topics_sys if allow_system_topic
+                              else self._valid_topics)
+                props = m.properties
+                if props and not _SCHEDULING_PROPS.isdisjoint(props):
+                    m = to_schedule(m, self._delay_levels, self.clock.now_ms(),
+                                    c.timer_max_delay_sec)
+                if not m.born_timestamp:
+                    m.born_timestamp = self.clock.now_ms()
+                record = encode(m, v2_allowed=v2, append_prop_crc=prop_crc,
+                                max_properties_size=max_props, store_host=host)
+                if hinted:
+                    record.hint = dispatch_hint(m, record)
+                encoded.append((record, m.topic, m.queue_id))
+        except PropertiesSizeExceeded as e:
+            return [], PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason=str(e))
+        except MessageIllegal as e:
+            return [], PutResult(PutStatus.MESSAGE_ILLEGAL, reason=str(e))
+        return encoded, None
 
     def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
         """Validate, encode and append; no waiting. Returns PUT_OK with where each landed, or
@@ -317,18 +342,8 @@ class MessageStore:
                 msgs, allow_system_topic):
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self.flags.reason)
         encoded, refusal = self._encode(msgs, allow_system_topic)
-        return refusal if refusal is not None else self._put(encoded)
-
-    def append_encoded(self, encoded: Sequence[Encoded], refusal: PutResult | None = None,
-                       ) -> PutResult:
-        """`append` of client records already checked and encoded (put_encoding.
-        encode_messages with `encode_settings`, in this process or another): `refusal` is what
-        that encoding answered. The store's own state is checked first, as in `append`."""
-        if not self.flags.writable:
-            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self.flags.reason)
-        return refusal if refusal is not None else self._put(encoded)
-
-    def _put(self, encoded: Sequence[Encoded]) -> PutResult:
+        if refusal is not None:
+            return refusal
         try:
             appends = self.commitlog.put_batch(encoded)
         except CreateFileError as e:
@@ -502,7 +517,6 @@ class MessageStore:
         if config.is_slave != self.config.is_slave:
             self.generation += 1
         self.config = config
-        self.encode_settings = EncodeSettings.of(config)
 
     # -- internals ---------------------------------------------------------------------------
     def _dispatch_bound(self) -> int:

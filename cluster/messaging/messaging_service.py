@@ -36,7 +36,6 @@ from cluster.consume.consumer_calls import ConsumeSettings, ConsumerCalls
 from cluster.consume.consumer_service import ConsumerService
 from cluster.messaging.consumer_router import ConsumerRouter
 from cluster.messaging.convert import SendLimits, check_topic_resource, to_store_messages
-from cluster.messaging.encode_process import EncodeProcess
 from cluster.messaging.pull_reader import Reader
 from cluster.messaging.route import (TopicDefaults, TopicRegistry, config_from_route, endpoints,
                                      message_queues)
@@ -101,11 +100,7 @@ class MessagingService:
         self.transaction_checker = TransactionChecker(self.transactions, self.telemetry, clock,
                                                       config)
         self.sender = Sender(lambda msgs: role.require_master().put_messages(msgs), self.topics,
-                             self.limits, clock.now_ms, prepare=self.transactions.prepare,
-                             put_encoded=lambda encoded, refusal: role.require_master(
-                             ).put_encoded(encoded, refusal))
-        self.encoder = (EncodeProcess(lambda: store.encode_settings)
-                        if c.message_encode_process_enable else None)
+                             self.limits, clock.now_ms, prepare=self.transactions.prepare)
         self.reader = Reader(store, self.topics, self.budget, clock)
         self.forwarder = MasterForwarder(c.access_key, c.secret_key, c.tls)
         self.relay = TelemetryRelay(  # producers on a slave still get the master's checks
@@ -123,8 +118,6 @@ class MessagingService:
     def start(self) -> None:
         self.reader.attach()
         self.tables.start()
-        if self.encoder is not None:
-            self.encoder.start()
         self.transaction_checker.start()
 
     def close(self) -> None:
@@ -134,8 +127,6 @@ class MessagingService:
         self.tables.stop()
         self.reader.detach()
         self.forwarder.close()
-        if self.encoder is not None:
-            self.encoder.close()
 
     # -- settings -----------------------------------------------------------------------------
     def limits(self) -> SendLimits:
@@ -218,40 +209,6 @@ class MessagingService:
         except NotMaster:
             return True
         return not isinstance(target, Forward) and target.answers_at_append
-
-    async def encode_ahead(self, request: s.SendMessageRequest, *, peer_ip: str = "",
-                           forwarded: bool = False) -> Callable[[], s.SendMessageResponse] | None:
-        """On the event loop: when this node is the master and its encode process takes the
-        batch (Sender.encode_ahead), encode it there and return the rest of the send (append
-        and answer), to run where `send` would. None: send it with `send`."""
-        encoder = self.encoder
-        if encoder is None:
-            return None
-        try:
-            target = self.role.route(forwarded=forwarded)
-        except NotMaster:
-            return None
-        if isinstance(target, Forward):
-            return None
-        plan = self.sender.encode_ahead(request)
-        if plan is None:
-            return None
-        config, queue_id = plan
-        try:
-            sent = await encoder.encode(request, queue_id, self.limits(), self.clock.now_ms(),
-                                        peer_ip)
-        except V2Error as e:
-            refused = s.SendMessageResponse(status=e.status())
-            return lambda: refused
-        if sent is None:
-            return None
-
-        def rest() -> s.SendMessageResponse:
-            try:
-                return self.sender.send_encoded(sent, config, peer_ip)
-            except (StoreError, NotMaster) as e:  # the role changed under the put
-                return _error(d.INTERNAL_SERVER_ERROR, str(e))
-        return rest
 
     def send(self, request: s.SendMessageRequest, *, peer_ip: str = "", forwarded: bool = False,
              timeout: float | None = None, client_id: str = "") -> s.SendMessageResponse:

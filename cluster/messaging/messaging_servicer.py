@@ -95,15 +95,10 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
     # -- on the event loop (cluster/node/grpc_server.py) --------------------------------------
     async def SendMessage(self, request, context):  # noqa: N802
         info, ip = self._call_info(context), peer_ip(context)
-        try:  # a batch encoded in the node's encode process, or None
-            rest = await self.service.encode_ahead(request, peer_ip=ip,
-                                                   forwarded=info["forwarded"])
-        except Exception as e:
-            return _failure(s.SendMessageResponse, e)
 
         def answer() -> s.SendMessageResponse:
             return self._unary(context, s.SendMessageResponse,
-                               rest or (lambda: self.service.send(request, peer_ip=ip, **info)))
+                               lambda: self.service.send(request, peer_ip=ip, **info))
         if self.service.answers_at_once(forwarded=info["forwarded"]):
             return answer()
         return await asyncio.to_thread(answer)

@@ -11,12 +11,6 @@ status (the store appends it atomically). Stored-but-late outcomes (MASTER/SLAVE
 TIMEOUT, HA_NOT_AVAILABLE for SLAVE_NOT_AVAILABLE) still carry ids and offsets; refusals carry
 only the response status.
 
-On a node with an encode process (messageEncodeProcessEnable), a batch of ENCODE_AHEAD_MIN
-messages or more for a topic that exists takes a second way with the same checks in the same
-order: `encode_ahead` picks its queue, the encode process converts, checks and encodes it
-(send_encoding.py), and `send_encoded` checks the topic's permission and the batch's size and
-puts the records (MasterRole.put_encoded).
-
 Queue choice (RocketMQ 5 proxy's): a request whose messages all have the same message_group goes
 to queue hash(group) mod writeQueueNums (Java String.hashCode, so a group always maps to the same
 queue); any other request takes the topic's next queue round-robin.
@@ -43,13 +37,11 @@ from slave.replication_client import GRPC_OPTIONS
 from store import codec
 from store.codec import Message
 from store.json_config import TopicConfig
-from store.put_encoding import Encoded
 from store.put_result import PutResult
 
 from cluster.messaging.convert import PROPERTY_SHARDING_KEY, SendLimits, to_store_messages
 from cluster.messaging.v2_status import V2Error, put_status
 from cluster.messaging.route import TopicRegistry
-from cluster.messaging.send_encoding import EncodedSend
 from cluster.security.refusal_log import RefusalLog
 from cluster.messaging.transaction_records import check_transactional_send
 from cluster.security import signature
@@ -66,12 +58,10 @@ class QueueSelector:
 
     def select(self, topic: str, write_queue_nums: int, msgs: Sequence[Message]) -> int:
         groups = {m.properties.get(PROPERTY_SHARDING_KEY) for m in msgs}
-        return self.select_for(topic, write_queue_nums, groups.pop() if len(groups) == 1 else None)
-
-    def select_for(self, topic: str, write_queue_nums: int, group: str | None) -> int:
-        """`group`: the message group every message of the request has, else None or ""."""
-        if group:
-            return (codec.java_string_hash(group) & 0x7FFFFFFF) % write_queue_nums
+        if len(groups) == 1:
+            group = groups.pop()
+            if group:
+                return (codec.java_string_hash(group) & 0x7FFFFFFF) % write_queue_nums
         counter = self._counters.get(topic)
         if counter is None:
             with self._lock:
@@ -82,19 +72,11 @@ class QueueSelector:
 Prepare = Callable[[d.Message, Message], s.SendMessageResponse]
 
 
-# A request of fewer messages is encoded where it is served: the hop to the encode process
-# (encode_process.py) would add more latency than the encoding it saves.
-ENCODE_AHEAD_MIN = 8
-
-
 class Sender:
     def __init__(self, put: Callable[[list[Message]], PutResult], topics: TopicRegistry,
                  limits: Callable[[], SendLimits], now_ms: Callable[[], int],
-                 prepare: Prepare | None = None,
-                 put_encoded: Callable[[list[Encoded], PutResult | None], PutResult] | None = None
-                 ) -> None:
+                 prepare: Prepare | None = None) -> None:
         self.put = put
-        self.put_encoded = put_encoded  # MasterRole.put_encoded: records encoded ahead
         self.topics = topics
         self.limits = limits
         self.now_ms = now_ms
@@ -111,7 +93,12 @@ class Sender:
                 raise V2Error(d.NOT_IMPLEMENTED, "transactional messages are not enabled here")
             topic, msgs = to_store_messages(request.messages, self.limits(), self.now_ms(), peer_ip)
             config = self.topics.get_or_create(topic)
-            self._check_room(config, len(msgs), sum(len(m.body) for m in msgs))
+            self._check_writable(config)
+            limit = self.limits().max_body
+            total = sum(len(m.body) for m in msgs)
+            if len(msgs) > 1 and total > limit:
+                raise V2Error(d.PAYLOAD_TOO_LARGE, f"the batch's bodies take {total} bytes, at "
+                                                   f"most maxMessageSize {limit} per request")
             queue_id = self.selector.select(topic, config.write_queue_nums, msgs)
             for m in msgs:
                 m.queue_id = queue_id
@@ -119,74 +106,29 @@ class Sender:
             return s.SendMessageResponse(status=e.status())
         if transactional:
             return self.prepare(request.messages[0], msgs[0])
-        return self._answer(self.put(msgs), [m.properties[_UNIQ_KEY] for m in msgs], peer_ip)
-
-    def encode_ahead(self, request: s.SendMessageRequest) -> tuple[TopicConfig, int] | None:
-        """(topic config, queue id) when `request` may be encoded ahead of `send_encoded`
-        (send_encoding.py): a batch of ENCODE_AHEAD_MIN messages or more, for a topic that
-        exists (creating one stays after every check of the messages, in `send`). None: send
-        it with `send`."""
-        messages = request.messages
-        if self.put_encoded is None or len(messages) < ENCODE_AHEAD_MIN:
-            return None
-        topic = messages[0].topic
-        try:
-            config = self.topics.get(topic.name) if not topic.resource_namespace else None
-        except V2Error:  # `send` answers it, after the messages' own checks
-            return None
-        if config is None or config.write_queue_nums <= 0:
-            return None
-        groups = {m.system_properties.message_group for m in messages}
-        group = groups.pop() if len(groups) == 1 else None
-        return config, self.selector.select_for(topic.name, config.write_queue_nums, group)
-
-    def send_encoded(self, sent: EncodedSend, config: TopicConfig,
-                     peer_ip: str = "") -> s.SendMessageResponse:
-        """`send` of a request encoded ahead for the queue `encode_ahead` chose."""
-        try:
-            self._check_room(config, len(sent.message_ids), sent.body_bytes)
-        except V2Error as e:
-            return s.SendMessageResponse(status=e.status())
-        return self._answer(self.put_encoded(sent.encoded, sent.refusal), sent.message_ids,
-                            peer_ip)
-
-    def _answer(self, result: PutResult, message_ids: Sequence[str],
-                peer_ip: str) -> s.SendMessageResponse:
+        result = self.put(msgs)
         if not result.ok:
             self.refusals.refused("SendMessage", peer_ip or "?",
                                   f"{result.status.name}: {result.reason}")
-        return entries_response(result, message_ids)
+        return send_response(result, msgs)
 
-    def _check_room(self, config: TopicConfig, count: int, body_bytes: int) -> None:
-        """The topic takes writes, and a batch's bodies fit in maxMessageSize."""
+    @staticmethod
+    def _check_writable(config: TopicConfig) -> None:
         if not config.writable:
             raise V2Error(d.FORBIDDEN, f"topic {config.topic_name} is not writable "
                                        f"(perm {config.perm})")
-        limit = self.limits().max_body
-        if count > 1 and body_bytes > limit:
-            raise V2Error(d.PAYLOAD_TOO_LARGE, f"the batch's bodies take {body_bytes} bytes, at "
-                                               f"most maxMessageSize {limit} per request")
 
 
 def send_response(result: PutResult, msgs: Sequence[Message],
                   transaction_ids: Sequence[str] = ()) -> s.SendMessageResponse:
-    return entries_response(result, [m.properties[_UNIQ_KEY] for m in msgs], transaction_ids)
-
-
-def entries_response(result: PutResult, message_ids: Sequence[str],
-                     transaction_ids: Sequence[str] = ()) -> s.SendMessageResponse:
-    """The answer to a put: its status, and an entry per message it stored."""
     st = put_status(result)
     response = s.SendMessageResponse(status=st)
-    for i, (append, message_id) in enumerate(zip(result.appends, message_ids)):
+    for i, (append, m) in enumerate(zip(result.appends, msgs)):
         response.entries.append(s.SendResultEntry(
-            status=st, message_id=message_id,
+            status=st, message_id=m.properties[codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX],
             transaction_id=transaction_ids[i] if i < len(transaction_ids) else "",
             offset=append.queue_offset))
     return response
-
-
-_UNIQ_KEY = codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
 # gRPC's words when no connection could be made, so the request never left this node.

@@ -16,10 +16,6 @@ Names (all prefixed `rmqstore_`; offsets are commitlog byte offsets):
     put_messages_total, put_bytes_total, put_failures_total, get_messages_total   counters
     index_process_restarts_total                   with messageIndexProcessEnable (a node's
                                                    default): index processes started again
-    encode_process_batches_total, encode_process_restarts_total   with
-                                                   messageEncodeProcessEnable (a node's default):
-                                                   batches its encode process encoded, and
-                                                   encode processes started again
     consumer_lag_messages{group,topic,queue}, consumer_inflight_messages{group,topic,queue}
     retention_deleted_files_total, retention_unarchived_deleted_files_total,
     retention_unconsumed_deleted_total{group}
@@ -108,12 +104,6 @@ class NodeCollector:
         if isinstance(index, IndexProcess):
             yield counter("index_process_restarts", "Index processes started again after "
                           "the last one died (messageIndexProcessEnable)", index.restarts)
-        encoder = node.messaging.encoder if node.messaging is not None else None
-        if encoder is not None:
-            yield counter("encode_process_batches", "Sent batches encoded by the encode "
-                          "process (messageEncodeProcessEnable)", encoder.batches)
-            yield counter("encode_process_restarts", "Encode processes started again after "
-                          "the last one died", encoder.restarts)
         yield from self._consumers(s)
         yield from self._retention()
         yield from self._archive()

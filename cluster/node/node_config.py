@@ -50,9 +50,6 @@ Transactions (RocketMQ's BrokerConfig names and defaults, see cluster/messaging/
 The commitlog archive (archiveAddress, archiveShipFrom, ...): cluster/archive/shipping_config.py.
     metricsListenAddress  host:port of the Prometheus metrics endpoint (GET /metrics;
                        cluster/metrics/node_collector.py lists the metrics); empty: none
-    messageEncodeProcessEnable  true (the default): a master encodes batched sends (8 messages
-                       or more) in a child process, cluster/messaging/encode_process.py;
-                       false: in its own
 Client limits (maxUserPropertySize, userPropertyMaxNum, maxBatchMessageCount,
 grpcMaxInboundMessageSize, ...): cluster/node/client_limits.py.
 Every other key is a StoreConfig key; unknown keys are logged and ignored, as RocketMQ does.
@@ -84,8 +81,7 @@ NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToke
                        "minInvisibleTimeMillsForRecv", "transactionTimeOut",
                        "transactionCheckMax", "transactionCheckInterval", "controllerAddr",
                        "controllerHeartbeatInterval", "brokerElectionPriority", "clusterSecret",
-                       "clusterSecretFile", "metricsListenAddress",
-                       "messageEncodeProcessEnable"}) | ACL_KEYS | TLS_KEYS | CLIENT_LIMIT_KEYS | SHIPPING_KEYS
+                       "clusterSecretFile", "metricsListenAddress"}) | ACL_KEYS | TLS_KEYS | CLIENT_LIMIT_KEYS | SHIPPING_KEYS
 
 
 def check_ipv4_address(key: str, value: str) -> str:
@@ -129,9 +125,6 @@ class NodeConfig:
     limits: ClientLimits = field(default_factory=ClientLimits)
     shipping: ShippingConfig = field(default_factory=ShippingConfig)
     metrics_listen_address: str = ""
-    # true from a config file (a node process); false for a NodeConfig built in code (tests'
-    # in-process nodes), like messageIndexProcessEnable
-    message_encode_process_enable: bool = False
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -222,14 +215,16 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
     if unknown:
         log.warning("ignoring unknown config keys: %s", ", ".join(unknown))
     broker_id = _int(props, "brokerId", 0)
-    auto_create = _bool(props, "autoCreateTopicEnable", True)
+    auto_create = props.get("autoCreateTopicEnable", "true").strip().lower()
+    if auto_create not in ("true", "false"):
+        raise ConfigError(f"autoCreateTopicEnable={auto_create!r}: must be true or false")
     groups = tuple(a.strip() for a in props.get("groupAddresses", "").split(",") if a.strip())
     return NodeConfig(cluster_name=props.get("brokerClusterName", "DefaultCluster").strip(),
                       broker_name=props.get("brokerName", "broker-a").strip(),
                       broker_id=broker_id, admin_token=props.get("adminToken", "").strip(),
                       admin_token_file=props.get("adminTokenFile", "").strip(),
                       advertised_address=props.get("advertisedAddress", "").strip(),
-                      group_addresses=groups, auto_create_topic_enable=auto_create,
+                      group_addresses=groups, auto_create_topic_enable=auto_create == "true",
                       default_topic_queue_nums=_int(props, "defaultTopicQueueNums", 4),
                       access_key=props.get("accessKey", "").strip(),
                       secret_key=props.get("secretKey", "").strip(),
@@ -248,16 +243,7 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
                       limits=client_limits_from_properties(props),
                       shipping=shipping_config_from_properties(props),
                       metrics_listen_address=props.get("metricsListenAddress", "").strip(),
-                      message_encode_process_enable=_bool(props, "messageEncodeProcessEnable",
-                                                          True),
                       store=store)
-
-
-def _bool(props: dict[str, str], key: str, default: bool) -> bool:
-    value = props.get(key, "true" if default else "false").strip().lower()
-    if value not in ("true", "false"):
-        raise ConfigError(f"{key}={value!r}: must be true or false")
-    return value == "true"
 
 
 def _int(props: dict[str, str], key: str, default: int) -> int:

@@ -6,12 +6,10 @@ import dataclasses
 
 import pytest
 
-from cluster.messaging.send import ENCODE_AHEAD_MIN, Sender
-from cluster.messaging.send_encoding import encode_send
+from cluster.messaging.send import Sender
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.json_config import PERM_READ
-from store.put_encoding import TopicCache
 from store.put_result import AppendResult, PutResult, PutStatus
 
 from tests.support.v2 import ILLEGAL, LIMITS, NOW, msg, topic_registry
@@ -95,64 +93,3 @@ def test_a_refusing_store_is_logged_once_per_client_and_reason(leader, caplog):
     lines = [r.getMessage() for r in caplog.records if "refused SendMessage" in r.getMessage()]
     assert len(lines) == 2 and "SERVICE_NOT_AVAILABLE: why" in lines[0]
     assert snd.refusals.refusals == 6
-
-
-# -- encoded ahead (send_encoding.py; a node's encode process runs that part) -------------------
-def encoding_sender(leader) -> Sender:
-    return Sender(lambda msgs: leader.master.put_messages(msgs), topic_registry(leader),
-                  lambda: LIMITS, lambda: leader.clock.now_ms(),
-                  put_encoded=leader.master.put_encoded)
-
-
-def send_ahead(snd: Sender, leader, request: s.SendMessageRequest) -> s.SendMessageResponse:
-    config, queue_id = snd.encode_ahead(request)
-    sent = encode_send(request.messages, queue_id, LIMITS, leader.clock.now_ms(), "",
-                       leader.store.encode_settings, TopicCache())
-    return snd.send_encoded(sent, config)
-
-
-def batch(n: int = ENCODE_AHEAD_MIN, **sp) -> s.SendMessageRequest:
-    return s.SendMessageRequest(messages=[msg(body=f"b{i}".encode(), message_id=f"m{i}", **sp)
-                                          for i in range(n)])
-
-
-def test_only_batches_for_a_known_topic_are_encoded_ahead(leader):
-    snd = encoding_sender(leader)
-    assert snd.encode_ahead(batch()) is None  # no topic T yet: `send` creates it after the checks
-    assert snd.send(batch()).status.code == d.OK
-    assert snd.encode_ahead(batch(ENCODE_AHEAD_MIN - 1)) is None
-    namespaced = batch()
-    for m in namespaced.messages:
-        m.topic.resource_namespace = "ns"
-    assert snd.encode_ahead(namespaced) is None
-    assert snd.encode_ahead(batch()) is not None
-    assert sender(leader, FakePut()).encode_ahead(batch()) is None  # no put_encoded
-
-
-def test_a_batch_encoded_ahead_lands_as_sent_and_answers_like_send(leader):
-    snd = encoding_sender(leader)
-    group = dict(message_type=d.FIFO, message_group="order-7")
-    assert snd.send(batch(**group)).status.code == d.OK
-    _, queue_id = snd.encode_ahead(batch(**group))
-    ahead = send_ahead(snd, leader, batch(**group))
-    assert ahead.status.code == d.OK
-    assert [(e.message_id, e.offset) for e in ahead.entries] == [
-        (f"m{i}", ENCODE_AHEAD_MIN + i) for i in range(ENCODE_AHEAD_MIN)]
-    leader.dispatched()
-    records = leader.store.get_messages("T", queue_id, 0, 64).messages  # the group's queue
-    assert [r.body for r in records] == [f"b{i}".encode() for i in range(ENCODE_AHEAD_MIN)] * 2
-    assert [r.uniq_key for r in records] == [f"m{i}" for i in range(ENCODE_AHEAD_MIN)] * 2
-
-
-def test_a_batch_encoded_ahead_is_refused_like_send(leader):
-    snd = encoding_sender(leader)
-    assert snd.send(batch()).status.code == d.OK
-    big = s.SendMessageRequest(messages=[msg(body=b"x" * 600, message_id=f"m{i}")
-                                         for i in range(ENCODE_AHEAD_MIN)])
-    end = leader.store.max_phy_offset()
-    assert send_ahead(snd, leader, big).status.code == d.PAYLOAD_TOO_LARGE
-    assert leader.store.max_phy_offset() == end  # nothing written
-    snd.topics.table.update("T", lambda c: dataclasses.replace(c, perm=PERM_READ))
-    end = leader.store.max_phy_offset()  # past the topic's record
-    assert send_ahead(snd, leader, batch()).status.code == d.FORBIDDEN
-    assert leader.store.max_phy_offset() == end

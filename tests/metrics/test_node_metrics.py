@@ -12,9 +12,8 @@ import urllib.request
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from cluster.client import ClientConfig, Connection, Message, Producer, SimpleConsumer
 from tests.integration.harness import ROOT, messages, wait_until
-from tests.support.processes import helper_pids, index_process_pid
+from tests.support.processes import index_process_pid
 
 
 def scrape(node) -> dict[tuple[str, tuple], float]:
@@ -48,13 +47,9 @@ def test_metrics_of_a_master_and_its_slave(group):
             intruder.status()
         except grpc.RpcError:
             pass
-    calls = "rmqstore_grpc_calls_total"
-    refused = (calls, (("code", "UNAUTHENTICATED"),
-                       ("method", "/rmqstore.admin.v1.Admin/GetNodeStatus")))
-    # counted when the handler returns, which may be just after the client has its status
-    m = wait_until(lambda: (lambda m: m if refused in m else None)(scrape(master)), 10,
-                   "the refused call counted")
+    m = scrape(master)
     status = master.status()
+    calls = "rmqstore_grpc_calls_total"
     assert m[(calls, (("code", "OK"), ("method", "/rmqstore.admin.v1.Admin/SendMessages")))] == 4
     assert m[(calls, (("code", "UNAUTHENTICATED"),
                       ("method", "/rmqstore.admin.v1.Admin/GetNodeStatus")))] == 1
@@ -136,49 +131,3 @@ def test_a_killed_index_process_is_started_again_and_counted(group):
     second = index_process_pid(node.pid)
     assert second not in (None, first) and not psutil.pid_exists(first)
     assert scrape(node)[("rmqstore_writable", ())] == 1
-
-
-def test_a_killed_encode_process_loses_no_batch_and_is_counted(group):
-    """A master's encode process (messageEncodeProcessEnable, on by default) killed by pid
-    while producers send batches: every batch is acknowledged (the one it held is encoded by
-    the node itself), a new process is started and counted, and a consumer filtering on the
-    tag gets every message exactly once (the records and their dispatch hints are right)."""
-    node = group.master("ASYNC_MASTER", metricsListenAddress="127.0.0.1:0")
-    batches = ("rmqstore_encode_process_batches_total", ())
-    restarts = ("rmqstore_encode_process_restarts_total", ())
-    sent: list[bytes] = []
-    with Connection(ClientConfig(node.address, request_timeout=10)) as conn:
-        producer = Producer(conn)
-
-        def send_batch() -> None:
-            bodies = [f"order-{len(sent) + i}".encode() for i in range(16)]
-            producer.send_batch([Message("Orders", b, tag="TagA", keys=(b.decode(),))
-                                 for b in bodies])
-            sent.extend(bodies)
-        send_batch()  # creates the topic: encoded by the node itself
-        send_batch()
-        assert scrape(node)[batches] >= 1 and scrape(node)[restarts] == 0
-        first = helper_pids(node.pid)["encode"]
-        os.kill(first, signal.SIGKILL)
-
-        def replaced() -> bool:
-            send_batch()
-            return scrape(node)[restarts] == 1
-        wait_until(replaced, 20, "a new encode process")
-        before = scrape(node)[batches]
-        send_batch()
-        assert scrape(node)[batches] == before + 1
-        second = helper_pids(node.pid)["encode"]
-        assert second != first and not psutil.pid_exists(first)
-        consumer = SimpleConsumer(conn, "Billing", {"Orders": "TagA"}, await_duration=2)
-        got: list[bytes] = []
-        while len(got) < len(sent):
-            received = consumer.receive(32)
-            assert received, f"{len(sent) - len(got)} acknowledged messages never came"
-            for m in received:
-                got.append(m.body)
-                consumer.ack(m)
-        assert sorted(got) == sorted(sent) and len(set(got)) == len(got)
-        assert consumer.receive(32, await_duration=1) == []
-    key = sent[-1].decode()
-    wait_until(lambda: len(node.admin().query("Orders", key).messages) == 1, 20, "the key indexed")

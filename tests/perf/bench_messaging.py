@@ -44,7 +44,7 @@ from cluster.client import BatchingConfig
 from tests.integration.harness import Group, NodeProcess, free_port, in_sync, wait_until
 
 from . import messaging_load as load
-from tests.support.processes import helper_pids
+from tests.support.processes import index_process_pid
 
 from .host_load import CpuWindow, StealWindow
 from .bench_store import (REPO_ROOT, Context, fmt_value, load_json, percentile,
@@ -256,9 +256,10 @@ class NodeProbe:
     def __init__(self, pids: list[int], seconds: float, py_spy_dir: str | None,
                  scenario: str) -> None:
         self.master_pid = pids[0]
-        self.helpers = helper_pids(pids[0])  # the master's index and encode processes
+        index = index_process_pid(pids[0])
         self.window = CpuWindow({**{f"node{i}": pid for i, pid in enumerate(pids)},
-                                 **self.helpers, "client": os.getpid()})
+                                 **({"index": index} if index is not None else {}),
+                                 "client": os.getpid()})
         self.seconds = max(1, int(seconds))
         self.out = os.path.join(py_spy_dir, f"{scenario}-master.txt") if py_spy_dir else None
         self.spy: subprocess.Popen | None = None
@@ -280,15 +281,15 @@ class NodeProbe:
         n = max(self.messages, 1)
         used, wall = dict(self.window.used), self.window.wall
         master, client = used.pop("node0"), used.pop("client")
-        helpers = {name: used.pop(name) for name in self.helpers}
+        index = used.pop("index", None)
         slaves = list(used.values())  # node1, node2, ...
         ctx.add(f"{scenario}_cpu_master", "  master CPU per message (send_batch)",
                 master / n * 1e6, "us", higher_is_better=False,
                 note=f"{master / wall:.2f} cores busy")
-        for name, cpu in helpers.items():
-            ctx.add(f"{scenario}_cpu_master_{name}", f"  master's {name} process CPU per message",
-                    cpu / n * 1e6, "us", higher_is_better=False,
-                    note=f"{cpu / wall:.2f} cores busy")
+        if index is not None:
+            ctx.add(f"{scenario}_cpu_master_index", "  master's index process CPU per message",
+                    index / n * 1e6, "us", higher_is_better=False,
+                    note=f"{index / wall:.2f} cores busy")
         if slaves:
             ctx.add(f"{scenario}_cpu_slave", "  CPU per message, each slave (mean)",
                     sum(slaves) / len(slaves) / n * 1e6, "us", higher_is_better=False,

@@ -18,7 +18,7 @@ import time
 
 from tests.integration.harness import Group, free_port, in_sync, wait_until
 
-from tests.support.processes import helper_pids
+from tests.support.processes import index_process_pid
 
 from .compare_report import SystemInfo
 
@@ -171,12 +171,12 @@ def _start_ours(run: Running, key: str, file_mib: int) -> None:
     slave_pids = [group.slave(master, i + 1, **props).pid for i in range(slaves)]
     for i, pid in enumerate(slave_pids):
         run.pids[f"slave{i + 1}"] = pid
-    # Each node's index and encode processes (tests/support/processes.py): their CPU is the
-    # node's too.
+    # Each node's index process (store/index_process.py): its CPU is the node's too.
     for name, pid in (("master", master.pid),
                       *((f"slave{i + 1}", p) for i, p in enumerate(slave_pids))):
-        for helper, helper_pid in helper_pids(pid).items():
-            run.pids[f"{name}-{helper}"] = helper_pid
+        index = index_process_pid(pid)
+        if index is not None:
+            run.pids[f"{name}-index"] = index
     if slaves:
         wait_until(in_sync(master, slaves), timeout=30, what=f"{slaves} slaves in sync")
     run.spec = {"kind": "ours", "address": master.address}
