@@ -47,9 +47,13 @@ def test_metrics_of_a_master_and_its_slave(group):
             intruder.status()
         except grpc.RpcError:
             pass
-    m = scrape(master)
-    status = master.status()
     calls = "rmqstore_grpc_calls_total"
+    refused = (calls, (("code", "UNAUTHENTICATED"),
+                       ("method", "/rmqstore.admin.v1.Admin/GetNodeStatus")))
+    # counted when the handler returns, which may be just after the client has its status
+    m = wait_until(lambda: (lambda m: m if refused in m else None)(scrape(master)), 10,
+                   "the refused call counted")
+    status = master.status()
     assert m[(calls, (("code", "OK"), ("method", "/rmqstore.admin.v1.Admin/SendMessages")))] == 4
     assert m[(calls, (("code", "UNAUTHENTICATED"),
                       ("method", "/rmqstore.admin.v1.Admin/GetNodeStatus")))] == 1
