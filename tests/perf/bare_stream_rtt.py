@@ -71,9 +71,9 @@ def round_trips(mode: str, count: int) -> list[float]:
                 next(replies)
                 if i >= WARMUP:
                     out.append((time.perf_counter() - started) * 1000)
-            outbox.put(None)
             return out
     finally:
+        outbox.put(None)  # ends the request stream (and gRPC's thread reading it), even on error
         server.kill()
         server.join(10)
 
