@@ -45,7 +45,7 @@ class MasterRole:
     `confirm_source` and an append listener there) and the node's `EpochCache` (read only).
 
     Threads and locks: put threads (the messaging and admin servicers) call `put_messages`,
-    `append` and `wait_durable`; each connection's reader thread calls `on_acked` and the
+    `append` and `wait_durable`; the event loop (each connection's acks) calls `on_acked` and the
     tracker; the housekeeping thread calls `housekeeping`; the node's role switch calls `start`
     and `stop`. `_lock` guards writes to the registry and to `closed`, so no connection is
     added after `stop` closed them all; readers of either take no lock (a copy-on-write tuple,

@@ -8,12 +8,13 @@ answer without blocking (an ASYNC_MASTER's send, a receive or ack on the master)
 thread itself, without a hand-off between gRPC's poller and a worker thread per call.
 
 Which handler runs where is decided per method by gRPC itself:
-- `async def` methods (MessagingServicer's hot calls) run on the loop; they move the parts that
-  block (a forward to the master, a wait for flush or replication) to the pool themselves
-  (`asyncio.to_thread`, which keeps the call's context variables: the caller's signature).
-- plain methods (Admin, Replication, Membership, Health and the rest of MessagingService) run in
-  the pool, as they did on the threaded server; streaming ones through thread_bridge.py, which
-  gives them the threaded server's context (is_active, cancel).
+- `async def` methods (MessagingServicer's hot calls, the replication stream) run on the loop;
+  they move the parts that block (a forward to the master, a wait for flush or replication)
+  to the pool themselves (`asyncio.to_thread`, which keeps the call's context variables: the
+  caller's signature).
+- plain methods (Admin, Membership, Health and the rest of MessagingService) run in the pool,
+  as they did on the threaded server; streaming ones through thread_bridge.py, which gives
+  them the threaded server's context (is_active, cancel).
 
 Server interceptors must be `grpc.aio.ServerInterceptor`s: `AioInterceptor` adapts the node's
 synchronous ones (they only inspect metadata and wrap handlers; a wrapper of a coroutine handler

@@ -16,7 +16,7 @@ from typing import Callable
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from ha.epoch import EpochCache
-from master.replication_servicer import ReplicationServicer
+from master.replication_servicer import NotAdmitted, ReplicationServicer
 from master.replication_servicer import add_to_server as add_replication_to_server
 from master.master_role import MasterRole
 from master.write_lease import WriteLease
@@ -60,7 +60,7 @@ from cluster.node.node_config import NodeConfig
 from cluster.node.node_role import Follower, Leader, Role, Transitioning
 from cluster.node.node_status import node_status
 from cluster.security.member_gate import (MemberCredentials, MemberGate, MembershipServicer,
-                                          resolve_cluster_secret)
+                                          Refusal, resolve_cluster_secret)
 from cluster.security.member_proof import CONTROLLER_HEARTBEAT, REPLICATION_STREAM
 from cluster.security.tls import open_channel
 
@@ -168,8 +168,7 @@ class Node:
                                outer=[self.calls])
         self._server = server
         replication = ReplicationServicer(lambda: self.role.master, self.role.not_master_reason,
-                                          lambda context: self.gate.admit(context,
-                                                                          REPLICATION_STREAM))
+                                          self._admit_replica)
         server.add(lambda s: add_replication_to_server(replication, s))
         server.add(lambda s: membership_pb2_grpc.add_MembershipServicer_to_server(
             MembershipServicer(self.gate), s))
@@ -221,6 +220,13 @@ class Node:
             self._leave_role("node shutting down")
         self.store.shutdown()
         log.info("node %s stopped cleanly", self.config.node_id)
+
+    def _admit_replica(self, peer: str, metadata) -> str:
+        """The replication stream's admission: the node id the peer proved as a member."""
+        try:
+            return self.gate.admission(peer, metadata, REPLICATION_STREAM)
+        except Refusal as e:
+            raise NotAdmitted(e.code, e.message) from None
 
     @property
     def address(self) -> str:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, AsyncIterator, Callable, Iterator
 
 import grpc
+import grpc.aio
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,11 @@ def _checked_unary(behavior):
 
 
 def _checked_stream(behavior):
+    if inspect.iscoroutinefunction(behavior):  # a stream served on the event loop
+        async def handle_async(request_iterator, context):
+            return await behavior(_until_undecodable_async(request_iterator, context), context)
+        return handle_async
+
     def handle(request_iterator, context):
         return behavior(_until_undecodable(request_iterator, context), context)
     return handle
@@ -91,3 +97,13 @@ class UndecodableRequestInterceptor(grpc.ServerInterceptor):
             if getattr(handler, kind) is not None:
                 wrapped[kind] = _checked_stream(getattr(handler, kind))
         return handler._replace(**wrapped)
+
+
+async def _until_undecodable_async(requests: AsyncIterator[Any],
+                                   context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+    async for request in requests:
+        if isinstance(request, Undecodable):
+            context.set_code(grpc.StatusCode.INVALID_ARGUMENT)
+            context.set_details(request.message)
+            return
+        yield request

@@ -1,10 +1,10 @@
 """gRPC adapters of membership (member_proof.py holds the rules): the server's gate and
 Challenge servicer, and the client's credentials.
 
-Server: a node registers `MembershipServicer(gate)` and hands `gate.admit` to the replication
-servicer; the controller does the same for its Heartbeat. A refused call ends with
-UNAUTHENTICATED (or FAILED_PRECONDITION when the server has no secret) and a message naming
-the reason; the refusal is logged with the peer's address, once per peer and reason every
+Server: a node registers `MembershipServicer(gate)` and hands `gate.admission` to the replication
+servicer (an asyncio handler: it awaits the abort itself); the controller hands `gate.admit` the
+context of its Heartbeat. A refused call ends with UNAUTHENTICATED (or FAILED_PRECONDITION
+when the server has no secret) and a message naming the reason; the refusal is logged with the peer's address, once per peer and reason every
 refusal_log.LOG_EVERY_S (a peer retrying in a loop must not flood the log).
 
 Client: `MemberCredentials.metadata(channel, purpose)` asks the server for a challenge,
@@ -53,6 +53,14 @@ def resolve_cluster_secret(inline: str, path: str) -> bytes | None:
         raise ConfigError(str(e)) from None
 
 
+class Refusal(Exception):
+    """A call the gate does not admit: the status and message to end it with."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
 class MemberGate:
     """Admits member peers to member-only calls. Owns the ChallengeBook, which `_lock` guards
     (Challenge and admit run on gRPC's handler threads), and the throttled refusal log."""
@@ -82,12 +90,13 @@ class MemberGate:
         return pb.ChallengeResponse(server_nonce=nonce, server_proof=proof,
                                     server_id=self.server_id)
 
-    def admit(self, context, purpose: str) -> str:
-        """The node id the call's proof admits; otherwise the call is aborted."""
+    def admission(self, peer: str, metadata, purpose: str) -> str:
+        """The node id the call's proof (in `metadata`) admits; raises Refusal otherwise (it
+        is logged). For handlers on an event loop, where aborting is a coroutine."""
         if self._book is None:
-            self._refuse(context, grpc.StatusCode.FAILED_PRECONDITION, NO_SECRET, purpose)
+            raise self._refusal(peer, grpc.StatusCode.FAILED_PRECONDITION, NO_SECRET, purpose)
         value = None
-        for key, val in context.invocation_metadata() or ():
+        for key, val in metadata or ():
             if key == member_proof.HEADER:
                 value = val if isinstance(val, str) else None
         try:
@@ -95,12 +104,26 @@ class MemberGate:
             with self._lock:
                 return self._book.admit(purpose, presented)
         except MembershipRefused as e:
-            self._refuse(context, grpc.StatusCode.UNAUTHENTICATED,
-                         f"not admitted as a cluster member: {e}", purpose)
+            raise self._refusal(peer, grpc.StatusCode.UNAUTHENTICATED,
+                                f"not admitted as a cluster member: {e}", purpose) from None
+
+    def admit(self, context, purpose: str) -> str:
+        """The node id the call's proof admits; otherwise the call is aborted (a synchronous
+        handler's context, whose abort raises)."""
+        try:
+            return self.admission(context.peer() or "?", context.invocation_metadata(), purpose)
+        except Refusal as e:
+            context.abort(e.code, e.message)
+            raise  # abort raises; this keeps a context whose abort does not from passing
+
+    def _refusal(self, peer: str, code: grpc.StatusCode, message: str, method: str) -> "Refusal":
+        self._log.refused(method, peer or "?", message)
+        return Refusal(code, message)
 
     def _refuse(self, context, code: grpc.StatusCode, message: str, method: str):
-        self._log.refused(method, context.peer() or "?", message)
+        refusal = self._refusal(context.peer(), code, message, method)
         context.abort(code, message)
+        raise refusal
 
     @property
     def refusals(self) -> int:

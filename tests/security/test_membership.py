@@ -9,13 +9,13 @@ everyone (the protection switched off) streams the commitlog: the test can fail.
 from __future__ import annotations
 
 import logging
-from concurrent import futures
 
 import grpc
 import pytest
 
 from cluster.controller.controller_config import ControllerConfig
 from cluster.controller.controller_process import ControllerProcess
+from cluster.node.grpc_server import AioGrpcServer
 from cluster.security import member_proof as mp
 from cluster.security.member_gate import MemberCredentials
 from master.replication_servicer import ReplicationServicer
@@ -93,11 +93,11 @@ def test_without_the_gate_the_same_rogue_reads_the_log(nodes):
     commitlog, bodies included. This is what the test above would see without the gate."""
     master = nodes.start()
     fill(master)
-    server = grpc.server(futures.ThreadPoolExecutor(4))
-    add_replication_to_server(
+    server = AioGrpcServer(name="open-replication")
+    server.add(lambda s: add_replication_to_server(
         ReplicationServicer(lambda: master.role.master, master.role.not_master_reason,
-                            lambda context: ""), server)
-    port = server.add_insecure_port("127.0.0.1:0")
+                            lambda peer, metadata: ""), s))
+    port = server.add_port("127.0.0.1:0", None)
     server.start()
     try:
         got, _ = rogue_stream(f"127.0.0.1:{port}")
