@@ -239,6 +239,11 @@ class AckTracker:
         completion.complete(PutStatus.PUT_OK)
         return completion
 
+    def waiting(self) -> int:
+        """How many puts wait for acks now."""
+        with self._lock:
+            return len(self._waiters)
+
     def expire(self) -> int:
         """Time out every waiter whose deadline passed; returns how many."""
         with self._lock:

@@ -11,6 +11,7 @@ reput, so consumers never read what a failover could take away.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -22,6 +23,7 @@ from ha.master_session import MasterView
 from store import codec
 from store.clock import Clock
 from store.codec import Message
+from store.completion import Completion
 from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.put_result import PutResult, PutStatus
@@ -148,12 +150,46 @@ class MasterRole:
         if result.status is not PutStatus.PUT_OK:
             return result
         result = self.store.wait_durable(msgs, result)
-        if result.status is not PutStatus.PUT_OK or not (self.sync_master and _wants_wait(msgs)):
+        wait = self._replica_wait(msgs, result)
+        if wait is None:
             return result
+        waiter, timeout_ms = wait
+        return self._replicated(result, waiter, timeout_ms,
+                                waiter.wait(timeout_ms / 1000.0 + 0.5))
+
+    @property
+    def puts_on_loop(self) -> bool:
+        """A put waits for slaves but not for a flush (SYNC_MASTER with ASYNC_FLUSH): its append
+        does not block, so a caller on an event loop runs put_messages_async there instead of
+        holding a pool thread for the wait."""
+        return self.sync_master and not self.store.config.is_sync_flush
+
+    async def put_messages_async(self, msgs: Sequence[Message]) -> PutResult:
+        """put_messages on the event loop, when `puts_on_loop`: the append runs on the loop,
+        the wait for the slaves' acks is awaited."""
+        if not self.puts_on_loop:  # the caller asked an older role: block in the pool
+            return await asyncio.to_thread(self.put_messages, msgs)
+        started = time.perf_counter()
+        result = self.append(msgs)
+        wait = self._replica_wait(msgs, result)
+        if wait is not None:
+            waiter, timeout_ms = wait
+            result = self._replicated(result, waiter, timeout_ms,
+                                      await waiter.wait_async(timeout_ms / 1000.0 + 0.5))
+        self.store.put_latency.observe(result.status.name, time.perf_counter() - started)
+        return result
+
+    def _replica_wait(self, msgs: Sequence[Message], result: PutResult
+                      ) -> tuple[Completion[PutStatus], int] | None:
+        """The wait for the slaves' acks of a stored put (SYNC_MASTER), with its timeout (ms)."""
+        if result.status is not PutStatus.PUT_OK or not (self.sync_master and _wants_wait(msgs)):
+            return None
         timeout_ms = self.config.slave_timeout
-        waiter = self.tracker.wait(result.end_offset, timeout_ms)
-        status = waiter.wait(timeout_ms / 1000.0 + 0.5)
-        if status is None:
+        return self.tracker.wait(result.end_offset, timeout_ms), timeout_ms
+
+    def _replicated(self, result: PutResult, waiter: Completion[PutStatus], timeout_ms: int,
+                    status: PutStatus | None) -> PutResult:
+        if status is None:  # the tracker's housekeeping did not time it out: do it here
             waiter.complete(PutStatus.FLUSH_SLAVE_TIMEOUT)
             status = waiter.value
         reason = ""

@@ -7,6 +7,7 @@ several extra futex calls and GIL handoffs per wake-up.
 """
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Callable, Generic, TypeVar
 
@@ -73,3 +74,33 @@ class Completion(Generic[T]):
                 self._callbacks.append(cb)
                 return
         cb(self._value)  # type: ignore[arg-type]
+
+    async def wait_async(self, timeout: float) -> T | None:
+        """wait() for a coroutine on an event loop: the value, or None after `timeout` seconds.
+        The completing thread hands the value to the loop (call_soon_threadsafe), or sets it
+        directly when it is the loop's own thread (a slave's ack read on the loop)."""
+        if self._done:
+            return self._value
+        loop = asyncio.get_running_loop()
+        loop_thread = threading.get_ident()
+        future: asyncio.Future = loop.create_future()
+
+        def settle(value: T | None) -> None:
+            if not future.done():
+                future.set_result(value)
+
+        def completed(value: T) -> None:
+            if threading.get_ident() == loop_thread:
+                settle(value)
+                return
+            try:
+                loop.call_soon_threadsafe(settle, value)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
+
+        timer = loop.call_later(timeout, settle, None)
+        self.add_callback(completed)
+        try:
+            return await future
+        finally:
+            timer.cancel()

@@ -100,7 +100,8 @@ class MessagingService:
         self.transaction_checker = TransactionChecker(self.transactions, self.telemetry, clock,
                                                       config)
         self.sender = Sender(lambda msgs: role.require_master().put_messages(msgs), self.topics,
-                             self.limits, clock.now_ms, prepare=self.transactions.prepare)
+                             self.limits, clock.now_ms, prepare=self.transactions.prepare,
+                             put_async=lambda msgs: role.require_master().put_messages_async(msgs))
         self.reader = Reader(store, self.topics, self.budget, clock)
         self.forwarder = MasterForwarder(c.access_key, c.secret_key, c.tls)
         self.relay = TelemetryRelay(  # producers on a slave still get the master's checks
@@ -209,6 +210,23 @@ class MessagingService:
         except NotMaster:
             return True
         return not isinstance(target, Forward) and target.answers_at_append
+
+    def puts_on_loop(self, *, forwarded: bool) -> bool:
+        """A send here would be put on this master and wait for its slaves only, so the server
+        awaits it on the loop (send_async, MasterRole.puts_on_loop) instead of the pool."""
+        try:
+            target = self.role.route(forwarded=forwarded)
+        except NotMaster:
+            return False
+        return not isinstance(target, Forward) and target.puts_on_loop
+
+    async def send_async(self, request: s.SendMessageRequest, *, peer_ip: str = ""
+                         ) -> s.SendMessageResponse:
+        """send() to this master on the event loop, where puts_on_loop said so."""
+        try:
+            return await self.sender.send_async(request, peer_ip)
+        except (StoreError, NotMaster) as e:  # the role changed under the put
+            return _error(d.INTERNAL_SERVER_ERROR, str(e))
 
     def send(self, request: s.SendMessageRequest, *, peer_ip: str = "", forwarded: bool = False,
              timeout: float | None = None, client_id: str = "") -> s.SendMessageResponse:

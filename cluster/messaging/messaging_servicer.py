@@ -101,6 +101,9 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
                                lambda: self.service.send(request, peer_ip=ip, **info))
         if self.service.answers_at_once(forwarded=info["forwarded"]):
             return answer()
+        if self.service.puts_on_loop(forwarded=info["forwarded"]):  # awaits the slaves' acks
+            return await self._unary_async(s.SendMessageResponse,
+                                           self.service.send_async(request, peer_ip=ip))
         return await asyncio.to_thread(answer)
 
     async def ReceiveMessage(self, request, context):  # noqa: N802

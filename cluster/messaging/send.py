@@ -23,10 +23,11 @@ accessKey/secretKey signature (cluster/security/signature.py).
 """
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import threading
-from typing import Callable, Sequence
+from typing import Awaitable, Callable, Sequence
 
 import grpc
 
@@ -73,10 +74,17 @@ Prepare = Callable[[d.Message, Message], s.SendMessageResponse]
 
 
 class Sender:
+    """Turns a SendMessage request into a put and the put's result into the answer. `put` is
+    the master's put (any thread); `put_async`, when given, is its event-loop form, which
+    `send_async` awaits (MasterRole.put_messages_async)."""
+
     def __init__(self, put: Callable[[list[Message]], PutResult], topics: TopicRegistry,
                  limits: Callable[[], SendLimits], now_ms: Callable[[], int],
-                 prepare: Prepare | None = None) -> None:
+                 prepare: Prepare | None = None,
+                 put_async: Callable[[list[Message]], Awaitable[PutResult]] | None = None
+                 ) -> None:
         self.put = put
+        self.put_async = put_async
         self.topics = topics
         self.limits = limits
         self.now_ms = now_ms
@@ -87,6 +95,30 @@ class Sender:
         self.refusals = RefusalLog(log)
 
     def send(self, request: s.SendMessageRequest, peer_ip: str = "") -> s.SendMessageResponse:
+        prepared = self._to_put(request, peer_ip)
+        if isinstance(prepared, s.SendMessageResponse):
+            return prepared
+        msgs, transactional = prepared
+        if transactional:
+            return self.prepare(request.messages[0], msgs[0])
+        return self._answer(self.put(msgs), msgs, peer_ip)
+
+    async def send_async(self, request: s.SendMessageRequest, peer_ip: str = ""
+                         ) -> s.SendMessageResponse:
+        """send() on the event loop: the put awaited; a transactional send (it waits inside
+        the half message's store) in the loop's pool."""
+        prepared = self._to_put(request, peer_ip)
+        if isinstance(prepared, s.SendMessageResponse):
+            return prepared
+        msgs, transactional = prepared
+        if transactional:
+            return await asyncio.to_thread(self.prepare, request.messages[0], msgs[0])
+        return self._answer(await self.put_async(msgs), msgs, peer_ip)
+
+    def _to_put(self, request: s.SendMessageRequest, peer_ip: str
+                ) -> tuple[list[Message], bool] | s.SendMessageResponse:
+        """The store messages with their queue chosen and whether the send is transactional,
+        or the refusal to answer."""
         try:
             transactional = check_transactional_send(request.messages)
             if transactional and self.prepare is None:
@@ -104,9 +136,10 @@ class Sender:
                 m.queue_id = queue_id
         except V2Error as e:
             return s.SendMessageResponse(status=e.status())
-        if transactional:
-            return self.prepare(request.messages[0], msgs[0])
-        result = self.put(msgs)
+        return msgs, transactional
+
+    def _answer(self, result: PutResult, msgs: list[Message], peer_ip: str
+                ) -> s.SendMessageResponse:
         if not result.ok:
             self.refusals.refused("SendMessage", peer_ip or "?",
                                   f"{result.status.name}: {result.reason}")

@@ -7,16 +7,13 @@ from __future__ import annotations
 import contextlib
 import threading
 
-import grpc
 import pytest
 
 from master import replication_servicer
 from proto import replication_pb2 as rpb
-from proto import replication_pb2_grpc as rpb_grpc
 from store.codec import Message
-from tests.support.membership import member_metadata
+from tests.support import raw_slave
 from tests.support.nodes import CLUSTER_SECRET, Nodes
-from tests.support.streams import Outbox
 from tests.support.waiting import wait_until
 
 BODY = 200 * 1024
@@ -38,13 +35,7 @@ def fill(master) -> None:
 
 def open_stream(master, node_id: str = "broker-a:7"):
     """A raw slave: Hello from an empty log; returns (channel, call, outbox)."""
-    channel = grpc.insecure_channel(master.address)
-    outbox = Outbox()
-    outbox.put(rpb.SlaveMessage(hello=rpb.Hello(node_id=node_id, broker_name="broker-a",
-                                                max_offset=0, min_offset=0)))
-    metadata = member_metadata(master.address, node_id, CLUSTER_SECRET)
-    call = rpb_grpc.ReplicationStub(channel).Stream(iter(outbox), metadata=metadata, timeout=60)
-    return channel, call, outbox
+    return raw_slave.open_stream(master.address, node_id, CLUSTER_SECRET)
 
 
 def builder_threads() -> list[threading.Thread]:
