@@ -2,14 +2,15 @@
 `ha.master_session.MasterSession`; master/master_wire.py maps its events to and from protobuf.
 
 The stream is served on the node's event loop (an `async` handler on grpc.aio,
-cluster/node/grpc_server.py): the slave's Hello, Acks and Nacks are fed to the session on the
-loop as they arrive, and chunks are written from it. A builder thread per stream plans chunks
-with the session, reads them from the commitlog and checksums them (the read and the CRC stay
-off the loop) and hands them to the loop, at most PREFETCH ahead of the writes. So a chunk
-crosses one thread boundary on its way out (builder -> loop) and an ack none on its way in.
-Served in gRPC's pool through thread_bridge, a chunk crossed two (builder -> pool thread ->
-loop) and an ack one (loop -> reader thread), which cost about 0.9 ms of a 1.2 ms round trip
-(tests/perf/README.md, "Where a SYNC_MASTER's time goes").
+cluster/node/grpc_server.py), with no thread of its own: the slave's Hello, Acks and Nacks are
+fed to the session as they arrive, and the next chunk is planned, read, checksummed, encoded
+and written there. A put on the loop (SendMessage) wakes the stream without a thread hand-off;
+a put from another thread wakes it through the loop's call_soon_threadsafe. Only a large chunk
+(catch-up) is built in the pool, while the previous one is written.
+
+Served in gRPC's pool through thread_bridge with a builder thread, a chunk crossed two or three
+threads (builder -> pool thread -> loop) and an ack one (loop -> reader thread): about 0.9 ms
+of a 1.2 ms round trip (tests/perf/README.md, "Where a SYNC_MASTER's time goes").
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from typing import AsyncIterator, Callable, NoReturn, Sequence
 
 import grpc
 
-from ha.master_session import Acked, Connected, Disconnect, MasterSession, Send
+from ha.master_session import (Acked, ChunkPlan, Connected, Disconnect, MasterSession,
+                               MasterView, Send)
 from ha.messages import Hello, MalformedMessage, MasterMessage
 from proto import replication_pb2 as pb
 from proto import replication_pb2_grpc as pb_grpc
@@ -49,18 +51,18 @@ class MasterConnection:
     """One slave's replication stream on the master, from its Hello until it closes.
 
     Owns: the stream's `MasterSession` (what was sent and acked, the next chunk), the outbox of
-    messages the session asked to send (the Welcome), the builder thread and the close reason.
-    Reports to the role's `AckTracker` (connect, acks, caught up); the role's registry holds
-    the connection and the role's housekeeping closes it when the slave goes silent.
+    messages the session asked to send (the Welcome) and the close reason. Reports to the
+    role's `AckTracker` (connect, acks, caught up); the role's registry holds the connection
+    and the role's housekeeping closes it when the slave goes silent.
 
-    Threads and locks: the event loop (`read_from`, `feed`), the builder thread (`build_into`)
-    and whoever closes it (the loop, the builder, the role's housekeeping or stop). `_cond`
-    guards the session, the outbox and `close_reason`, and wakes the builder (new data, an ack,
-    a close). Decoding, the commitlog read, the CRC and the protobuf encoding run outside it,
-    so a chunk being built never holds up an ack. `slave_id` is set on the loop once (at
-    Connected), `last_received` on the loop and `bytes_sent` by the builder thread; other
-    threads only read them (single attributes). The tracker calls are made outside `_cond`
-    (the tracker has its own lock). `on_close` is set by the stream before the builder starts.
+    Threads and locks: the event loop (`read_from`, `feed`, `next_message`), a pool thread
+    building a large chunk (`_build`), and whoever wakes or closes it (the loop, put threads,
+    the role's housekeeping or stop). `_cond` (a lock) guards the session, the outbox and
+    `close_reason`. Decoding, the commitlog read, the CRC and the encoding run outside it.
+    `slave_id` is set on the loop once (at Connected), `last_received` on the loop and
+    `bytes_sent` where a chunk is built; other threads only read them (single attributes). The
+    tracker calls are made outside `_cond` (the tracker has its own lock). `on_close` and
+    `on_wakeup` are set by the stream (`_Stream`) before anything is read.
     """
 
     def __init__(self, role: MasterRole, peer: str, member_id: str = "") -> None:
@@ -72,12 +74,13 @@ class MasterConnection:
                                      heartbeat_interval_ms=c.ha_send_heartbeat_interval)
         self.slave_id = ""
         self.member_id = member_id  # who the peer proved to be; its Hello must say the same
-        self._cond = threading.Condition()
+        self._cond = threading.Lock()
         self._outbox: collections.deque[MasterMessage] = collections.deque()
         self.close_reason: str | None = None
         self.last_received = role.clock.monotonic()
         self.bytes_sent = 0
         self.on_close: Callable[[], None] = lambda: None
+        self.on_wakeup: Callable[[], None] = lambda: None
 
     # -- slave -> master (on the loop) ---------------------------------------------------------
     async def read_from(self, requests: AsyncIterator[pb.SlaveMessage]) -> None:
@@ -125,47 +128,59 @@ class MasterConnection:
                 self.close(action.reason)
         self.wakeup()
 
-    # -- master -> slave (builder thread) ------------------------------------------------------
-    # The builder plans, reads and checksums the next chunks while the loop writes the previous
-    # one: the CRC (the costly part) overlaps the network instead of alternating with it.
-    PREFETCH = 2
+    # -- master -> slave (on the loop) ---------------------------------------------------------
+    # A chunk up to SMALL_CHUNK (what follows single puts) is read, checksummed and encoded on
+    # the loop: a thread hand-off costs more than that work. A larger one (catch-up) is built in
+    # the pool, and the next one is built while it is written, so the CRC overlaps the network.
+    SMALL_CHUNK = 64 * 1024
+    IDLE_POLL_S = 0.5  # with nothing to send, the session is asked again (heartbeats) this often
 
-    def build_into(self, handoff: "Handoff") -> None:
-        """The builder thread's body: built messages into `handoff` until the connection
-        closes, then the end (None)."""
-        try:
-            while True:
-                event = self._next_message()
-                if event is None:
-                    return
-                # encoded here, outside the lock, like the CRC
-                if not handoff.put(wire.to_slave_wire(event), lambda: self.close_reason is not None):
-                    return
-        except Exception as e:  # a bug must end the stream with a reason, not hang it
-            log.exception("building chunks for %s failed", self.peer)
-            self.close(f"master error: {e}")
-        finally:
-            handoff.end()
+    async def next_message(self, signal: "LoopSignal") -> "pb.MasterMessage | bytes | None":
+        """The next message to write, encoded (None once closed): waits on `signal` (new data,
+        an ack, a close) while the session has nothing to send."""
+        loop = asyncio.get_running_loop()
+        while True:
+            signal.clear()  # before planning: a wake-up after this point is not lost
+            planned = self._plan()
+            if planned is _CLOSED:
+                return None
+            if isinstance(planned, _Planned):
+                if planned.plan.max_bytes <= self.SMALL_CHUNK:
+                    return self._build(planned)
+                return await loop.run_in_executor(None, self._build, planned)
+            if planned is not None:
+                return wire.to_slave_wire(planned)  # from the outbox (the Welcome)
+            await signal.wait(self.IDLE_POLL_S)
 
-    def _next_message(self) -> MasterMessage | None:
-        """The next message to send (None once closed): planned under the lock, read and
-        checksummed outside it so acks are not held up by the CRC (the caller encodes it,
-        also outside the lock)."""
+    def _plan(self) -> "MasterMessage | _Planned | object | None":
+        """Under the lock: _CLOSED, a message of the outbox, the next chunk planned (and
+        recorded as sent, so the next plan follows it), or None (nothing to send now)."""
         role, session = self.role, self.session
-        now = lambda: int(role.clock.monotonic() * 1000)  # noqa: E731
         with self._cond:
-            while True:
-                if self.close_reason is not None:
-                    return None
-                if self._outbox:
-                    return self._outbox.popleft()
-                view = role.view()
-                plan = session.poll(view, now())
-                if plan is not None:
-                    session.sent(plan, plan.max_bytes, now())
-                    caught_up = session.next_send >= view.max_offset
-                    break
-                self._cond.wait(0.5)
+            if self.close_reason is not None:
+                return _CLOSED
+            if self._outbox:
+                return self._outbox.popleft()
+            view = role.view()
+            now_ms = int(role.clock.monotonic() * 1000)
+            plan = session.poll(view, now_ms)
+            if plan is None:
+                return None
+            session.sent(plan, plan.max_bytes, now_ms)
+            return _Planned(plan, view, session.next_send >= view.max_offset)
+
+    def _build(self, planned: "_Planned") -> "pb.MasterMessage | bytes | None":
+        """Read, checksum and encode a planned chunk, outside the lock (on the loop or in the
+        pool); None (the connection closed) when its bytes cannot be read."""
+        try:
+            return self._build_chunk(planned)
+        except Exception as e:  # a bug must end the stream with a reason, not hang it
+            log.exception("building a chunk for %s failed", self.peer)
+            self.close(f"master error: {e}")
+            return None
+
+    def _build_chunk(self, planned: "_Planned") -> "pb.MasterMessage | bytes | None":
+        role, plan = self.role, planned.plan
         try:
             data = (role.store.commitlog.read_chunk(plan.offset, plan.max_bytes,
                                                     plan.offset + plan.max_bytes)
@@ -176,19 +191,19 @@ class MasterConnection:
         if len(data) != plan.max_bytes:
             self.close(f"read {len(data)} bytes at {plan.offset}, planned {plan.max_bytes}")
             return None
-        chunk = session.build_chunk(plan, data, view)
+        chunk = self.session.build_chunk(plan, data, planned.view)
         if data and should_corrupt("master.corrupt_next_chunk"):  # tests only
             corrupted = bytearray(data)
             corrupted[len(corrupted) // 2] ^= 0xFF  # after the CRC was computed
             chunk = dataclasses.replace(chunk, data=bytes(corrupted))
-        if caught_up and self.slave_id:
-            role.tracker.on_transfer(self.slave_id, view.max_offset)
+        if planned.caught_up and self.slave_id:
+            role.tracker.on_transfer(self.slave_id, planned.view.max_offset)
         self.bytes_sent += len(data)
-        return chunk
+        return wire.to_slave_wire(chunk)
 
     def wakeup(self) -> None:
-        with self._cond:
-            self._cond.notify_all()
+        """New data, an ack or a close: the stream plans again (from any thread)."""
+        self.on_wakeup()
 
     def close(self, reason: str) -> None:
         with self._cond:
@@ -196,62 +211,90 @@ class MasterConnection:
                 return
             self.close_reason = reason
             self.session.close(reason)
-            self._cond.notify_all()
         log.warning("replication stream of %s closed: %s", self.slave_id or self.peer, reason)
         self.on_close()
+        self.on_wakeup()
 
 
-class Handoff:
-    """Built messages from the builder thread to the event loop, in order. At most `limit` are
-    waiting or being written: the builder blocks in `put` until the loop `release`s a slot
-    after a write, so a slave that stops reading stops the builder, as flow control did.
+_CLOSED = object()
 
-    Made on the loop. The queue is the loop's alone (the builder appends through
-    call_soon_threadsafe); the semaphore is shared."""
 
-    def __init__(self, limit: int) -> None:
+@dataclasses.dataclass(frozen=True)
+class _Planned:
+    """A chunk planned under the connection's lock, built outside it."""
+    plan: ChunkPlan
+    view: MasterView
+    caught_up: bool  # the chunk ends at the master's end as the plan saw it
+
+
+class LoopSignal:
+    """Wakes the one coroutine that waits on it, from any thread. From the loop's own thread a
+    set() is a flag and a future; from another it goes through call_soon_threadsafe, at most
+    once until the loop has run it (a burst of puts writes the loop's self-pipe once).
+
+    Made on the loop; `_flag`, `_waiter` are the loop's, `_pending` is set by other threads
+    and cleared by the loop (a race costs at most one extra wake-up)."""
+
+    def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._slots = threading.Semaphore(limit)
-        self._items: asyncio.Queue[pb.MasterMessage | bytes | None] = asyncio.Queue()
+        self._loop_thread = threading.get_ident()
+        self._flag = False
+        self._pending = False
+        self._waiter: asyncio.Future | None = None
 
-    def put(self, msg: "pb.MasterMessage | bytes", closed: Callable[[], bool]) -> bool:
-        """From the builder: False (nothing sent) once `closed()` says so while it waits."""
-        while not self._slots.acquire(timeout=0.5):
-            if closed():
-                return False
-        return self._to_loop(msg)
+    def set(self) -> None:
+        if threading.get_ident() == self._loop_thread:
+            self._fire()
+        elif not self._pending:
+            self._pending = True
+            try:
+                self._loop.call_soon_threadsafe(self._fire)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                pass
 
-    def end(self) -> None:
-        """From the builder: nothing more comes (the writer stops at it)."""
-        self._to_loop(None)
+    def _fire(self) -> None:
+        self._pending = False
+        self._flag = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
-    def _to_loop(self, item: "pb.MasterMessage | bytes | None") -> bool:
+    def clear(self) -> None:
+        self._flag = False
+
+    async def wait(self, timeout: float) -> None:
+        """Until set() (at once if it was since clear()), or `timeout` seconds."""
+        if self._flag:
+            return
+        waiter = self._waiter = self._loop.create_future()
+        timer = self._loop.call_later(timeout, _settle, waiter)
         try:
-            self._loop.call_soon_threadsafe(self._items.put_nowait, item)
-            return True
-        except RuntimeError:  # the loop is closed: the node stopped, nobody writes any more
-            return False
-
-    async def get(self) -> "pb.MasterMessage | bytes | None":
-        return await self._items.get()
-
-    def release(self) -> None:
-        self._slots.release()
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
 
 
-class _Writer:
-    """Writes one connection's built messages on the loop, in the handler's task. When the
-    connection closes with a write still pending after CLOSE_GRACE_S (a slave that stopped
-    reading holds it in flow control), the task is cancelled: the write is dropped and the
-    call ends. `writing` and `dropped` are the loop's alone."""
+def _settle(future: asyncio.Future) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class _Stream:
+    """Writes one connection's messages on the loop, in the handler's task. A large chunk
+    (catch-up) is written while the next is built in the pool. When the connection closes with
+    a write still pending after CLOSE_GRACE_S (a slave that stopped reading holds it in flow
+    control), the task is cancelled: the write is dropped and the call ends. Everything here
+    is the loop's."""
 
     def __init__(self, conn: MasterConnection) -> None:
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
-        self.handoff = Handoff(conn.PREFETCH)
+        self.signal = LoopSignal()
         self.writing = False
         self.dropped = False
         conn.on_close = self._closed
+        conn.on_wakeup = self.signal.set
 
     def _closed(self) -> None:  # from any thread
         try:
@@ -266,21 +309,28 @@ class _Writer:
             self._task.cancel()
 
     async def run(self, conn: MasterConnection, context: grpc.aio.ServicerContext) -> None:
-        while True:
-            msg = await self.handoff.get()
-            if msg is None:
-                return
-            self.writing = True
-            try:
-                await context.write(msg)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # the call ended under the write (the slave went away)
-                conn.close(f"write to the slave failed: {type(e).__name__}: {e}")
-                return
-            finally:
-                self.writing = False
-            self.handoff.release()
+        ahead: asyncio.Future | None = None  # the next message, built while one is written
+        try:
+            while True:
+                msg = await ahead if ahead is not None else await conn.next_message(self.signal)
+                ahead = None
+                if msg is None:
+                    return
+                if isinstance(msg, bytes) and len(msg) > conn.SMALL_CHUNK:
+                    ahead = asyncio.ensure_future(conn.next_message(self.signal))
+                self.writing = True
+                try:
+                    await context.write(msg)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # the call ended under the write (the slave went away)
+                    conn.close(f"write to the slave failed: {type(e).__name__}: {e}")
+                    return
+                finally:
+                    self.writing = False
+        finally:
+            if ahead is not None:
+                ahead.cancel()
 
 
 def add_to_server(servicer: "ReplicationServicer", server: grpc.Server) -> None:
@@ -298,7 +348,7 @@ class ReplicationServicer(pb_grpc.ReplicationServicer):
     """Thin adapter, on the event loop: admits only members (`admit(peer, metadata)` returns
     the node id the peer proved, or raises NotAdmitted and the call ends before anything is
     read or sent), finds the current master role and serves the stream for a connection: the
-    slave's messages read on the loop, a builder thread, the writes."""
+    slave's messages read and the chunks written on the loop."""
 
     def __init__(self, master_role: Callable[[], MasterRole | None],
                  not_master_reason: Callable[[], str],
@@ -316,17 +366,15 @@ class ReplicationServicer(pb_grpc.ReplicationServicer):
         if role is None:
             await _abort(context, grpc.StatusCode.FAILED_PRECONDITION, self._not_master_reason())
         conn = MasterConnection(role, context.peer(), member_id)
-        writer = _Writer(conn)
+        stream = _Stream(conn)
         if not role.add_connection(conn):
             await _abort(context, grpc.StatusCode.FAILED_PRECONDITION,
                          "this node is no longer master")
         reader = asyncio.ensure_future(conn.read_from(request_iterator))
-        threading.Thread(target=conn.build_into, args=(writer.handoff,),
-                         name=f"repl-builder-{conn.peer}", daemon=True).start()
         try:
-            await writer.run(conn, context)
+            await stream.run(conn, context)
         except asyncio.CancelledError:
-            if not writer.dropped:
+            if not stream.dropped:
                 raise  # gRPC cancelled the call (the slave went away, the server stops)
             asyncio.current_task().uncancel()
             return  # our own cancel of a write a paused slave held: nobody reads a status

@@ -1,7 +1,7 @@
 """The master's replication stream on the event loop (master/replication_servicer.py), with a
 real node on 127.0.0.1 and a raw replication client: a slave that stops reading holds a write
-in gRPC's flow control, and closing its connection still ends the call, removes the connection
-and stops its builder thread; a slave's acks reach the ack tracker."""
+in gRPC's flow control, and closing its connection still ends the call and removes the
+connection; a slave's acks reach the ack tracker."""
 from __future__ import annotations
 
 import contextlib
@@ -38,10 +38,6 @@ def open_stream(master, node_id: str = "broker-a:7"):
     return raw_slave.open_stream(master.address, node_id, CLUSTER_SECRET)
 
 
-def builder_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("repl-builder-")]
-
-
 def stalled_connection(role):
     """The only connection, once the bytes it sent stop growing (the slave reads nothing)."""
     samples = [-1]
@@ -74,24 +70,23 @@ def test_closing_the_stream_of_a_slave_that_stopped_reading_ends_it(nodes):
     with stalled_stream(nodes) as (master, conn):
         role = master.role.master
         assert conn.bytes_sent < master.store.max_phy_offset()
-        assert builder_threads()
         conn.close("test: the slave stopped reading")
         # the pending write is dropped after CLOSE_GRACE_S: the call ends, nothing is left
-        wait_until(lambda: not role.connections() and not builder_threads(),
+        wait_until(lambda: not role.connections(),
                    replication_servicer.CLOSE_GRACE_S + 10, "the stream to end")
         assert "broker-a:7" not in role.tracker.in_sync_ids()
 
 
 def test_without_dropping_the_stuck_write_the_stream_stays(nodes, monkeypatch):
-    """The protection switched off: the same close leaves the call, its connection and its
-    builder in place, so the test above can fail."""
-    monkeypatch.setattr(replication_servicer._Writer, "_drop_stuck_write", lambda self: None)
+    """The protection switched off: the same close leaves the call and its connection in
+    place, so the test above can fail."""
+    monkeypatch.setattr(replication_servicer._Stream, "_drop_stuck_write", lambda self: None)
     with stalled_stream(nodes) as (master, conn):
         role = master.role.master
         conn.close("test: the slave stopped reading")
         threading.Event().wait(replication_servicer.CLOSE_GRACE_S + 3)
         assert role.connections() == (conn,)
-    wait_until(lambda: not role.connections() and not builder_threads(), 10,
+    wait_until(lambda: not role.connections(), 10,
                "the cancelled call to end")
 
 
