@@ -170,14 +170,21 @@ class MasterRole:
         if not self.puts_on_loop:  # the caller asked an older role: block in the pool
             return await asyncio.to_thread(self.put_messages, msgs)
         started = time.perf_counter()
-        result = self.append(msgs)
-        wait = self._replica_wait(msgs, result)
-        if wait is not None:
-            waiter, timeout_ms = wait
-            result = self._replicated(result, waiter, timeout_ms,
-                                      await waiter.wait_async(timeout_ms / 1000.0 + 0.5))
+        result = await self.wait_durable_async(msgs, self.append(msgs))
         self.store.put_latency.observe(result.status.name, time.perf_counter() - started)
         return result
+
+    async def wait_durable_async(self, msgs: Sequence[Message], result: PutResult) -> PutResult:
+        """wait_durable on the event loop: awaited when `puts_on_loop` (no flush to wait for,
+        only the slaves' acks), in the pool otherwise."""
+        if not self.puts_on_loop:
+            return await asyncio.to_thread(self.wait_durable, msgs, result)
+        wait = self._replica_wait(msgs, result)
+        if wait is None:
+            return result
+        waiter, timeout_ms = wait
+        return self._replicated(result, waiter, timeout_ms,
+                                await waiter.wait_async(timeout_ms / 1000.0 + 0.5))
 
     def _replica_wait(self, msgs: Sequence[Message], result: PutResult
                       ) -> tuple[Completion[PutStatus], int] | None:

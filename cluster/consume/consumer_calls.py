@@ -44,6 +44,8 @@ from cluster.messaging.v2_status import V2Error
 
 if TYPE_CHECKING:
     from cluster.messaging.telemetry import StreamBudget
+    from cluster.replicated.replicated_table import Pending
+    from master.master_role import MasterRole
 
 DLQ_PREFIX = "%DLQ%"
 OK = d.Status(code=d.OK, message="OK")
@@ -256,13 +258,30 @@ class ConsumerCalls:
 
     # -- AckMessage ---------------------------------------------------------------------------
     def ack(self, request: s.AckMessageRequest) -> s.AckMessageResponse:
+        master, results, pending = self._ack_commit(request)
+        status = self.consumers.wait(master, pending) if pending is not None else OK
+        return _ack_answer(results, status)
+
+    async def ack_async(self, request: s.AckMessageRequest) -> s.AckMessageResponse:
+        """ack() on the event loop, for a master whose wait is awaitable there
+        (MasterRole.puts_on_loop): the commit runs on the loop, the wait is awaited."""
+        master, results, pending = self._ack_commit(request)
+        status = await self.consumers.wait_async(master, pending) if pending is not None else OK
+        return _ack_answer(results, status)
+
+    def _ack_commit(self, request: s.AckMessageRequest
+                    ) -> tuple["MasterRole", list[tuple[s.AckMessageEntry, d.Status | None]],
+                               Pending | None]:
+        """The acks committed: (master, each entry with its refusal or None, what to wait for,
+        None when no entry was valid)."""
         group = _group(request.group)
         topic, _ = self._topic(request.topic)
         if not request.entries:
             raise V2Error(d.BAD_REQUEST, "no entries to acknowledge")
         consumers = self.consumers
         master = consumers.ensure_loaded()
-        results, items = [], []
+        results: list[tuple[s.AckMessageEntry, d.Status | None]] = []
+        items = []
         with consumers.lock:
             for entry in request.entries:
                 try:
@@ -276,21 +295,7 @@ class ConsumerCalls:
             # wait for the request, not one per entry
             pending = consumers.commit(master, [{"kind": "acks", "group": group, "topic": topic,
                                                  "items": items}]) if items else None
-        status = consumers.wait(master, pending) if pending is not None else OK
-        answer = s.AckMessageResponse()
-        codes = set()
-        for entry, refused in results:
-            st = refused or status
-            codes.add(st.code)
-            answer.entries.append(s.AckMessageResultEntry(
-                message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=st))
-        if len(codes) == 1:
-            only = answer.entries[0].status
-            answer.status.CopyFrom(only)
-        else:
-            answer.status.CopyFrom(d.Status(code=d.MULTIPLE_RESULTS,
-                                            message="entries have different results"))
-        return answer
+        return master, results, pending
 
     def _current(self, group: str, topic: str, text: str) -> receipt.Receipt:
         """The receipt of a delivery still in flight (call with the lock held)."""
@@ -412,3 +417,23 @@ def dead_letter(record: MessageRecord, group: str, attempts: int) -> Message:
     return Message(topic=dlq_topic(group), body=bytes(record.body), queue_id=0,
                    properties=props, flag=record.flag, born_timestamp=record.born_timestamp,
                    born_host=record.born_host, reconsume_times=attempts)
+
+
+def _ack_answer(results: list[tuple[s.AckMessageEntry, d.Status | None]], status: d.Status
+                ) -> s.AckMessageResponse:
+    """Each entry with its refusal, or the commit's status; the call's status is theirs when
+    they agree, MULTIPLE_RESULTS otherwise."""
+    answer = s.AckMessageResponse()
+    codes = set()
+    for entry, refused in results:
+        st = refused or status
+        codes.add(st.code)
+        answer.entries.append(s.AckMessageResultEntry(
+            message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=st))
+    if len(codes) == 1:
+        only = answer.entries[0].status
+        answer.status.CopyFrom(only)
+    else:
+        answer.status.CopyFrom(d.Status(code=d.MULTIPLE_RESULTS,
+                                        message="entries have different results"))
+    return answer

@@ -96,6 +96,10 @@ class ConsumerService:
         """Wait (without the lock) until the change holds under the flush/replication policy."""
         return put_status(self.table.wait(master, pending))
 
+    async def wait_async(self, master: "MasterRole", pending: Pending) -> d.Status:
+        """wait() for a caller on the event loop."""
+        return put_status(await self.table.wait_async(master, pending))
+
     def change(self, events: list[dict[str, Any]]) -> d.Status:
         master = self.ensure_loaded()
         with self.lock:

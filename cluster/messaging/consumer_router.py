@@ -74,8 +74,8 @@ class ConsumerRouter:
                          timeout: float | None = None, client_id: str = "",
                          time_remaining: Callable[[], float | None] = lambda: None):
         """`call` on the server's event loop: a master's ReceiveMessage waits there, a call
-        the master answers at once runs there, the rest (forwards, waits for flush or slaves)
-        in the thread pool."""
+        the master answers at once runs there, and so does a SYNC_MASTER's ack (its wait for
+        the slaves awaited); the rest (forwards, waits for a flush) in the thread pool."""
         attribute, response_cls, streaming = CALLS[method]
         master = self.service.role.master
         if streaming and master is not None:
@@ -88,6 +88,11 @@ class ConsumerRouter:
         if not streaming and self.service.answers_at_once(forwarded=forwarded):
             return self.call(method, request, forwarded=forwarded, timeout=timeout,
                              client_id=client_id)
+        if method == "AckMessage" and self.service.puts_on_loop(forwarded=forwarded):
+            try:  # a SYNC_MASTER's ack: committed on the loop, the slaves' acks awaited there
+                return await self.calls.ack_async(request)
+            except V2Error as e:
+                return response_cls(status=e.status())
         return await asyncio.to_thread(self.call, method, request, forwarded=forwarded,
                                        timeout=timeout, client_id=client_id,
                                        time_remaining=time_remaining)

@@ -275,6 +275,10 @@ class ReplicatedTable(Generic[S]):
         """Wait (without the lock) until the change holds under the flush/replication policy."""
         return master.wait_durable(pending.messages, pending.result)
 
+    async def wait_async(self, master: "MasterRole", pending: Pending) -> PutResult:
+        """wait() for a caller on the event loop (MasterRole.wait_durable_async)."""
+        return await master.wait_durable_async(pending.messages, pending.result)
+
     def change(self, events: list[dict[str, Any]]) -> PutResult:
         """ensure_loaded, commit under the lock, wait outside it."""
         master = self.ensure_loaded()

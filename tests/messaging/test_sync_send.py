@@ -1,7 +1,8 @@
-"""SendMessage on a SYNC_MASTER (ASYNC_FLUSH) is put on the event loop and awaits the slaves'
-acks there (MasterRole.put_messages_async), with a real node and a raw slave on 127.0.0.1: it
-is answered once acked, and times out with the slave's status when not; more sends wait at once
-than the server's pool has threads, which a send waiting in a pool thread could not."""
+"""SendMessage and AckMessage on a SYNC_MASTER (ASYNC_FLUSH) run on the event loop and await
+the slaves' acks there (MasterRole.put_messages_async, wait_durable_async), with a real node and
+a raw slave on 127.0.0.1: answered once acked, timed out with the slave's status when not; more
+calls wait at once than the server's pool has threads, which a call waiting in a pool thread
+could not."""
 from __future__ import annotations
 
 from cluster.node.grpc_server import POOL_WORKERS
@@ -9,7 +10,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from tests.support.nodes import CLUSTER_SECRET
 from tests.support.raw_slave import AckingSlave
-from tests.support.v2 import msg
+from tests.support.v2 import G, msg, receive, send
 from tests.support.waiting import wait_until
 
 SLAVE = "broker-a:7"
@@ -38,3 +39,36 @@ def test_sync_sends_await_the_slaves_acks_on_the_loop(nodes):
         assert all(f"slaveTimeout={SLAVE_TIMEOUT_MS} ms" in a.status.message for a in answers)
         assert all(len(a.entries) == 1 for a in answers)  # stored on the master all the same
         assert tracker.waiting() == 0
+
+
+def test_sync_acks_await_the_slaves_acks_on_the_loop(nodes):
+    master = nodes.start(role="SYNC_MASTER", store={"slave_timeout": SLAVE_TIMEOUT_MS})
+    tracker = master.role.master.tracker
+    stub = nodes.stub(master)
+    with AckingSlave(master.address, SLAVE, CLUSTER_SECRET) as slave:
+        wait_until(lambda: SLAVE in tracker.in_sync_ids(), 10, "the raw slave in sync")
+        for start in range(0, WAITERS, 50):
+            send(stub, "A", [b"a%d" % i for i in range(start, min(start + 50, WAITERS))])
+        got = []
+        while len(got) < WAITERS:
+            status, messages = receive(stub, "A", n=32, invisible=120, wait=2,
+                                       qid=len(got) % 8)
+            got += messages
+        assert len(got) == WAITERS
+        first = ack_one(stub, got[0]).result()
+        assert first.status.code == d.OK, first.status
+
+        slave.acking.clear()
+        calls = [ack_one(stub, m) for m in got[1:]]
+        wait_until(lambda: tracker.waiting() == WAITERS - 1, SLAVE_TIMEOUT_MS / 1000 - 1,
+                   f"{WAITERS - 1} acks waiting for the slave's ack")
+        answers = [c.result() for c in calls]
+        assert {a.status.code for a in answers} == {d.SLAVE_PERSISTENCE_TIMEOUT}
+        assert tracker.waiting() == 0
+
+
+def ack_one(stub, message):
+    return stub.AckMessage.future(s.AckMessageRequest(
+        group=G, topic=d.Resource(name="A"), entries=[s.AckMessageEntry(
+            message_id=message.system_properties.message_id,
+            receipt_handle=message.system_properties.receipt_handle)]), timeout=60)
