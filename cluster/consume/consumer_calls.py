@@ -124,17 +124,22 @@ class ConsumerCalls:
 
     async def receive_async(self, request: s.ReceiveMessageRequest,
                             time_remaining: Callable[[], float | None] = lambda: None, *,
-                            inline: bool = True) -> list[s.ReceiveMessageResponse]:
+                            inline: bool = True, attempts_inline: bool | None = None
+                            ) -> list[s.ReceiveMessageResponse]:
         """ReceiveMessage on the server's event loop: the waits hold no thread (long_poll.py);
-        the checks and attempts run on the loop when `inline` (the master answers at append),
-        else in the thread pool (loading or changing the consumer state may wait for the log)."""
+        the checks run on the loop when `inline` (the master answers at append), else in the
+        thread pool (a new group is recorded and waited for). The attempts run on the loop when
+        `attempts_inline` (default: `inline`): they append the deliveries' records and never
+        wait for them (a SYNC_MASTER with ASYNC_FLUSH runs them there too)."""
         if inline:
             attempt, wait_s, interest = self._receive_plan(request)
         else:
             attempt, wait_s, interest = await asyncio.to_thread(self._receive_plan, request)
         return self._received(await long_poll_async(
             attempt, interest, wait_s=wait_s, waiter=self.waiter, clock=self._clock,
-            budget=self.async_budget, attempt_inline=inline, time_remaining=time_remaining))
+            budget=self.async_budget,
+            attempt_inline=inline if attempts_inline is None else attempts_inline,
+            time_remaining=time_remaining))
 
     def _receive_plan(self, request: s.ReceiveMessageRequest
                       ) -> tuple[Callable[[], Attempt[list[d.Message]]], float, Interest]:

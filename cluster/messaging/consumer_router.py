@@ -81,8 +81,9 @@ class ConsumerRouter:
         if streaming and master is not None:
             try:
                 v2_route(self.service.role, forwarded=forwarded)
-                return await self.calls.receive_async(request, time_remaining,
-                                                      inline=master.answers_at_append)
+                return await self.calls.receive_async(
+                    request, time_remaining, inline=master.answers_at_append,
+                    attempts_inline=master.answers_at_append or master.puts_on_loop)
             except V2Error as e:
                 return [response_cls(status=e.status())]
         if not streaming and self.service.answers_at_once(forwarded=forwarded):

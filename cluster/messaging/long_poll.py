@@ -262,8 +262,8 @@ async def long_poll_async(attempt: Callable[[], Attempt[T]], interest: Interest,
                           budget: "StreamBudget | None", attempt_inline: bool = True,
                           time_remaining: Callable[[], float | None] = lambda: None) -> T:
     """long_poll on an event loop: the waits hold no thread; the attempts run on the loop, or
-    in the thread pool when they may block (`attempt_inline` False: a SYNC_MASTER's or
-    SYNC_FLUSH node's consumer state may wait for its log)."""
+    in the thread pool when the caller says so (`attempt_inline` False: a SYNC_FLUSH node
+    keeps its consumer-state appends off the loop)."""
     steps = poll_steps(wait_s=wait_s, waiter=waiter, clock=clock, budget=budget,
                        time_remaining=time_remaining)
     try:

@@ -5,6 +5,8 @@ calls wait at once than the server's pool has threads, which a call waiting in a
 could not."""
 from __future__ import annotations
 
+import contextlib
+
 from cluster.node.grpc_server import POOL_WORKERS
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
@@ -18,12 +20,19 @@ WAITERS = POOL_WORKERS + 54
 SLAVE_TIMEOUT_MS = 6000
 
 
-def test_sync_sends_await_the_slaves_acks_on_the_loop(nodes):
+@contextlib.contextmanager
+def sync_master_with_raw_slave(nodes):
+    """(master, its stub, the raw slave) once the slave is in sync."""
     master = nodes.start(role="SYNC_MASTER", store={"slave_timeout": SLAVE_TIMEOUT_MS})
-    tracker = master.role.master.tracker
-    stub = nodes.stub(master)
     with AckingSlave(master.address, SLAVE, CLUSTER_SECRET) as slave:
-        wait_until(lambda: SLAVE in tracker.in_sync_ids(), 10, "the raw slave in sync")
+        wait_until(lambda: SLAVE in master.role.master.tracker.in_sync_ids(), 10,
+                   "the raw slave in sync")
+        yield master, nodes.stub(master), slave
+
+
+def test_sync_sends_await_the_slaves_acks_on_the_loop(nodes):
+    with sync_master_with_raw_slave(nodes) as (master, stub, slave):
+        tracker = master.role.master.tracker
         r = stub.SendMessage(s.SendMessageRequest(messages=[msg("T", b"first")]), timeout=10)
         assert r.status.code == d.OK, r.status
         assert slave.received >= master.store.max_phy_offset() > 0
@@ -42,11 +51,8 @@ def test_sync_sends_await_the_slaves_acks_on_the_loop(nodes):
 
 
 def test_sync_acks_await_the_slaves_acks_on_the_loop(nodes):
-    master = nodes.start(role="SYNC_MASTER", store={"slave_timeout": SLAVE_TIMEOUT_MS})
-    tracker = master.role.master.tracker
-    stub = nodes.stub(master)
-    with AckingSlave(master.address, SLAVE, CLUSTER_SECRET) as slave:
-        wait_until(lambda: SLAVE in tracker.in_sync_ids(), 10, "the raw slave in sync")
+    with sync_master_with_raw_slave(nodes) as (master, stub, slave):
+        tracker = master.role.master.tracker
         for start in range(0, WAITERS, 50):
             send(stub, "A", [b"a%d" % i for i in range(start, min(start + 50, WAITERS))])
         got = []
