@@ -47,8 +47,9 @@ class MasterRole:
     `confirm_source` and an append listener there) and the node's `EpochCache` (read only).
 
     Threads and locks: put threads (the messaging and admin servicers) call `put_messages`,
-    `append` and `wait_durable`; the event loop (each connection's acks) calls `on_acked` and the
-    tracker; the housekeeping thread calls `housekeeping`; the node's role switch calls `start`
+    `append` and `wait_durable`; the event loop calls `put_messages_async`, `append` and
+    `wait_durable_async` (a SYNC_MASTER's sends and acks), and `on_acked` and the tracker
+    (each connection's acks); the housekeeping thread calls `housekeeping`; the node's role switch calls `start`
     and `stop`. `_lock` guards writes to the registry and to `closed`, so no connection is
     added after `stop` closed them all; readers of either take no lock (a copy-on-write tuple,
     a bool). The tracker has its own lock; everything else is set once in `__init__`.
