@@ -49,8 +49,8 @@ class MasterRole:
     Threads and locks: put threads (the messaging and admin servicers) call `put_messages`,
     `append` and `wait_durable`; the event loop calls `put_messages_async`, `append` and
     `wait_durable_async` (a SYNC_MASTER's sends and acks), and `on_acked` and the tracker
-    (each connection's acks); the housekeeping thread calls `housekeeping`; the node's role switch calls `start`
-    and `stop`. `_lock` guards writes to the registry and to `closed`, so no connection is
+    (each connection's acks); the housekeeping thread calls `housekeeping`; the node's role
+    switch calls `start` and `stop`. `_lock` guards writes to the registry and to `closed`, so no connection is
     added after `stop` closed them all; readers of either take no lock (a copy-on-write tuple,
     a bool). The tracker has its own lock; everything else is set once in `__init__`.
     """

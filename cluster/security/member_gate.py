@@ -1,11 +1,12 @@
 """gRPC adapters of membership (member_proof.py holds the rules): the server's gate and
 Challenge servicer, and the client's credentials.
 
-Server: a node registers `MembershipServicer(gate)` and hands `gate.admission` to the replication
-servicer (an asyncio handler: it awaits the abort itself); the controller hands `gate.admit` the
-context of its Heartbeat. A refused call ends with UNAUTHENTICATED (or FAILED_PRECONDITION
-when the server has no secret) and a message naming the reason; the refusal is logged with the peer's address, once per peer and reason every
-refusal_log.LOG_EVERY_S (a peer retrying in a loop must not flood the log).
+Server: a node registers `MembershipServicer(gate)` and hands `gate.admission` to the
+replication servicer (an asyncio handler: it awaits the abort itself); the controller hands
+`gate.admit` the context of its Heartbeat. A refused call ends with UNAUTHENTICATED (or
+FAILED_PRECONDITION when the server has no secret) and a message naming the reason; the refusal
+is logged with the peer's address, once per peer and reason every refusal_log.LOG_EVERY_S (a
+peer retrying in a loop must not flood the log).
 
 Client: `MemberCredentials.metadata(channel, purpose)` asks the server for a challenge,
 checks the server's own proof, and returns the metadata of one call.
