@@ -155,7 +155,8 @@ def _target_refusal(args, names: list[str], drills) -> str:
 
 def _run_drills(args, names, parent, timing, workload, controller_props, compose) -> int:
     from cluster.drills.report import render_detail, render_table, summary_row
-    from cluster.drills.runner import DrillOptions, free_base_port, run_drill
+    from cluster.drills.runner import DrillOptions, run_drill
+    from cluster.node.local_cluster import free_base_port
     from cluster.drills.scenarios import DRILLS
 
     rows, details, ok = [], [], True

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import time
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -46,24 +45,6 @@ class DrillRun:
     notes: tuple[str, ...]
     history_path: str
     seconds: float
-
-
-def free_base_port() -> int:
-    """A base port whose node and controller ports (base, +10, +20, +30) are all free now."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + 30 > 65535:
-            continue
-        try:
-            for offset in (10, 20, 30):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", base + offset))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no free base port found")
 
 
 def _all_consumed(history: History, groups: Mapping[str, str]) -> bool:

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -118,6 +120,42 @@ CLUSTER_SECRET_FILE = "cluster.secret"
 # every second and drop a slave that has not caught up for 3 s (RocketMQ: 5 s and 15 s).
 CONTROLLED_HA_KEYS = ("haSendHeartbeatInterval=1000", "haMaxTimeSlaveNotCatchup=3000",
                       "haHousekeepingInterval=5000")
+
+
+def free_base_port() -> int:
+    """A base port whose whole layout is free now: the nodes (+0, +10, +20), the controller
+    (+30), the archive (+40) and each one's metrics (+5). Chosen below the kernel's ephemeral
+    range: a port there is never taken by an outgoing connection, so a node that a drill
+    kills can restart on its ports (an ephemeral base port lost that race now and then)."""
+    offsets = [port + metrics for port in (0, 10, 20, CONTROLLER_PORT_OFFSET,
+                                           local_archive.ARCHIVE_PORT_OFFSET)
+               for metrics in (0, METRICS_PORT_OFFSET)]
+    low, high = 10000, _ephemeral_low()
+    if high - low < 1000:  # an unusual range: anywhere below 60000 then
+        high = 60000
+    for _ in range(200):
+        base = random.randrange(low, high - max(offsets))
+        socks: list[socket.socket] = []
+        try:
+            for offset in offsets:
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", base + offset))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free base port found")
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def ensure_cluster_secret(root: str) -> str:

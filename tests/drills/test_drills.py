@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-from cluster.drills.runner import DrillOptions, free_base_port, run_drill
+from cluster.drills.runner import DrillOptions, run_drill
+from cluster.node.local_cluster import free_base_port
 from cluster.drills.scenarios import DRILLS, Timing
 from cluster.drills.workload import WorkloadConfig
 

@@ -8,7 +8,6 @@ import os
 import queue
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from cluster.client.admin_client import AdminClient
 from cluster.client.controller_client import ControllerClient
+from cluster.node.local_cluster import free_base_port
 from proto import admin_pb2 as pb
 from store.layout import COMMITLOG_DIR, CONSUME_QUEUE_DIR, LOCK_FILE
 # messages (support/admin.py), FAST_HA, free_port and wait_until (support/waiting.py) are
@@ -394,29 +394,6 @@ def read_queue(get: Callable[[int, int], list], queue_id: int) -> list:
 
 
 # -- `python -m cluster local` -------------------------------------------------------------------
-def _free_base_port() -> int:
-    """A port P with P, P+10, P+20 and P+30 free (the local cluster's nodes and controller),
-    and each of them + 5 (their metrics and console)."""
-    for _ in range(100):
-        base = free_port()
-        if base + 35 > 65535:
-            continue
-        try:
-            socks = []
-            for p in (base, base + 10, base + 20, base + 30, base + 5, base + 15, base + 25,
-                      base + 35):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise AssertionError("no free base port")
-
-
 def pid_gone(pid: int) -> bool:
     """The process has exited (gone, or a zombie not yet reaped)."""
     try:
@@ -440,7 +417,7 @@ class LocalCluster:
     def __init__(self, root: str, *options: str) -> None:
         """`options`: more `cluster local` options (--tls)."""
         self.root = root
-        self.base = _free_base_port()
+        self.base = free_base_port()
         env = {**os.environ, "PYTHONPATH": ROOT}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cluster", "local", "--dir", root, "--base-port", str(self.base),
