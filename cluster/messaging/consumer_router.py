@@ -39,6 +39,9 @@ CALLS = {
     "UpdateOffset": ("update_offset", s.UpdateOffsetResponse, False),
     "GetOffset": ("get_offset", s.GetOffsetResponse, False),
 }
+# The calls with a form of their own on the event loop, for a master whose waits can be awaited
+# there (MasterRole.puts_on_loop): ConsumerCalls' coroutine of that name.
+ON_LOOP = {"AckMessage": "ack_async"}
 
 
 def check_names(request) -> None:
@@ -89,9 +92,10 @@ class ConsumerRouter:
         if not streaming and self.service.answers_at_once(forwarded=forwarded):
             return self.call(method, request, forwarded=forwarded, timeout=timeout,
                              client_id=client_id)
-        if method == "AckMessage" and self.service.puts_on_loop(forwarded=forwarded):
-            try:  # a SYNC_MASTER's ack: committed on the loop, the slaves' acks awaited there
-                return await self.calls.ack_async(request)
+        on_loop = ON_LOOP.get(method)
+        if on_loop is not None and self.service.puts_on_loop(forwarded=forwarded):
+            try:  # e.g. a SYNC_MASTER's ack: committed on the loop, the slaves' acks awaited
+                return await getattr(self.calls, on_loop)(request)
             except V2Error as e:
                 return response_cls(status=e.status())
         return await asyncio.to_thread(self.call, method, request, forwarded=forwarded,

@@ -4,6 +4,7 @@ in gRPC's flow control, and closing its connection still ends the call and remov
 connection; a slave's acks reach the ack tracker."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 
@@ -79,12 +80,16 @@ def test_closing_the_stream_of_a_slave_that_stopped_reading_ends_it(nodes):
 
 def test_without_dropping_the_stuck_write_the_stream_stays(nodes, monkeypatch):
     """The protection switched off: the same close leaves the call and its connection in
-    place, so the test above can fail."""
-    monkeypatch.setattr(replication_servicer._Stream, "_drop_stuck_write", lambda self: None)
+    place, so the test above can fail. No fixed wait: the grace timer is seen to fire, then
+    the loop runs once more, which is when a cancelled handler would have ended."""
+    fired = threading.Event()
+    monkeypatch.setattr(replication_servicer._Stream, "_drop_stuck_write",
+                        lambda self: fired.set())
     with stalled_stream(nodes) as (master, conn):
         role = master.role.master
         conn.close("test: the slave stopped reading")
-        threading.Event().wait(replication_servicer.CLOSE_GRACE_S + 3)
+        assert fired.wait(replication_servicer.CLOSE_GRACE_S + 10), "the grace timer never fired"
+        master._server.call(asyncio.sleep(0))  # queued after anything the timer scheduled
         assert role.connections() == (conn,)
     wait_until(lambda: not role.connections(), 10,
                "the cancelled call to end")
