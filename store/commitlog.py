@@ -4,7 +4,8 @@ Put path: records are encoded before the put lock (codec.encode); under the lock
 fields known there are patched (queue offset from the topic-queue table, physical offset, store
 timestamp) and the bytes copied into the last file. A record that does not fit, together with
 END_FILE_MIN_BLANK_LENGTH, makes the file end with a BLANK record and the next file start.
-A batch is appended under one lock acquisition.
+A batch is appended under one lock acquisition; one that fits the last file is patched record by
+record, then copied and made visible at once (`MappedFile.append_many`).
 
 The slave path (append_raw) copies replicated bytes verbatim at exactly the current end.
 Truncation is crash-safe (MappedFileQueue.truncate_to zeroes and syncs before it forgets).
@@ -89,6 +90,8 @@ class CommitLog:
             now = self.clock.now_ms()
             if now < self.last_store_timestamp:
                 now = self.last_store_timestamp  # store time never goes backwards in the log
+            if not needed:  # the whole batch fits the last file: one copy, one position update
+                return self._append_in_file_locked(self.queue.last_file, records, now)
             return [self._append_locked(record, topic, queue_id, now)
                     for record, topic, queue_id in records]
 
@@ -127,6 +130,36 @@ class CommitLog:
             self.topic_queue_table[key] = queue_offset + 1
         self.last_store_timestamp = now
         return AppendResult(phy, n, queue_offset, now, self._msg_id_prefix)
+
+    def _append_in_file_locked(self, f: MappedFile, records: Sequence[tuple[EncodedRecord, str, int]],
+                               now: int) -> list[AppendResult]:
+        """`_append_locked` for a batch that fits `f`: every record patched and its hint left
+        first, then the bytes copied and made visible together (readers see nothing of the
+        batch until `append_many` moves the file's position)."""
+        phy = f.file_from_offset + f.wrote_position
+        table = self.topic_queue_table
+        hints = self.dispatch_hints
+        prefix = self._msg_id_prefix
+        results = []
+        datas = []
+        for record, topic, queue_id in records:
+            data = record.data
+            key = (topic, queue_id)
+            skip = record.transaction_type in _SKIP_QUEUE_OFFSET
+            queue_offset = 0 if skip else table.get(key, 0)
+            record.patch(queue_offset, phy, now)
+            hint = record.hint
+            if hint is not None and hints is not None and len(hints) < HINTS_MAX:
+                fill_hint(hint, phy, len(data), queue_offset, now)
+                hints[phy] = hint
+            if not skip:
+                table[key] = queue_offset + 1
+            results.append(AppendResult(phy, len(data), queue_offset, now, prefix))
+            datas.append(data)
+            phy += len(data)
+        f.append_many(datas, now)
+        self.last_store_timestamp = now
+        return results
 
     def _append_blank(self, f: MappedFile) -> None:
         remaining = f.remaining

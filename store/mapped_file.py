@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Sequence
 
 from .errors import CreateFileError, DiskError
 from .fileio import PAGE_SIZE, FileIO
@@ -120,6 +121,30 @@ class MappedFile:
         if stamp_ms:
             self.last_modified_ms = stamp_ms
         return pos
+
+    def append_many(self, datas: Sequence[bytes | bytearray], stamp_ms: int = 0) -> int:
+        """append() of several pieces (they must fit together): each copied in place, the
+        position moved once, after the last, so a reader sees all of them or none."""
+        pos = start = self.wrote_position
+        if pos + sum(map(len, datas)) > self.file_size:
+            raise ValueError(f"append of {len(datas)} pieces at {pos} overflows {self.path}")
+        if self.write_through_mmap:
+            mm = self.mm
+            for data in datas:
+                end = pos + len(data)
+                mm[pos:end] = data
+                pos = end
+            self.wrote_position = self.committed_position = pos
+        else:
+            with self._buffer_lock:
+                pending = self._pending
+                for data in datas:
+                    pending += data
+                    pos += len(data)
+                self.wrote_position = pos
+        if stamp_ms:
+            self.last_modified_ms = stamp_ms
+        return start
 
     def commit(self, least_pages: int = 0) -> None:
         """Write-buffer mode: pwrite the pending bytes to the file (no-op through the mapping)."""

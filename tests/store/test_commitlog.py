@@ -87,6 +87,27 @@ def test_batch_is_one_append_and_all_or_nothing(tmp_path):
     assert len({r.store_timestamp for r in res}) == 1
 
 
+@pytest.mark.parametrize("mmap", [True, False])
+def test_a_batch_that_fits_its_file_writes_what_single_puts_write(tmp_path, mmap):
+    # put_batch copies a batch that fits the last file in one go and moves the position once;
+    # the bytes, offsets and queue offsets are those of the same records put one by one.
+    def batch():
+        return [rec(qid=1), rec(sys_flag=SysFlag.TRANSACTION_PREPARED_TYPE), rec(qid=1, KEYS="k"),
+                rec(qid=2, body=b"y" * 40)]
+    one, many = new_log(tmp_path / "one", mmap=mmap), new_log(tmp_path / "many", mmap=mmap)
+    singles = [one.put(*r) for _ in range(3) for r in batch()]
+    batched = [r for _ in range(3) for r in many.put_batch(batch())]
+    assert len(many.files()) == 1  # every batch fitted the first file
+    assert [(r.wrote_offset, r.wrote_bytes, r.queue_offset, r.msg_id) for r in batched] == \
+        [(r.wrote_offset, r.wrote_bytes, r.queue_offset, r.msg_id) for r in singles]
+    assert many.topic_queue_table == one.topic_queue_table
+    one.queue.commit()
+    many.queue.commit()
+    end = singles[-1].end_offset
+    assert many.max_offset() == one.max_offset() == end
+    assert bytes(many.files()[0].view[:end]) == bytes(one.files()[0].view[:end])
+
+
 def test_read_and_get_message_and_store_time(tmp_path):
     log = new_log(tmp_path)
     log.clock.advance(5)
