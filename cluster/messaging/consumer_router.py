@@ -41,7 +41,8 @@ CALLS = {
 }
 # The calls with a form of their own on the event loop, for a master whose waits can be awaited
 # there (MasterRole.puts_on_loop): ConsumerCalls' coroutine of that name.
-ON_LOOP = {"AckMessage": "ack_async"}
+ON_LOOP = {"AckMessage": "ack_async", "ChangeInvisibleDuration": "change_invisible_async",
+           "ForwardMessageToDeadLetterQueue": "forward_to_dlq_async"}
 
 
 def check_names(request) -> None:
@@ -77,8 +78,8 @@ class ConsumerRouter:
                          timeout: float | None = None, client_id: str = "",
                          time_remaining: Callable[[], float | None] = lambda: None):
         """`call` on the server's event loop: a master's ReceiveMessage waits there, a call
-        the master answers at once runs there, and so does a SYNC_MASTER's ack (its wait for
-        the slaves awaited); the rest (forwards, waits for a flush) in the thread pool."""
+        the master answers at once runs there, and so do a SYNC_MASTER's ack, nack and forward to
+        the DLQ (ON_LOOP: the wait for the slaves awaited); the rest (forwards, waits for a flush) in the thread pool."""
         attribute, response_cls, streaming = CALLS[method]
         master = self.service.role.master
         if streaming and master is not None:
@@ -94,7 +95,7 @@ class ConsumerRouter:
                              client_id=client_id)
         on_loop = ON_LOOP.get(method)
         if on_loop is not None and self.service.puts_on_loop(forwarded=forwarded):
-            try:  # e.g. a SYNC_MASTER's ack: committed on the loop, the slaves' acks awaited
+            try:  # a SYNC_MASTER's ack: committed on the loop, the slaves' acks awaited
                 return await getattr(self.calls, on_loop)(request)
             except V2Error as e:
                 return response_cls(status=e.status())

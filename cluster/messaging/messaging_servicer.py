@@ -119,9 +119,20 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
             yield response
 
     async def AckMessage(self, request, context):  # noqa: N802
-        info = self._call_info(context)
-        return await self._unary_async(s.AckMessageResponse, self.service.consumer_router.call_async(
-            "AckMessage", request, **info))
+        return await self._settle(context, "AckMessage", s.AckMessageResponse, request)
+
+    async def ChangeInvisibleDuration(self, request, context):  # noqa: N802
+        return await self._settle(context, "ChangeInvisibleDuration",
+                                  s.ChangeInvisibleDurationResponse, request)
+
+    async def ForwardMessageToDeadLetterQueue(self, request, context):  # noqa: N802
+        return await self._settle(context, "ForwardMessageToDeadLetterQueue",
+                                  s.ForwardMessageToDeadLetterQueueResponse, request)
+
+    async def _settle(self, context, method: str, response_cls, request):
+        """A call that settles a delivery: on the loop where it can be (call_async)."""
+        return await self._unary_async(response_cls, self.service.consumer_router.call_async(
+            method, request, **self._call_info(context)))
 
     async def _unary_async(self, response_cls, answer):
         try:
@@ -154,10 +165,6 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
         return self._unary(context, response_cls, lambda: self.service.consumer_router.call(
             method, request, **self._call_info(context)))
 
-    def ChangeInvisibleDuration(self, request, context):  # noqa: N802
-        return self._consumer(context, "ChangeInvisibleDuration",
-                              s.ChangeInvisibleDurationResponse, request)
-
     def UpdateOffset(self, request, context):  # noqa: N802
         return self._consumer(context, "UpdateOffset", s.UpdateOffsetResponse, request)
 
@@ -168,10 +175,6 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
         return self._unary(context, s.EndTransactionResponse,
                            lambda: self.service.end_transaction(request,
                                                                 **self._call_info(context)))
-
-    def ForwardMessageToDeadLetterQueue(self, request, context):  # noqa: N802
-        return self._consumer(context, "ForwardMessageToDeadLetterQueue",
-                              s.ForwardMessageToDeadLetterQueueResponse, request)
 
     def QueryAssignment(self, request, context):  # noqa: N802
         return self._unary(context, s.QueryAssignmentResponse,

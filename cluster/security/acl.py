@@ -21,8 +21,9 @@ from typing import Mapping
 
 from store.errors import ConfigError
 
+from cluster.consume.dead_letter import DLQ_PREFIX
+
 RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 
 
 class Perm(enum.IntFlag):

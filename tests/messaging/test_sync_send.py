@@ -1,11 +1,14 @@
-"""SendMessage and AckMessage on a SYNC_MASTER (ASYNC_FLUSH) run on the event loop and await
-the slaves' acks there (MasterRole.put_messages_async, wait_durable_async), with a real node and
+"""SendMessage, AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue on a
+SYNC_MASTER (ASYNC_FLUSH) run on the event loop and await the slaves' acks there (MasterRole.put_messages_async, wait_durable_async), with a real node and
 a raw slave on 127.0.0.1: answered once acked, timed out with the slave's status when not; more
 calls wait at once than the server's pool has threads, which a call waiting in a pool thread
 could not."""
 from __future__ import annotations
 
 import contextlib
+
+import pytest
+from google.protobuf.duration_pb2 import Duration
 
 from cluster.node.grpc_server import POOL_WORKERS
 from proto.apache.rocketmq.v2 import definition_pb2 as d
@@ -50,7 +53,9 @@ def test_sync_sends_await_the_slaves_acks_on_the_loop(nodes):
         assert tracker.waiting() == 0
 
 
-def test_sync_acks_await_the_slaves_acks_on_the_loop(nodes):
+@pytest.mark.parametrize("call", ["ack", "nack", "dlq"])
+def test_sync_settles_await_the_slaves_acks_on_the_loop(nodes, call):
+    """Acks, nacks (ChangeInvisibleDuration) and forwards to the DLQ of received messages."""
     with sync_master_with_raw_slave(nodes) as (master, stub, slave):
         tracker = master.role.master.tracker
         for start in range(0, WAITERS, 50):
@@ -61,20 +66,30 @@ def test_sync_acks_await_the_slaves_acks_on_the_loop(nodes):
                                        qid=len(got) % 8)
             got += messages
         assert len(got) == WAITERS
-        first = ack_one(stub, got[0]).result()
+        first = settle(stub, call, got[0]).result()
         assert first.status.code == d.OK, first.status
 
         slave.acking.clear()
-        calls = [ack_one(stub, m) for m in got[1:]]
+        calls = [settle(stub, call, m) for m in got[1:]]
         wait_until(lambda: tracker.waiting() == WAITERS - 1, SLAVE_TIMEOUT_MS / 1000 - 1,
-                   f"{WAITERS - 1} acks waiting for the slave's ack")
+                   f"{WAITERS - 1} {call}s waiting for the slave's ack")
         answers = [c.result() for c in calls]
         assert {a.status.code for a in answers} == {d.SLAVE_PERSISTENCE_TIMEOUT}
         assert tracker.waiting() == 0
 
 
-def ack_one(stub, message):
-    return stub.AckMessage.future(s.AckMessageRequest(
-        group=G, topic=d.Resource(name="A"), entries=[s.AckMessageEntry(
-            message_id=message.system_properties.message_id,
-            receipt_handle=message.system_properties.receipt_handle)]), timeout=60)
+def settle(stub, call: str, message):
+    """The call's future for one received message."""
+    topic, sp = d.Resource(name="A"), message.system_properties
+    if call == "ack":
+        return stub.AckMessage.future(s.AckMessageRequest(
+            group=G, topic=topic, entries=[s.AckMessageEntry(
+                message_id=sp.message_id, receipt_handle=sp.receipt_handle)]), timeout=60)
+    if call == "nack":
+        return stub.ChangeInvisibleDuration.future(s.ChangeInvisibleDurationRequest(
+            group=G, topic=topic, receipt_handle=sp.receipt_handle, message_id=sp.message_id,
+            invisible_duration=Duration(seconds=30)), timeout=60)
+    return stub.ForwardMessageToDeadLetterQueue.future(
+        s.ForwardMessageToDeadLetterQueueRequest(
+            group=G, topic=topic, receipt_handle=sp.receipt_handle, message_id=sp.message_id,
+            delivery_attempt=sp.delivery_attempt, max_delivery_attempts=16), timeout=60)
