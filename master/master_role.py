@@ -253,8 +253,14 @@ class MasterRole:
                            f"{self.config.ha_housekeeping_interval} ms")
 
     def _on_append(self, end_offset: int) -> None:
-        for conn in self.connections():
+        connections = self._connections
+        for conn in connections:
             conn.wakeup()
+        if not connections:
+            # No slave to wait for: the append moved the confirm offset, so reput may dispatch
+            # it now rather than at its next idle round (up to 5 ms, which a consumer waits
+            # for). With slaves, their acks move it and wake reput (on_acked).
+            self.store.reput.wakeup()
 
     def slave_states(self) -> list[SlaveAckState]:
         return self.tracker.states(self.store.max_phy_offset())

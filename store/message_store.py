@@ -362,8 +362,14 @@ class MessageStore:
         if not self.config.is_sync_flush:
             if self.committer is not None:
                 self.committer.wakeup()
-            elif not self.config.flush_commit_log_timed:
-                self.flusher.wakeup()
+            else:
+                if not self.config.flush_commit_log_timed:
+                    self.flusher.wakeup()
+                if self.confirm_source is None:
+                    # The bytes are readable now: dispatch them at once rather than at reput's
+                    # next idle round, up to 5 ms away, which a consumer waits for. A master
+                    # bounds reput by its confirm offset and wakes it itself (MasterRole).
+                    self.reput.wakeup()
         return PutResult(PutStatus.PUT_OK, tuple(appends))
 
     def wait_flushed(self, end_offset: int, timeout_s: float | None = None) -> PutStatus:
