@@ -12,6 +12,9 @@ Figures per scenario:
                  connection (target for sync: >= 30,000 msg/s)
   send_async     msg/s, the same threads calling BatchingProducer.send_async
   latency p50/p99  ms of sequential single-message Producer.send (target p99 < 5 ms)
+  end-to-end     ms from send to receive, one producer process at 1,000 msg/s and one
+                 consumer receiving up to 32 and acking each answer (end_to_end_load.py), and
+                 where a message waits (stored -> received, the wait for the receive)
   receive/ack    msg/s, SimpleConsumer threads: ReceiveMessage(32) + one AckMessage per batch,
                  and the same with `--batch` messages per receive; each with its ratio to
                  send_batch of the same scenario in the same run (target: >= 0.8x) and the
@@ -46,6 +49,7 @@ from tests.integration.harness import Group, NodeProcess, free_port, in_sync, wa
 from . import messaging_load as load
 from tests.support.processes import index_process_pid
 
+from .end_to_end_load import end_to_end
 from .host_load import CpuWindow, StealWindow
 from .bench_store import (REPO_ROOT, Context, fmt_value, load_json, percentile,
                           save_and_compare, to_json)
@@ -61,6 +65,7 @@ class Plan:
     latency_samples: int
     receive_messages: int
     official_messages: int
+    e2e_messages: int  # stamped messages of the end-to-end figure, at E2E_RATE
     producers: int
     batch: int
     file_mib: int  # commitlog file size of the nodes
@@ -72,9 +77,10 @@ class Plan:
 
 
 QUICK = dict(seconds=2.0, latency_samples=300, receive_messages=5000, official_messages=200,
-             file_mib=256)
+             e2e_messages=2000, file_mib=256)
 FULL = dict(seconds=6.0, latency_samples=2000, receive_messages=30000, official_messages=1000,
-            file_mib=1024)
+            e2e_messages=6000, file_mib=1024)
+E2E_RATE = 1000.0  # msg/s, as the compare's end-to-end workload
 
 
 def start_group(root: str, scenario: str, plan: Plan) -> tuple[Group, object]:
@@ -139,6 +145,7 @@ def scenario_figures(ctx: Context, scenario: str, plan: Plan, group: Group, mast
     add_rate(ctx, f"{scenario}_send_async", f"BatchingProducer x {plan.producers} threads", rate)
     add_latency(ctx, f"{scenario}_latency", "single send latency",
                 load.send_latencies(addr, "BenchLatency", plan.latency_samples), 5.0)
+    add_end_to_end(ctx, scenario, addr, plan)
     produced = ctx.results[f"{scenario}_send_batch"].value
     for batch in sorted({32, plan.batch}):
         if not bench_receive_ack(ctx, scenario, plan, addr, batch, produced, master.pid):
@@ -153,6 +160,22 @@ def scenario_figures(ctx: Context, scenario: str, plan: Plan, group: Group, mast
                 out["sent"] / out["seconds"], "msg/s", note=note)
         add_latency(ctx, f"{scenario}_official_latency", "official client send latency",
                     out["latencies_ms"], None)
+
+
+def add_end_to_end(ctx: Context, scenario: str, addr: str, plan: Plan) -> None:
+    """One producer at E2E_RATE, one consumer receiving up to 32 and acking each answer
+    (end_to_end_load.py): send-to-receive p50/p99, and where a message waits."""
+    e2e = end_to_end(addr, "BenchE2E", plan.e2e_messages, E2E_RATE)
+    label = f"end-to-end latency at {E2E_RATE:,.0f} msg/s"
+    add_latency(ctx, f"{scenario}_e2e", label, e2e.latency_ms, None)
+    before = len(e2e.waited_for_receive_ms) / max(1, e2e.messages)
+    ctx.add(f"{scenario}_e2e_stored", "  stored -> received p50",
+            percentile(e2e.stored_to_received_ms, 50), "ms", higher_is_better=False,
+            note=f"sent -> stored p50 {percentile(e2e.sent_to_stored_ms, 50):.2f} ms; "
+                 f"{100 * before:.0f}% stored before the receive that took them began, "
+                 f"which they waited for {percentile(e2e.waited_for_receive_ms, 50):.2f} ms "
+                 f"(p50); receive p50 {percentile(e2e.receive_ms, 50):.2f} ms with "
+                 f"{e2e.per_receive:.1f} messages on average")
 
 
 def bench_receive_ack(ctx: Context, scenario: str, plan: Plan, addr: str, batch: int,
