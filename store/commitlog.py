@@ -138,6 +138,7 @@ class CommitLog:
         batch until `append_many` moves the file's position)."""
         phy = f.file_from_offset + f.wrote_position
         table = self.topic_queue_table
+        nxt: dict[tuple[str, int], int] = {}  # the queues' next offsets, kept once the bytes are in
         hints = self.dispatch_hints
         prefix = self._msg_id_prefix
         results = []
@@ -146,18 +147,19 @@ class CommitLog:
             data = record.data
             key = (topic, queue_id)
             skip = record.transaction_type in _SKIP_QUEUE_OFFSET
-            queue_offset = 0 if skip else table.get(key, 0)
+            queue_offset = 0 if skip else nxt.get(key) or table.get(key, 0)
             record.patch(queue_offset, phy, now)
             hint = record.hint
             if hint is not None and hints is not None and len(hints) < HINTS_MAX:
                 fill_hint(hint, phy, len(data), queue_offset, now)
                 hints[phy] = hint
             if not skip:
-                table[key] = queue_offset + 1
+                nxt[key] = queue_offset + 1
             results.append(AppendResult(phy, len(data), queue_offset, now, prefix))
             datas.append(data)
             phy += len(data)
         f.append_many(datas, now)
+        table.update(nxt)
         self.last_store_timestamp = now
         return results
 
