@@ -12,7 +12,7 @@ Truncation is crash-safe (MappedFileQueue.truncate_to zeroes and syncs before it
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from . import codec
 from .clock import Clock
@@ -76,9 +76,12 @@ class CommitLog:
         cannot be created; nothing of the record is written then."""
         return self.put_batch(((record, topic, queue_id),))[0]
 
-    def put_batch(self, records: Sequence[tuple[EncodedRecord, str, int]]) -> list[AppendResult]:
+    def put_batch(self, records: Sequence[tuple[EncodedRecord, str, int]],
+                  may_create: Callable[[int], None] | None = None) -> list[AppendResult]:
         """Append several records under one lock acquisition, all or nothing: every file the
-        batch needs is created before the first byte is written."""
+        batch needs is created before the first byte is written. `may_create(n)`, when given,
+        is asked first whenever the batch needs n new files, and may refuse by raising
+        (NoRoomForFile)."""
         for record, _, _ in records:
             if len(record.data) + codec.END_FILE_MIN_BLANK_LENGTH > self.file_size:
                 raise ValueError(f"record of {len(record.data)} bytes cannot fit a commitlog "
@@ -86,6 +89,8 @@ class CommitLog:
         with self.put_lock:
             needed = self._files_needed([len(r.data) for r, _, _ in records])
             if needed:
+                if may_create is not None:
+                    may_create(needed)
                 self.queue.prepare_files(needed)
             now = self.clock.now_ms()
             if now < self.last_store_timestamp:

@@ -26,6 +26,11 @@ class CreateFileError(StoreError):
         super().__init__(f"cannot create {path}: [errno {cause.errno}] {cause.strerror}")
 
 
+class NoRoomForFile(StoreError):
+    """Creating the commitlog file a client put needs would take the room the store keeps for
+    its own records (MessageStore.append); nothing was written."""
+
+
 class MessageIllegal(StoreError):
     """A message fails validation; nothing was written. `field` names the offending part."""
 

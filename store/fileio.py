@@ -80,6 +80,17 @@ WRITE_OPS = frozenset({"open", "preallocate", "truncate", "mmap", "pwrite", "msy
                        "fsync", "zero_range", "makedirs", "fsync_dir", "unlink", "rename"})
 
 
+def existing_parent(path: str) -> str:
+    """`path` or its nearest existing parent (store directories appear with the first write)."""
+    p = os.path.abspath(path)
+    while not os.path.exists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    return p
+
+
 class FileIO:
     """Thin wrappers over the OS calls the store uses. Subclass and override `_check` to inject
     faults: it is called with the operation name and path before the real call."""
@@ -109,6 +120,13 @@ class FileIO:
 
     def close(self, fd: int) -> None:
         os.close(fd)
+
+    def free_bytes(self, path: str) -> int:
+        """Bytes an unprivileged writer may still take on the file system holding `path`
+        (or its nearest existing parent)."""
+        self._enter("statvfs", path, writes=False)
+        st = os.statvfs(existing_parent(path))
+        return st.f_bavail * st.f_frsize
 
     def file_size(self, fd: int) -> int:
         return os.fstat(fd).st_size

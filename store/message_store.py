@@ -23,7 +23,8 @@ from .completion import Completion
 from .config import StoreConfig
 from .consume_queue import ConsumeQueueStore
 from .dispatch import delay_level_lookup, dispatch_hint
-from .errors import CreateFileError, DiskError, MessageIllegal, PropertiesSizeExceeded
+from .errors import (CreateFileError, DiskError, MessageIllegal, NoRoomForFile,
+                     PropertiesSizeExceeded)
 from .fileio import DEFAULT_FILE_IO, FileIO
 from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
 from .index_process import IndexProcess
@@ -344,8 +345,11 @@ class MessageStore:
         encoded, refusal = self._encode(msgs, allow_system_topic)
         if refusal is not None:
             return refusal
+        own = _own_records(msgs, allow_system_topic)
         try:
-            appends = self.commitlog.put_batch(encoded)
+            appends = self.commitlog.put_batch(encoded, None if own else self._keep_room)
+        except NoRoomForFile as e:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=str(e))
         except CreateFileError as e:
             self.stats.put_failures += 1
             return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, reason=str(e))
@@ -382,13 +386,30 @@ class MessageStore:
             return self.flusher.wait_flushed(end_offset, timeout_s)
         return PutStatus.FLUSH_DISK_FAILED if self.flush_failure.failed else PutStatus.PUT_OK
 
+    def _keep_room(self, new_files: int) -> None:
+        """A client put may create commitlog files only while one more file would still fit
+        the volume: that room is kept for the node's own table records (consumer acks and
+        offsets), which must always go through, or consumers could not catch up and let
+        retention free space (diskPressurePolicy=protect-unconsumed). The retention guard
+        refuses writes from a usage ratio, every cleanResourceInterval; a fast producer can
+        fill the rest of a small volume between two of its rounds."""
+        size = self.config.mapped_file_size_commit_log
+        try:
+            free = self.io.free_bytes(self.config.commit_log_dir)
+        except OSError:
+            return  # no probe: the file's creation itself says whether it fits
+        if free < (new_files + 1) * size:
+            raise NoRoomForFile(
+                f"{rf.DISK_FULL}: {free} bytes free on the commitlog's volume; a new commitlog "
+                f"file for client messages must leave room for one more ({size} bytes), kept "
+                f"for the node's own records (consumer acks and offsets)")
+
     def _table_record_passes(self, msgs: Sequence[Message], allow_system_topic: bool) -> bool:
-        """Under DISK_FULL alone, the node's own table records (rmq_sys_*: consumer acks and
-        offsets, topics, schedule progress) are still written: they are small, and consumers'
-        acks are what lets retention free space under diskPressurePolicy=protect-unconsumed.
-        Client messages (transaction halves included) stay refused."""
-        return (allow_system_topic and set(self.flags.reasons) == {rf.DISK_FULL}
-                and all(m.topic.startswith(TABLE_TOPIC_PREFIX) for m in msgs))
+        """Under DISK_FULL alone, the node's own table records are still written: they are
+        small, and consumers' acks are what lets retention free space under
+        diskPressurePolicy=protect-unconsumed. Client messages (transaction halves included)
+        stay refused."""
+        return set(self.flags.reasons) == {rf.DISK_FULL} and _own_records(msgs, allow_system_topic)
 
     def durability(self, end_offset: int) -> Completion[PutStatus]:
         """Resolves when the flush policy holds for everything below end_offset."""
@@ -545,3 +566,9 @@ class MessageStore:
 
     def _on_disk_error(self, error: DiskError) -> None:
         self.flags.set(rf.DISK_ERROR, str(error))
+
+
+def _own_records(msgs: Sequence[Message], allow_system_topic: bool) -> bool:
+    """The node's own table records (rmq_sys_*: consumer acks and offsets, topics, schedule
+    progress), which the disk guards let through."""
+    return allow_system_topic and all(m.topic.startswith(TABLE_TOPIC_PREFIX) for m in msgs)

@@ -3,10 +3,13 @@
 A store preallocates whole files: commitlog files of `mappedFileSizeCommitLog`, consume queue
 files of `mappedFileSizeConsumeQueue` per queue, and index files (header and hash slots of
 `maxHashSlotNum`, then entries in steps: store/index_file.py). Writes are refused from
-`diskSpaceWarningLevelRatio` of the volume on, and forced cleanup can only delete a commitlog
-file that is not the one being written, so a volume must hold, below that ratio:
+`diskSpaceWarningLevelRatio` of the volume on, forced cleanup can only delete a commitlog
+file that is not the one being written, and a client put creates a commitlog file only while
+one more would still fit (the room kept for the node's own records, MessageStore._keep_room),
+so a volume must hold, below that ratio:
 
-    2 commitlog files + the first index file + CQ_FILES_AT_START consume queue files
+    COMMITLOG_FILES_AT_START (3) commitlog files + the first index file
+    + CQ_FILES_AT_START consume queue files
 
 (CQ_FILES_AT_START: the node's internal tables and one topic of default size). When it does
 not, the node refuses to start and names the setting to lower, with the largest value that
@@ -20,23 +23,14 @@ from typing import Callable
 
 from .config import StoreConfig, key_for
 from .errors import ConfigError
+from .fileio import existing_parent
 from .index_file import initial_index_file_size
 from .layout import StoreLayout
 
 CQ_FILES_AT_START = 8
+COMMITLOG_FILES_AT_START = 3  # the one written, the next, the room kept for the node's records
 VolumeSize = Callable[[str], tuple[int, int]]
 """(device id, total bytes) of the file system holding a path."""
-
-
-def existing_parent(path: str) -> str:
-    """`path` or its nearest existing parent (store directories appear with the first write)."""
-    p = os.path.abspath(path)
-    while not os.path.exists(p):
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    return p
 
 
 def statvfs_size(path: str) -> tuple[int, int]:
@@ -54,7 +48,7 @@ def check_volumes(config: StoreConfig, volume_size: VolumeSize = statvfs_size) -
     layout = StoreLayout(config.store_path_root_dir)
     parts: list[tuple[str, str, int]] = [  # (path, setting, bytes it needs)
         (config.commit_log_dir, "mapped_file_size_commit_log",
-         2 * config.mapped_file_size_commit_log),
+         COMMITLOG_FILES_AT_START * config.mapped_file_size_commit_log),
         (layout.consume_queue_dir, "mapped_file_size_consume_queue",
          CQ_FILES_AT_START * config.mapped_file_size_consume_queue)]
     if config.message_index_enable:
@@ -79,6 +73,6 @@ def check_volumes(config: StoreConfig, volume_size: VolumeSize = statvfs_size) -
         raise ConfigError(
             f"the store's files do not fit the volume of {existing_parent(where)}: "
             f"{_mib(total)} x diskSpaceWarningLevelRatio {ratio:.2f} = {_mib(budget)}, but "
-            f"{detail} (2 commitlog files, {CQ_FILES_AT_START} consume queue files, the "
+            f"{detail} ({COMMITLOG_FILES_AT_START} commitlog files, {CQ_FILES_AT_START} consume queue files, the "
             f"first index file). Lower {key_for(setting)} (now {current}) to at most {fit}"
             f", or use a larger volume")
