@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from . import running_flags as rf
+from .fileio import existing_parent
 from .mapped_file import MappedFile
 from .retention_guard import DELETE_OLDEST, ConsumedView, describe_holders
 from .service import Service
@@ -77,13 +78,7 @@ def default_disk_usage(path: str) -> float:
     existing parent: the commitlog directory appears only with the first write)."""
     import psutil
 
-    p = os.path.abspath(path)
-    while not os.path.exists(p):
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    return psutil.disk_usage(p).percent / 100.0
+    return psutil.disk_usage(existing_parent(path)).percent / 100.0
 
 
 def file_time_ms(f: MappedFile) -> int:
