@@ -224,11 +224,14 @@ def _ack_answer(results: list[tuple[s.AckMessageEntry, d.Status | None]], status
     they agree, MULTIPLE_RESULTS otherwise."""
     answer = s.AckMessageResponse()
     codes = set()
+    add = answer.entries.add  # in place: an entry built apart is copied again when appended
     for entry, refused in results:
         st = refused or status
         codes.add(st.code)
-        answer.entries.append(s.AckMessageResultEntry(
-            message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=st))
+        out = add()
+        out.message_id = entry.message_id
+        out.receipt_handle = entry.receipt_handle
+        out.status.CopyFrom(st)
     if len(codes) == 1:
         only = answer.entries[0].status
         answer.status.CopyFrom(only)

@@ -14,8 +14,7 @@ Plain, testable modules and one thin gRPC adapter:
     (request signatures and access control: cluster/security/)
     messaging_service  the node-facing facade (role-aware)
     messaging_servicer the gRPC adapter
-"""
-from cluster.messaging.messaging_service import SERVICE_NAME, MessagingService
-from cluster.messaging.messaging_servicer import MessagingServicer
 
-__all__ = ["SERVICE_NAME", "MessagingService", "MessagingServicer"]
+The package imports none of them itself: cluster/consume/ uses `convert` and is used by
+`messaging_service`, so an eager import here made importing a consume module first circular.
+"""

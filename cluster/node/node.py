@@ -46,7 +46,8 @@ from cluster.metrics.exposition import MetricsEndpoint
 from cluster.metrics.node_collector import NodeCollector
 from cluster.admin.admin_servicer import AdminServicer
 from cluster.admin.admin_token import BearerTokenInterceptor, resolve_token
-from cluster.messaging import SERVICE_NAME as MESSAGING_SERVICE, MessagingService, MessagingServicer
+from cluster.messaging.messaging_service import SERVICE_NAME as MESSAGING_SERVICE, MessagingService
+from cluster.messaging.messaging_servicer import MessagingServicer
 from cluster.messaging.v2_access import V2AccessInterceptor
 from cluster.controller.election import Assignment
 from cluster.node.assignment_plan import plan_assignment
