@@ -256,10 +256,10 @@ class MasterRole:
         connections = self._connections
         for conn in connections:
             conn.wakeup()
-        if not connections:
+        if not connections and self.store.appends_wake_reput:
             # No slave to wait for: the append moved the confirm offset, so reput may dispatch
-            # it now rather than at its next idle round (up to 5 ms, which a consumer waits
-            # for). With slaves, their acks move it and wake reput (on_acked).
+            # it now (MessageStore.appends_wake_reput). With slaves, their acks move it and
+            # wake reput (on_acked).
             self.store.reput.wakeup()
 
     def slave_states(self) -> list[SlaveAckState]:

@@ -136,7 +136,8 @@ class CommitLog:
         self.last_store_timestamp = now
         return AppendResult(phy, n, queue_offset, now, self._msg_id_prefix)
 
-    def _append_in_file_locked(self, f: MappedFile, records: Sequence[tuple[EncodedRecord, str, int]],
+    def _append_in_file_locked(self, f: MappedFile,
+                               records: Sequence[tuple[EncodedRecord, str, int]],
                                now: int) -> list[AppendResult]:
         """`_append_locked` for a batch that fits `f`: every record patched and its hint left
         first, then the bytes copied and made visible together (readers see nothing of the

@@ -370,11 +370,19 @@ class MessageStore:
                 if not self.config.flush_commit_log_timed:
                     self.flusher.wakeup()
                 if self.confirm_source is None:
-                    # The bytes are readable now: dispatch them at once rather than at reput's
-                    # next idle round, up to 5 ms away, which a consumer waits for. A master
-                    # bounds reput by its confirm offset and wakes it itself (MasterRole).
+                    # dispatch now rather than at reput's next idle round (see
+                    # appends_wake_reput); a master bounds reput by its confirm offset and
+                    # wakes it itself (MasterRole._on_append)
                     self.reput.wakeup()
         return PutResult(PutStatus.PUT_OK, tuple(appends))
+
+    @property
+    def appends_wake_reput(self) -> bool:
+        """An append's bytes may be dispatched as soon as it returns (a confirm offset aside),
+        so whoever moves reput's bound with it wakes reput rather than leave a consumer waiting
+        for reput's next idle round, up to 5 ms away. Not under SYNC_FLUSH nor with the write
+        buffer: reput then waits for the flush, which wakes it (`_on_flushed`)."""
+        return not self.config.is_sync_flush and self.committer is None
 
     def wait_flushed(self, end_offset: int, timeout_s: float | None = None) -> PutStatus:
         """Block until the flush policy holds for everything below end_offset: under SYNC_FLUSH

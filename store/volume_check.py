@@ -73,6 +73,6 @@ def check_volumes(config: StoreConfig, volume_size: VolumeSize = statvfs_size) -
         raise ConfigError(
             f"the store's files do not fit the volume of {existing_parent(where)}: "
             f"{_mib(total)} x diskSpaceWarningLevelRatio {ratio:.2f} = {_mib(budget)}, but "
-            f"{detail} ({COMMITLOG_FILES_AT_START} commitlog files, {CQ_FILES_AT_START} consume queue files, the "
-            f"first index file). Lower {key_for(setting)} (now {current}) to at most {fit}"
-            f", or use a larger volume")
+            f"{detail} ({COMMITLOG_FILES_AT_START} commitlog files, {CQ_FILES_AT_START} consume "
+            f"queue files, the first index file). Lower {key_for(setting)} (now {current}) to "
+            f"at most {fit}, or use a larger volume")

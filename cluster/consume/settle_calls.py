@@ -32,6 +32,8 @@ OK = d.Status(code=d.OK, message="OK")
 
 @dataclass(frozen=True)
 class ConsumeSettings:
+    """What a consumer call may ask for (the receive's batch and long poll, invisible
+    durations of a receive or a nack): the node's limits, shared by ConsumerCalls."""
     min_invisible_ms: int = 10_000  # RocketMQ 5 proxy's minInvisibleTimeMillsForRecv
     auto_renew_invisible_ms: int = 60_000  # proxy's defaultInvisibleTimeMills (auto_renew)
     max_invisible_ms: int = 12 * 3600_000

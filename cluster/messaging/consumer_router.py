@@ -78,8 +78,9 @@ class ConsumerRouter:
                          timeout: float | None = None, client_id: str = "",
                          time_remaining: Callable[[], float | None] = lambda: None):
         """`call` on the server's event loop: a master's ReceiveMessage waits there, a call
-        the master answers at once runs there, and so do a SYNC_MASTER's ack, nack and forward to
-        the DLQ (ON_LOOP: the wait for the slaves awaited); the rest (forwards, waits for a flush) in the thread pool."""
+        the master answers at once runs there, and so do a SYNC_MASTER's ack, nack and forward
+        to the DLQ (ON_LOOP: the wait for the slaves awaited); the rest (forwards, waits for a
+        flush) in the thread pool."""
         attribute, response_cls, streaming = CALLS[method]
         master = self.service.role.master
         if streaming and master is not None:
@@ -95,7 +96,7 @@ class ConsumerRouter:
                              client_id=client_id)
         on_loop = ON_LOOP.get(method)
         if on_loop is not None and self.service.puts_on_loop(forwarded=forwarded):
-            try:  # a SYNC_MASTER's ack: committed on the loop, the slaves' acks awaited
+            try:  # committed on the loop, the slaves' acks awaited there
                 return await getattr(self.calls, on_loop)(request)
             except V2Error as e:
                 return response_cls(status=e.status())

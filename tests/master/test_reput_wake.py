@@ -1,7 +1,8 @@
 """An append wakes reput when it moves what reput may dispatch, so a waiting consumer is not
 left until reput's next idle round (5 ms): a store with no bound wakes it itself; a master
 bounds reput by its confirm offset and wakes it when it has no slave (the append moved that
-offset), while with slaves their acks move it and wake reput (MasterRole.on_acked)."""
+offset), while with slaves their acks move it and wake reput (MasterRole.on_acked). Under
+SYNC_FLUSH the flush moves the bound and wakes reput, not the append."""
 from __future__ import annotations
 
 import pytest
@@ -63,3 +64,13 @@ def test_a_master_with_a_slave_leaves_the_wake_to_its_acks(leader, monkeypatch):
     assert calls == []
     master.on_acked()
     assert len(calls) == 1
+
+
+def test_under_sync_flush_the_flush_wakes_reput_not_the_append(tmp_path, monkeypatch):
+    ls = LeaderStore(str(tmp_path), flush_disk_type="SYNC_FLUSH")
+    try:
+        calls = count_wakeups(ls.store, monkeypatch)
+        assert ls.master.put_messages([Message("T", b"a")]).ok  # returns once flushed
+        assert len(calls) == 1  # the flush's (MessageStore._on_flushed)
+    finally:
+        ls.close()
