@@ -43,6 +43,7 @@ from store.fileio import DEFAULT_FILE_IO, FileIO
 from store.layout import ABORT_FILE
 from store.mapped_file_queue import MappedFileQueue
 from store.message_store import MessageStore
+from tests.perf import group_commit_floor
 from tests.perf.host_load import CpuWindow
 from store.put_result import PutStatus
 from store.validation import check_message
@@ -674,6 +675,11 @@ def bench_sync(ctx: Context) -> None:
         if fails:
             note += f"; {fails} not PUT_OK"
         ctx.add(key, label, rate, "msg/s", target=40_000, note=note)
+    floor = group_commit_floor.run(ctx.tmpdir("floor"), SYNC_THREADS, ctx.sizes.sync_seconds)
+    ctx.add("sync8_floor", f"  floor: {SYNC_THREADS} threads, a minimal Python group commit",
+            floor.rate, "msg/s",
+            note=f"tests/perf/group_commit_floor.py: a copy into an mmap and a leader's msync, "
+                 f"none of the store's work; {floor.per_round:.1f} msgs per flush")
     a, b = ctx.results["sync8_mmap"].value, ctx.results["sync8_pwrite"].value
     ctx.add("sync8_ratio", "  ratio pwrite / mmap (SYNC_FLUSH)", b / a if a else float("nan"), "x")
     rate, p50, p99, n, fails = _sync_run(ctx, f"SYNC_FLUSH 8 threads x put_messages({BATCH})",
