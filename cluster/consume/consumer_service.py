@@ -27,7 +27,8 @@ from store.retention_guard import QueueConsumed
 from cluster.consume.records import CONSUMER_STATE_RECORDS
 from cluster.consume.state import ConsumerState, GroupInfo
 from cluster.messaging.convert import check_group_resource
-from cluster.messaging.v2_status import V2Error, put_status, v2_require_master
+from cluster.messaging.v2_status import (RECORDING_CONSUMER_STATE, V2Error, put_status,
+                                         v2_require_master)
 from cluster.node.node_role import NotMaster
 from cluster.replicated.replicated_table import AppendRefused, Pending, ReplicatedTable
 
@@ -90,15 +91,15 @@ class ConsumerService:
         try:
             return self.table.commit(master, events, extra)
         except AppendRefused as e:
-            raise V2Error.from_put(e.result) from None
+            raise V2Error.from_put(e.result, RECORDING_CONSUMER_STATE) from None
 
     def wait(self, master: "MasterRole", pending: Pending) -> d.Status:
         """Wait (without the lock) until the change holds under the flush/replication policy."""
-        return put_status(self.table.wait(master, pending))
+        return put_status(self.table.wait(master, pending), RECORDING_CONSUMER_STATE)
 
     async def wait_async(self, master: "MasterRole", pending: Pending) -> d.Status:
         """wait() for a caller on the event loop."""
-        return put_status(await self.table.wait_async(master, pending))
+        return put_status(await self.table.wait_async(master, pending), RECORDING_CONSUMER_STATE)
 
     def change(self, events: list[dict[str, Any]]) -> d.Status:
         master = self.ensure_loaded()

@@ -24,7 +24,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.errors import StoreError
 from store.json_config import PERM_READ, PERM_WRITE, TopicConfig
 
-from cluster.messaging.v2_status import V2Error
+from cluster.messaging.v2_status import RECORDING_TOPIC, V2Error
 from cluster.metadata.topic_table import TopicTable
 from cluster.node.node_role import NotMaster
 from cluster.replicated.replicated_table import AppendRefused
@@ -99,7 +99,7 @@ def _v2(call: Callable[[], T]) -> T:
     try:
         return call()
     except AppendRefused as e:
-        raise V2Error.from_put(e.result) from None
+        raise V2Error.from_put(e.result, RECORDING_TOPIC) from None
     except NotMaster as e:
         raise V2Error(d.INTERNAL_SERVER_ERROR, e.reason) from None
     except (TableRecordError, StoreError) as e:

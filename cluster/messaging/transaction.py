@@ -39,8 +39,8 @@ from cluster.messaging import transaction_records as tr
 from cluster.messaging.convert import check_topic_resource, has_control_character
 from cluster.messaging.send import send_response
 from cluster.messaging.transaction_state import OpenHalf, QueueShrank, TransactionTable
-from cluster.messaging.v2_status import (V2Error, put_status, put_status_message,
-                                         v2_require_master, v2_route)
+from cluster.messaging.v2_status import (RECORDING_TRANSACTION, V2Error, put_status,
+                                         put_status_message, v2_require_master, v2_route)
 from cluster.node.node_role import Forward
 
 if TYPE_CHECKING:
@@ -182,7 +182,8 @@ class TransactionService:
         log.info("transaction %s of %s on %s: %s (%s)", request.transaction_id, message_id, topic,
                  how, d.TransactionSource.Name(request.source) if request.source in
                  d.TransactionSource.values() else request.source)
-        return s.EndTransactionResponse(status=put_status(master.wait_durable(msgs, result)))
+        return s.EndTransactionResponse(status=put_status(master.wait_durable(msgs, result),
+                                                             RECORDING_TRANSACTION))
 
     def _half_at(self, phy: int, offset_msg_id: str, transaction_id: str) -> MessageRecord:
         """The half record a transaction id names: it must be a record the half queue lists at
@@ -217,7 +218,7 @@ class TransactionService:
     def _append_locked(self, master: "MasterRole", msgs: Sequence[Message]) -> PutResult:
         result = master.append(msgs, allow_system_topic=True)
         if result.status is not PutStatus.PUT_OK:
-            raise V2Error.from_put(result)
+            raise V2Error.from_put(result, RECORDING_TRANSACTION)
         return result
 
     # -- for the checker ----------------------------------------------------------------------
@@ -239,7 +240,8 @@ class TransactionService:
                 self.table.add_half(appended)
         result = master.wait_durable([copy], result)
         if not result.status.stored:
-            log.warning("check copy of transaction %d: %s", half.root, put_status_message(result))
+            log.warning("check copy of transaction %d: %s", half.root,
+                        put_status_message(result, RECORDING_TRANSACTION))
             return None
         uniq = record.properties.get(codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "")
         return Renewed(record, tr.transaction_id(self.key, result.append.msg_id, half.real_topic,
@@ -254,7 +256,7 @@ class TransactionService:
             msgs = [tr.op_message(half.queue_offset)]
             result = self._append_locked(master, msgs)
             self.table.resolve(half.root, "rollback")
-        status = put_status(master.wait_durable(msgs, result))
+        status = put_status(master.wait_durable(msgs, result), RECORDING_TRANSACTION)
         log.warning("transaction %d (topic %s) was checked %d times without an answer: rolled "
                     "back (%s)", half.root, half.real_topic, half.check_times, status.message)
         return True

@@ -30,6 +30,13 @@ if TYPE_CHECKING:
     from cluster.node.node_role import Forward, Role
 
 
+# What a put was for, as its refusal names it ("<what> failed, status ...").
+SEND_MESSAGE = "send message"
+RECORDING_CONSUMER_STATE = "recording the consumer state"
+RECORDING_TOPIC = "recording the topic"
+RECORDING_TRANSACTION = "recording the transaction"
+
+
 class V2Error(Exception):
     """A request refused with a v2 status code; nothing was written."""
 
@@ -39,9 +46,9 @@ class V2Error(Exception):
         self.message = message
 
     @classmethod
-    def from_put(cls, result: PutResult) -> "V2Error":
-        """The refusal of a put that did not reach PUT_OK."""
-        return cls(put_status_code(result), put_status_message(result))
+    def from_put(cls, result: PutResult, what: str = SEND_MESSAGE) -> "V2Error":
+        """The refusal of a put that did not reach PUT_OK; `what` names what the put was for."""
+        return cls(put_status_code(result), put_status_message(result, what))
 
     def status(self) -> d.Status:
         return d.Status(code=self.code, message=self.message)
@@ -86,18 +93,20 @@ def put_status_code(result: PutResult) -> int:
     return PUT_STATUS_CODES.get(result.status, d.INTERNAL_SERVER_ERROR)
 
 
-def put_status_message(result: PutResult) -> str:
+def put_status_message(result: PutResult, what: str = SEND_MESSAGE) -> str:
+    """The status message of a put's outcome, naming what the put was for: a client's send,
+    or a record the node writes for it (the consumer state, a topic, a transaction's end)."""
     if result.status is PutStatus.PUT_OK:
         return "OK"
-    text = f"send message failed, status {result.status.value}"
+    text = f"{what} failed, status {result.status.value}"
     if result.status.stored:
         text = f"stored, but {result.status.value}"
     return f"{text}: {result.reason}" if result.reason else text
 
 
-def put_status(result: PutResult) -> d.Status:
+def put_status(result: PutResult, what: str = SEND_MESSAGE) -> d.Status:
     """The v2 status of a put's outcome (OK for PUT_OK)."""
-    return d.Status(code=put_status_code(result), message=put_status_message(result))
+    return d.Status(code=put_status_code(result), message=put_status_message(result, what))
 
 
 def v2_route(role: "Role", *, forwarded: bool) -> "MasterRole | Forward":

@@ -17,6 +17,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from cluster.consume.records import STATE_TOPIC
+from store import running_flags as rf
 from tests.support.nodes import settle
 from tests.support.v2 import G, ack, bodies, mq, receive, send
 from tests.support.waiting import in_background, waiting_on
@@ -89,6 +90,27 @@ def test_a_receive_that_finds_nothing_writes_nothing(master):
     before = node.store.max_phy_offset()
     assert receive(stub)[0].code == d.MESSAGE_NOT_FOUND
     assert node.store.max_phy_offset() == before
+
+
+def test_a_receive_that_cannot_record_its_deliveries_says_so_and_hands_out_nothing(master):
+    """The pop record is a write: on a store that stopped taking writes the receive fails with
+    a retryable status naming the consumer state (not "send message"), and nothing is in
+    flight, so the message is there for the next receive once the store writes again."""
+    node, stub = master
+    send(stub, "T", [b"x"])
+    settle(node)
+    before = node.store.max_phy_offset()
+    node.store.flags.set(rf.CREATE_FILE_FAILED, "the next commitlog file could not be created")
+    st, got = receive(stub, invisible=30)
+    assert st.code == d.INTERNAL_SERVER_ERROR and not got
+    assert st.message.startswith("recording the consumer state failed, status "
+                                 "SERVICE_NOT_AVAILABLE"), st.message
+    assert "CREATE_FILE_FAILED" in st.message
+    assert node.store.max_phy_offset() == before
+    node.store.flags.clear(rf.CREATE_FILE_FAILED)
+    st, got = receive(stub, invisible=30)
+    assert st.code == d.OK and bodies(got) == [b"x"]
+    assert got[0].system_properties.delivery_attempt == 1
 
 
 def test_change_invisible_duration_issues_a_new_handle(master, clock):

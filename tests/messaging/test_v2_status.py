@@ -56,6 +56,14 @@ def test_a_refused_put_as_an_error_and_a_status():
     assert (refused.code, refused.message) == (d.TOO_MANY_REQUESTS,
                                                "send message failed, status OS_PAGE_CACHE_BUSY")
     assert v2_status.put_status(PutResult(PutStatus.PUT_OK)) == d.Status(code=d.OK, message="OK")
+    # a record the node writes for a client names what it was for, not a send
+    state = V2Error.from_put(PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="DISK_FULL"),
+                             v2_status.RECORDING_CONSUMER_STATE)
+    assert (state.code, state.message) == (
+        d.INTERNAL_SERVER_ERROR,
+        "recording the consumer state failed, status SERVICE_NOT_AVAILABLE: DISK_FULL")
+    topic = v2_status.put_status(PutResult(PutStatus.FLUSH_DISK_FAILED), v2_status.RECORDING_TOPIC)
+    assert topic.message == "recording the topic failed, status FLUSH_DISK_FAILED"
     assert v2_status.status(d.FORBIDDEN) == d.Status(code=d.FORBIDDEN, message="FORBIDDEN")
     assert v2_status.not_implemented("RecallMessage").code == d.NOT_IMPLEMENTED
 
