@@ -24,6 +24,7 @@ from typing import Callable
 from .clock import Clock
 from .completion import Completion
 from .errors import DiskError
+from .mapped_file import worth_flushing
 from .mapped_file_queue import MappedFileQueue
 from .latency import LatencyHistogram
 from .put_result import PutStatus
@@ -110,6 +111,20 @@ class AsyncFlushService(_FlushBase):
             least = 0
             self._last_thorough = now
         self._flush(least)
+
+    def due(self, end_offset: int) -> bool:
+        """Whether a round now would flush something of the log up to `end_offset`. A put
+        wakes the service only then: RocketMQ wakes it on every put, but here a wake-up is a
+        thread hand-off under the GIL (about 50 µs of CPU per single put) for a round that
+        mostly finds less than `least_pages` to flush. The timed rounds are unchanged."""
+        flushed = self.queue.flushed_where
+        size = self.queue.file_size
+        if end_offset // size != flushed // size:
+            return True  # the log rolled past a file that is not flushed yet: flushed whole
+        least = self.least_pages
+        if (self.clock.monotonic() - self._last_thorough) * 1000 >= self.thorough_interval_ms:
+            least = 0
+        return worth_flushing(end_offset, flushed, least)
 
     def wait_interval(self) -> float:
         return self.interval_ms / 1000.0

@@ -22,6 +22,15 @@ from .errors import CreateFileError, DiskError
 from .fileio import PAGE_SIZE, FileIO
 
 
+def worth_flushing(target: int, flushed: int, least_pages: int) -> bool:
+    """RocketMQ's isAbleToFlush for a file that is not full: something to flush, and at least
+    `least_pages` pages of it (0: any amount). Positions may be file or log offsets alike,
+    files being a whole number of pages."""
+    if target <= flushed:
+        return False
+    return least_pages <= 0 or target // PAGE_SIZE - flushed // PAGE_SIZE >= least_pages
+
+
 class MappedFile:
     """Owns one preallocated file: its descriptor, its mapping (`mm`, `view`), the three
     positions, the bytes appended but not yet committed (write-buffer mode) and the count of
@@ -171,11 +180,9 @@ class MappedFile:
 
     def is_able_to_flush(self, least_pages: int) -> bool:
         target = self.committed_position if not self.write_through_mmap else self.wrote_position
-        if target <= self.flushed_position:
-            return False
-        if self.is_full or least_pages <= 0:
-            return True
-        return target // PAGE_SIZE - self.flushed_position // PAGE_SIZE >= least_pages
+        if self.is_full:
+            return target > self.flushed_position
+        return worth_flushing(target, self.flushed_position, least_pages)
 
     def flush(self, least_pages: int = 0) -> int:
         """Make [flushed, committed) durable; return the new flushed position. A failure raises

@@ -367,7 +367,8 @@ class MessageStore:
             if self.committer is not None:
                 self.committer.wakeup()
             else:
-                if not self.config.flush_commit_log_timed:
+                if (not self.config.flush_commit_log_timed
+                        and self.flusher.due(appends[-1].end_offset)):
                     self.flusher.wakeup()
                 if self.confirm_source is None:
                     # dispatch now rather than at reput's next idle round (see

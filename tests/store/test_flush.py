@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 from store.clock import ManualClock
+from store.codec import Message
+from store.config import StoreConfig
 from store.flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
 from store.mapped_file_queue import MappedFileQueue
+from store.message_store import MessageStore
 from store.put_result import PutStatus
 from tests.faults import EIO, FaultyFileIO
 
@@ -90,6 +93,57 @@ def test_async_flush_least_pages_and_thorough_interval(tmp_path):
     clock.advance(10)
     svc.step()
     assert q.flushed_where == end
+
+
+def test_async_flush_is_due_exactly_when_a_round_would_flush(tmp_path):
+    """A put wakes the async flusher only when due() says a round would write something
+    (MessageStore.append): check due() against what a round then does, across the least
+    pages, the thorough interval and a file that filled up."""
+    io, q, clock, failure, errors, flushed = setup(tmp_path)
+    svc = AsyncFlushService(q, clock, failure, lambda o, s: None, lambda: 0,
+                            interval_ms=500, least_pages=4, thorough_interval_ms=10_000)
+
+    def due_then_step() -> bool:
+        due, before = svc.due(q.max_wrote_offset()), q.flushed_where
+        svc.step()
+        assert due == (q.flushed_where > before), (due, before, q.flushed_where)
+        return due
+
+    write(q, 100)
+    assert not due_then_step()  # under 4 dirty pages
+    write(q, PAGE * 3)
+    assert not due_then_step()  # 3 pages and a bit: still under 4
+    write(q, PAGE)
+    assert due_then_step()
+    write(q, 10)
+    assert not due_then_step()
+    clock.advance(10)
+    assert due_then_step()  # the thorough round flushes any amount
+    assert not due_then_step()  # nothing left
+    last = q.get_last_file_for_write()
+    write(q, q.file_size - PAGE * 2 - last.wrote_position)
+    q.flush(0)
+    write(q, PAGE * 2)  # the file is full with 2 pages unflushed: flushed whole
+    assert last.is_full and q.max_wrote_offset() == last.file_from_offset + q.file_size
+    assert due_then_step()
+
+
+def test_a_put_wakes_the_async_flusher_only_when_a_flush_is_due(tmp_path, monkeypatch):
+    store = MessageStore(StoreConfig(store_path_root_dir=str(tmp_path / "store"),
+                                     mapped_file_size_commit_log=PAGE * 64))
+    store.start()
+    try:
+        wakes: list[int] = []
+        wakeup = store.flusher.wakeup
+        monkeypatch.setattr(store.flusher, "wakeup", lambda: (wakes.append(1), wakeup()))
+        flushed = store.commitlog.flushed_where
+        for i in range(10):  # about 1 KiB together: no round would flush it yet
+            assert store.put_message(Message("T", b"m%d" % i)).ok
+        assert wakes == [] and store.commitlog.flushed_where == flushed
+        assert store.put_message(Message("T", b"x" * (PAGE * 5))).ok
+        assert wakes == [1]
+    finally:
+        store.shutdown()
 
 
 def test_commit_service_moves_buffered_bytes_then_flush(tmp_path):
