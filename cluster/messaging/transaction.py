@@ -182,8 +182,8 @@ class TransactionService:
         log.info("transaction %s of %s on %s: %s (%s)", request.transaction_id, message_id, topic,
                  how, d.TransactionSource.Name(request.source) if request.source in
                  d.TransactionSource.values() else request.source)
-        return s.EndTransactionResponse(status=put_status(master.wait_durable(msgs, result),
-                                                             RECORDING_TRANSACTION))
+        status = put_status(master.wait_durable(msgs, result), RECORDING_TRANSACTION)
+        return s.EndTransactionResponse(status=status)
 
     def _half_at(self, phy: int, offset_msg_id: str, transaction_id: str) -> MessageRecord:
         """The half record a transaction id names: it must be a record the half queue lists at

@@ -13,6 +13,8 @@ from typing import Any, Callable
 import grpc
 import grpc.aio
 
+from cluster.node.handler_cache import WrapCache
+
 
 class _Recording:
     """The handler's context, noting the code it aborts with or sets (the asyncio server's
@@ -55,6 +57,7 @@ class CallCounter(grpc.aio.ServerInterceptor):
     def __init__(self) -> None:
         self.counts: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
+        self._wrapped = WrapCache(self._wrap_handler)
 
     def snapshot(self) -> dict[tuple[str, str], int]:
         with self._lock:
@@ -69,7 +72,9 @@ class CallCounter(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        method = handler_call_details.method
+        return self._wrapped.get(handler, handler_call_details.method)
+
+    def _wrap_handler(self, handler, method: str):
         for kind in ("unary_unary", "unary_stream", "stream_unary", "stream_stream"):
             behavior = getattr(handler, kind)
             if behavior is not None:

@@ -16,7 +16,7 @@ Which handler runs where is decided per method by gRPC itself:
   as they did on the threaded server; streaming ones through thread_bridge.py, which gives
   them the threaded server's context (is_active, cancel).
 
-Server interceptors must be `grpc.aio.ServerInterceptor`s: `AioInterceptor` adapts the node's
+Server interceptors must be `grpc.aio.ServerInterceptor`s: `AioInterceptors` adapts the node's
 synchronous ones (they only inspect metadata and wrap handlers; a wrapper of a coroutine handler
 must itself be one, see request_decoding.py and v2_access.py).
 
@@ -34,6 +34,7 @@ from typing import Any, Awaitable, Callable, Sequence, TypeVar
 import grpc
 import grpc.aio
 
+from cluster.node.handler_cache import WrapCache
 from cluster.node.thread_bridge import threaded_stream
 from cluster.security.tls import TlsSettings, add_port
 
@@ -45,31 +46,42 @@ class _PlainStreamsOnThreads(grpc.aio.ServerInterceptor):
     """Runs every plain (not async) streaming handler through thread_bridge.threaded_stream.
     First in the chain, so it sees the handler as the other interceptors wrapped it."""
 
+    def __init__(self) -> None:
+        self._wrapped = WrapCache(lambda handler, _method: _on_threads(handler))
+
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
         if handler is None:
             return None
-        if handler.unary_stream and _plain(handler.unary_stream):
-            return handler._replace(unary_stream=threaded_stream(handler.unary_stream, False))
-        if handler.stream_stream and _plain(handler.stream_stream):
-            return handler._replace(stream_stream=threaded_stream(handler.stream_stream, True))
-        return handler
+        return self._wrapped.get(handler, handler_call_details.method)
+
+
+def _on_threads(handler):
+    if handler.unary_stream and _plain(handler.unary_stream):
+        return handler._replace(unary_stream=threaded_stream(handler.unary_stream, False))
+    if handler.stream_stream and _plain(handler.stream_stream):
+        return handler._replace(stream_stream=threaded_stream(handler.stream_stream, True))
+    return handler
 
 
 def _plain(behavior) -> bool:
     return not inspect.isasyncgenfunction(behavior) and not inspect.iscoroutinefunction(behavior)
 
 
-class AioInterceptor(grpc.aio.ServerInterceptor):
-    """A synchronous grpc.ServerInterceptor on the asyncio server: the inner one sees the
-    handler gRPC resolved and returns it, or a wrapped one."""
+class AioInterceptors(grpc.aio.ServerInterceptor):
+    """Synchronous grpc.ServerInterceptors on the asyncio server, as one interceptor (one
+    coroutine a call instead of one each): as in a synchronous chain, the first wraps what the
+    second returned, the last sees the handler gRPC resolved."""
 
-    def __init__(self, inner: grpc.ServerInterceptor) -> None:
-        self.inner = inner
+    def __init__(self, inner: Sequence[grpc.ServerInterceptor]) -> None:
+        self.innermost_first = tuple(reversed(inner))
 
     async def intercept_service(self, continuation, handler_call_details):
         handler = await continuation(handler_call_details)
-        return self.inner.intercept_service(lambda _details: handler, handler_call_details)
+        for interceptor in self.innermost_first:
+            handler = interceptor.intercept_service(lambda _details, h=handler: h,
+                                                    handler_call_details)
+        return handler
 
 
 class AioGrpcServer:
@@ -87,7 +99,7 @@ class AioGrpcServer:
         self.loop.set_default_executor(self.pool)  # asyncio.to_thread runs in the same pool
         self._thread = threading.Thread(target=self._run, name=f"{name}-loop", daemon=True)
         self._thread.start()
-        adapted = [*outer, _PlainStreamsOnThreads(), *(AioInterceptor(i) for i in interceptors)]
+        adapted = [*outer, _PlainStreamsOnThreads(), AioInterceptors(interceptors)]
         self._server: grpc.aio.Server = self.call(self._make(adapted, list(options)))
 
     def _run(self) -> None:

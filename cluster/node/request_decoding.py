@@ -16,6 +16,8 @@ from typing import Any, AsyncIterator, Callable, Iterator
 import grpc
 import grpc.aio
 
+from cluster.node.handler_cache import WrapCache
+
 
 @dataclass(frozen=True)
 class Undecodable:
@@ -85,18 +87,25 @@ def _until_undecodable(requests: Iterator[Any], context: grpc.ServicerContext) -
 
 
 class UndecodableRequestInterceptor(grpc.ServerInterceptor):
+    def __init__(self) -> None:
+        self._wrapped = WrapCache(lambda handler, _method: _checked(handler))
+
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
         if handler is None or handler.request_deserializer is None:
             return handler
-        wrapped = {"request_deserializer": _safe(handler.request_deserializer)}
-        for kind in ("unary_unary", "unary_stream"):
-            if getattr(handler, kind) is not None:
-                wrapped[kind] = _checked_unary(getattr(handler, kind))
-        for kind in ("stream_unary", "stream_stream"):
-            if getattr(handler, kind) is not None:
-                wrapped[kind] = _checked_stream(getattr(handler, kind))
-        return handler._replace(**wrapped)
+        return self._wrapped.get(handler, handler_call_details.method)
+
+
+def _checked(handler):
+    wrapped = {"request_deserializer": _safe(handler.request_deserializer)}
+    for kind in ("unary_unary", "unary_stream"):
+        if getattr(handler, kind) is not None:
+            wrapped[kind] = _checked_unary(getattr(handler, kind))
+    for kind in ("stream_unary", "stream_stream"):
+        if getattr(handler, kind) is not None:
+            wrapped[kind] = _checked_stream(getattr(handler, kind))
+    return handler._replace(**wrapped)
 
 
 async def _until_undecodable_async(requests: AsyncIterator[Any],

@@ -10,7 +10,9 @@ import threading
 import grpc
 import pytest
 
+from cluster.metrics.call_counter import CallCounter
 from cluster.node.grpc_server import AioGrpcServer
+from cluster.node.handler_cache import WrapCache
 from tests.support.waiting import wait_until
 
 SERVICE = "test.Bridge"
@@ -146,3 +148,64 @@ def test_a_synchronous_interceptor_still_refuses(served):
     with pytest.raises(grpc.RpcError) as e:
         _call(channel, "OnLoop", "unary_unary")(b"x", timeout=5, metadata=(("refuse", "1"),))
     assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+class Mark(grpc.ServerInterceptor):
+    """Appends its name to a plain unary answer: shows the order of the synchronous chain."""
+
+    def __init__(self, name: bytes) -> None:
+        self.name = name
+
+    def intercept_service(self, continuation, details):
+        handler = continuation(details)
+        if handler is None or handler.unary_unary is None or details.method.endswith("OnLoop"):
+            return handler
+        inner, name = handler.unary_unary, self.name
+        return handler._replace(unary_unary=lambda request, context: inner(request, context) + name)
+
+
+def test_synchronous_interceptors_chain_in_order_and_decide_per_call():
+    """The synchronous interceptors run as one chain (AioInterceptors): the first wraps what
+    the second returned. A per-call decision (a refusal) holds call after call although the
+    outer interceptors keep their wrapping of each method's handler (handler_cache.py)."""
+    handlers = Handlers()
+    counter = CallCounter()
+    server = AioGrpcServer(interceptors=[Refuse(), Mark(b"1"), Mark(b"2")], outer=[counter],
+                           name="test-chain")
+    generic = grpc.method_handlers_generic_handler(SERVICE, {
+        "Plain": grpc.unary_unary_rpc_method_handler(handlers.plain, _identity, _identity),
+        "OnLoop": grpc.unary_unary_rpc_method_handler(handlers.on_loop, _identity, _identity)})
+    server.add(lambda s: s.add_generic_rpc_handlers((generic,)))
+    port = server.add_port("127.0.0.1:0", None)
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        plain, on_loop = _call(channel, "Plain", "unary_unary"), _call(channel, "OnLoop",
+                                                                       "unary_unary")
+        for refuse in ("0", "1", "0", "1", "0"):
+            metadata = (("refuse", refuse),)
+            if refuse == "1":
+                for call in (plain, on_loop):
+                    with pytest.raises(grpc.RpcError) as e:
+                        call(b"x", timeout=5, metadata=metadata)
+                    assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            else:
+                assert plain(b"x", timeout=5, metadata=metadata) == b"plain:x21"
+                assert on_loop(b"x", timeout=5, metadata=metadata) == b"loop:x"
+        counts = counter.snapshot()
+        for method in ("Plain", "OnLoop"):
+            assert counts[(f"/{SERVICE}/{method}", "OK")] == 3
+            assert counts[(f"/{SERVICE}/{method}", "PERMISSION_DENIED")] == 2
+    finally:
+        channel.close()
+        server.stop(0.5)
+
+
+def test_a_wrap_cache_wraps_each_handler_once_and_a_new_one_again():
+    made = []
+    cache = WrapCache(lambda handler, method: made.append((handler, method)) or (handler, "w"))
+    first, second = object(), object()
+    assert cache.get(first, "/s/M") == (first, "w")
+    assert cache.get(first, "/s/M") == (first, "w") and len(made) == 1
+    assert cache.get(second, "/s/M") == (second, "w") and len(made) == 2  # replaced
+    assert cache.get(first, "/s/N") == (first, "w") and len(made) == 3  # per method
