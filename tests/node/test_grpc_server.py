@@ -9,6 +9,8 @@ import threading
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import HealthServicer
 
 from cluster.metrics.call_counter import CallCounter
 from cluster.node.grpc_server import AioGrpcServer
@@ -209,3 +211,23 @@ def test_a_wrap_cache_wraps_each_handler_once_and_a_new_one_again():
     assert cache.get(first, "/s/M") == (first, "w") and len(made) == 1
     assert cache.get(second, "/s/M") == (second, "w") and len(made) == 2  # replaced
     assert cache.get(first, "/s/N") == (first, "w") and len(made) == 3  # per method
+
+
+def test_a_generated_servicer_is_served_through_its_generic_handler():
+    """add() gives generated add_XServicer_to_server code a server that keeps the generic
+    handler and drops the method registration (registered methods cost the asyncio server an
+    asyncio.wait over all of them per call): the methods are still served."""
+    server = AioGrpcServer(name="test-generic")
+    health = HealthServicer()
+    health.set("svc", health_pb2.HealthCheckResponse.SERVING)
+    server.add(lambda s: health_pb2_grpc.add_HealthServicer_to_server(health, s))
+    port = server.add_port("127.0.0.1:0", None)
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        stub = health_pb2_grpc.HealthStub(channel)
+        answer = stub.Check(health_pb2.HealthCheckRequest(service="svc"), timeout=5)
+        assert answer.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        channel.close()
+        server.stop(0.5)
