@@ -334,14 +334,15 @@ class _Stream:
 
 
 def add_to_server(servicer: "ReplicationServicer", server: grpc.Server) -> None:
-    """Register the stream as the generated `add_ReplicationServicer_to_server` does, with
-    `master_wire.serialize` as its response serializer: chunks leave already encoded."""
+    """Serve the stream as the generated `add_ReplicationServicer_to_server` would, with
+    `master_wire.serialize` as its response serializer (chunks leave already encoded), through
+    the service's generic handler only: the node registers no method
+    (cluster/node/grpc_server.py, `_GenericHandlersOnly`)."""
     handler = grpc.stream_stream_rpc_method_handler(
         servicer.Stream, request_deserializer=pb.SlaveMessage.FromString,
         response_serializer=wire.serialize)
     service, handlers = "rmqstore.replication.v1.Replication", {"Stream": handler}
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
-    server.add_registered_method_handlers(service, handlers)
 
 
 class ReplicationServicer(pb_grpc.ReplicationServicer):

@@ -366,15 +366,13 @@ class MessageStore:
         if not self.config.is_sync_flush:
             if self.committer is not None:
                 self.committer.wakeup()
-            else:
-                if (not self.config.flush_commit_log_timed
-                        and self.flusher.due(appends[-1].end_offset)):
-                    self.flusher.wakeup()
-                if self.confirm_source is None:
-                    # dispatch now rather than at reput's next idle round (see
-                    # appends_wake_reput); a master bounds reput by its confirm offset and
-                    # wakes it itself (MasterRole._on_append)
-                    self.reput.wakeup()
+            elif (not self.config.flush_commit_log_timed
+                    and self.flusher.due(appends[-1].end_offset)):
+                self.flusher.wakeup()
+        if self.confirm_source is None and self.appends_wake_reput:
+            # a master bounds reput by its confirm offset and wakes it itself
+            # (MasterRole._on_append)
+            self.reput.wakeup()
         return PutResult(PutStatus.PUT_OK, tuple(appends))
 
     @property
