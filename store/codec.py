@@ -300,6 +300,14 @@ def _host_field(host: str) -> tuple[bytes, int]:
 
 _TOPIC_FIELDS: dict[str, bytes] = {}  # plain dicts: cheaper per call than lru_cache here
 _HOST_FIELDS: dict[str, tuple[bytes, int]] = {}
+_EMPTY_BUFFER = bytearray()  # bytearray.join makes a new bytearray: the record, mutable
+
+
+def _cached_host_field(host: str) -> tuple[bytes, int]:
+    field = _host_field(host)
+    if len(_HOST_FIELDS) < 4096:
+        _HOST_FIELDS[host] = field
+    return field
 
 
 @dataclass(slots=True)
@@ -358,12 +366,13 @@ def encode(msg: Message, *, v2_allowed: bool = True, append_prop_crc: bool = Fal
         topic_field = _topic_field(topic, v2_allowed)
         if v2_allowed and len(_TOPIC_FIELDS) < 65536:
             _TOPIC_FIELDS[topic] = topic_field
-    born = _HOST_FIELDS.get(msg.born_host) or _host_field(msg.born_host)
+    born = _HOST_FIELDS.get(msg.born_host)
+    if born is None:
+        born = _cached_host_field(msg.born_host)
     shost = store_host or msg.store_host
-    stored = _HOST_FIELDS.get(shost) or _host_field(shost)
-    if len(_HOST_FIELDS) < 4096:
-        _HOST_FIELDS[msg.born_host] = born
-        _HOST_FIELDS[shost] = stored
+    stored = _HOST_FIELDS.get(shost)
+    if stored is None:
+        stored = _cached_host_field(shost)
     born_addr, born_port = born
     store_addr, store_port = stored
     sys_flag = msg.sys_flag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
@@ -377,14 +386,12 @@ def encode(msg: Message, *, v2_allowed: bool = True, append_prop_crc: bool = Fal
     blen = len(body)
     header = _HEADERS[(born_v6, store_v6)]
     total = header.size + blen + len(topic_field) + 2 + plen
-    buf = bytearray(header.pack(
+    # one join: a single allocation of the record (appending part by part grows it 4 times)
+    buf = _EMPTY_BUFFER.join((header.pack(
         total, MAGIC_V2 if len(topic) > 127 else MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF,
         msg.queue_id, msg.flag, 0, 0, sys_flag, msg.born_timestamp, born_addr, born_port, 0,
-        store_addr, store_port, msg.reconsume_times, msg.prepared_transaction_offset, blen))
-    buf += body
-    buf += topic_field
-    buf += plen.to_bytes(2, "big")
-    buf += props_bytes
+        store_addr, store_port, msg.reconsume_times, msg.prepared_transaction_offset, blen),
+        body, topic_field, plen.to_bytes(2, "big"), props_bytes))
     return EncodedRecord(buf, 56 if not born_v6 else 68, append_prop_crc,
                          sys_flag & SysFlag.TRANSACTION_MASK, sys_flag, text)
 

@@ -42,7 +42,8 @@ class MessageIllegal(StoreError):
 
 class PropertiesSizeExceeded(MessageIllegal):
     def __init__(self, size: int, limit: int) -> None:
-        super().__init__("properties", f"{size} bytes exceeds the limit of {limit}")
+        super().__init__("properties", f"the encoded properties take {size} bytes, at most "
+                                       f"maxPropertiesSize {limit}")
 
 
 class StoreLocked(StoreError):

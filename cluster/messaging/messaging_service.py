@@ -267,8 +267,7 @@ class MessagingService:
 def send_limits(config: "NodeConfig") -> SendLimits:
     """What a SendMessage may carry (cluster/node/client_limits.py, the store's sizes)."""
     c, lim = config.store, config.limits
-    return SendLimits(max_body=c.max_message_size, max_properties=c.max_properties_size,
-                      max_delay_ms=c.timer_max_delay_sec * 1000,
+    return SendLimits(max_body=c.max_message_size, max_delay_ms=c.timer_max_delay_sec * 1000,
                       max_user_property_size=lim.max_user_property_size,
                       max_user_property_num=lim.user_property_max_num,
                       max_message_group_size=lim.max_message_group_size,

@@ -8,7 +8,7 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from cluster.messaging import convert
-from cluster.messaging.convert import SendLimits, to_store_messages
+from cluster.messaging.convert import to_store_messages
 from cluster.messaging.v2_status import V2Error
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store import codec
@@ -74,13 +74,6 @@ def test_namespaces_are_refused_as_not_implemented():
     with pytest.raises(V2Error) as e:
         to_store_messages([message], LIMITS, NOW)
     assert e.value.code == d.NOT_IMPLEMENTED
-
-
-def test_properties_too_large_for_the_store():
-    limits = SendLimits(max_body=1024, max_properties=64, max_delay_ms=1000)
-    with pytest.raises(V2Error) as e:
-        to_store_messages([msg(user={"p": "v" * 60})], limits, NOW)
-    assert e.value.code == d.MESSAGE_PROPERTIES_TOO_LARGE
 
 
 # -- delivery side --------------------------------------------------------------------------------

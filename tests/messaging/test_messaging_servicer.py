@@ -146,6 +146,21 @@ def test_refused_sends_write_nothing(nodes):
     assert node.store.max_phy_offset() == end
 
 
+def test_properties_over_max_properties_size_are_refused_whole(nodes):
+    """The encoded properties (with the ones the node adds: UNIQ_KEY, __BORNHOST) are checked
+    against maxPropertiesSize where the store encodes them, for every message of the batch
+    before any is written."""
+    node = nodes.start(store=dict(max_properties_size=200))
+    stub = nodes.stub(node)
+    assert stub.SendMessage(s.SendMessageRequest(messages=[msg()]), timeout=5).status.code == d.OK
+    end = node.store.max_phy_offset()
+    r = stub.SendMessage(s.SendMessageRequest(messages=[msg(), msg(user={"p": "v" * 150})]),
+                         timeout=5)
+    assert r.status.code == d.MESSAGE_PROPERTIES_TOO_LARGE, r.status
+    assert "maxPropertiesSize 200" in r.status.message and not r.entries
+    assert node.store.max_phy_offset() == end
+
+
 def test_delay_message_with_the_clients_millisecond_bug(nodes):
     node = nodes.start(default_topic_queue_nums=1)
     stub = nodes.stub(node)

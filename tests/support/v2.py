@@ -121,7 +121,7 @@ def topic_registry(leader: "LeaderStore", auto_create: bool = True,
 
 # -- sends the messaging service refuses --------------------------------------------------------
 NOW = 1_800_000_000_000  # the store's clock in the tests of convert.py and send.py
-LIMITS = SendLimits(max_body=1024, max_properties=32767, max_delay_ms=3 * 86_400_000)
+LIMITS = SendLimits(max_body=1024, max_delay_ms=3 * 86_400_000)
 # (what, messages of one SendMessage, the code it is refused with) under LIMITS at NOW
 ILLEGAL = [
     ("empty topic", [msg(topic="")], d.ILLEGAL_TOPIC),
