@@ -151,5 +151,5 @@ def test_package_zip(tmp_path):
     names = package.build(str(out))
     with zipfile.ZipFile(out) as z:
         listed = set(z.namelist())
-    assert {"cluster/audit/scan.py", "store/codec.py", "ha/epoch.py", "proto/admin_pb2.py"} <= listed
+    assert {"cluster/audit/scan.py", "store/codec/decoding.py", "ha/epoch.py", "proto/admin_pb2.py"} <= listed
     assert listed == set(names) and not any("__pycache__" in n for n in listed)
