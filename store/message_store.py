@@ -39,11 +39,11 @@ from .reader import MessageReader, TagFilter
 from .get_result import GetMessageResult
 from .reput import ReputService
 from .prefault import PrefaultService
-from .schedule import _TIMER_PROPS, to_schedule
+from .schedule_rewrite import TIMER_PROPERTIES, to_schedule
 from .validation import check_message
 
 log = logging.getLogger(__name__)
-_SCHEDULING_PROPS = frozenset((codec.PROPERTY_DELAY_TIME_LEVEL, *_TIMER_PROPS))
+_SCHEDULING_PROPS = frozenset((codec.PROPERTY_DELAY_TIME_LEVEL, *TIMER_PROPERTIES))
 
 
 @dataclass
