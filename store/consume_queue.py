@@ -261,6 +261,34 @@ class ConsumeQueue:
             self.mfq.get_last_file_for_write().append(unit)
             self.max_physic_offset = request.commit_log_offset + request.msg_size
 
+    def put_run(self, requests: Sequence[DispatchRequest]) -> None:
+        """put() of consecutive requests for this queue, in commitlog order (a batch sent in
+        one request lands in one queue). When they are the units right after the last one
+        and fit in the last file, they are packed and appended in one write: one lock, one
+        check and one copy instead of one per message. Anything else goes through put()."""
+        n = len(requests)
+        first = requests[0].consume_queue_offset
+        pack = CQ_UNIT.pack
+        with self._write_lock:
+            files = self.mfq.files
+            last = files[-1] if files else None
+            if (n > 1 and last is not None
+                    and last.wrote_position + n * CQ_STORE_UNIT_SIZE <= last.file_size
+                    and first * CQ_STORE_UNIT_SIZE == last.file_from_offset + last.read_position
+                    and requests[-1].consume_queue_offset == first + n - 1):
+                units = []
+                for i, r in enumerate(requests):
+                    if r.consume_queue_offset != first + i:
+                        break
+                    units.append(pack(r.commit_log_offset, r.msg_size, r.tags_code))
+                else:
+                    last.append(b"".join(units))
+                    end = requests[-1]
+                    self.max_physic_offset = end.commit_log_offset + end.msg_size
+                    return
+            for r in requests:
+                self.put(r)
+
     def _create_first(self, index: int) -> None:
         """First file of an empty queue, at the file boundary below `index`; the units before
         `index` in it become fillers (RocketMQ fillPreBlank), so recovery's scan from the file
@@ -460,15 +488,26 @@ class ConsumeQueueStore:
         self.dispatch_many((request,))
 
     def dispatch_many(self, requests: Sequence[DispatchRequest]) -> None:
-        queues = self._queues
+        """Each queue's units of `requests`, a run of consecutive records for the same queue
+        at a time (ConsumeQueue.put_run)."""
+        run: list[DispatchRequest] = []
+        run_key: tuple[str, int] | None = None
         for request in requests:
             if not request.dispatchable:
                 continue  # prepared / rollback transaction records have no queue position
-            # A dict read is atomic under the GIL: only a queue's creation needs the lock.
-            cq = queues.get((request.topic, request.queue_id))
-            if cq is None:
-                cq = self.get_or_create(request.topic, request.queue_id)
-            cq.put(request)
+            key = (request.topic, request.queue_id)
+            if key != run_key:
+                if run:
+                    self._queue(run_key).put_run(run)  # type: ignore[arg-type]
+                run, run_key = [], key
+            run.append(request)
+        if run:
+            self._queue(run_key).put_run(run)  # type: ignore[arg-type]
+
+    def _queue(self, key: tuple[str, int]) -> ConsumeQueue:
+        # A dict read is atomic under the GIL: only a queue's creation needs the lock.
+        cq = self._queues.get(key)
+        return cq if cq is not None else self.get_or_create(*key)
 
     def truncate_dirty(self, phy_offset: int) -> None:
         for cq in self.queues():

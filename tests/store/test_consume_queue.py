@@ -339,6 +339,61 @@ def test_store_dispatch_load_and_cross_queue_operations(tmp_path):
     store.close()
 
 
+_STEPS = st.lists(st.tuples(st.sampled_from([("A", 0), ("A", 1), ("B", 0)]),
+                            st.integers(1, 9),  # run length
+                            st.sampled_from(["next", "next", "next", "gap", "repeat"]),
+                            st.booleans(),  # a prepared record inside the run
+                            st.booleans()),  # two records of the run out of order
+                  min_size=1, max_size=12)
+
+
+@settings(SETTINGS, max_examples=150)
+@given(steps=_STEPS)
+def test_dispatch_many_writes_what_one_at_a_time_writes(tmp_path_factory, steps):
+    """Runs of records for one queue go through ConsumeQueue.put_run (packed in one write when
+    they follow the last unit and fit the file); the files and offsets must be those of
+    dispatching every record alone, across file ends, gaps and repeats before a run, records
+    out of order inside one and prepared records."""
+    requests, next_index, phy = [], {}, 0
+    for key, length, kind, prepared, swap in steps:
+        index = next_index.get(key, 0)
+        if kind == "gap":
+            index += 2
+        elif kind == "repeat":
+            index = max(0, index - 1)
+        start = len(requests)
+        for i in range(length):
+            flag = PREPARED if prepared and i == length // 2 else 0
+            requests.append(req(index, phy, 100, tags=phy, topic=key[0], qid=key[1],
+                                sys_flag=flag))
+            phy += 100
+            if not flag:
+                index += 1
+        if swap and length >= 3:  # offsets n, n+2, n+1: the first and last still line up
+            a, b = requests[start + 1], requests[start + 2]
+            a.consume_queue_offset, b.consume_queue_offset = (b.consume_queue_offset,
+                                                              a.consume_queue_offset)
+        next_index[key] = max(next_index.get(key, 0), index)
+    roots = [tmp_path_factory.mktemp("many"), tmp_path_factory.mktemp("one")]
+    stores = [ConsumeQueueStore(str(r), 8 * UNIT, FileIO()) for r in roots]  # runs of 1-9
+    for store in stores:
+        store.load()
+    stores[0].dispatch_many(requests)
+    for r in requests:
+        stores[1].dispatch(r)
+    try:
+        seen = [{(q.topic, q.queue_id): (q.min_offset(), q.max_offset(), q.max_physic_offset)
+                 for q in store.queues()} for store in stores]
+        assert seen[0] == seen[1]
+        for q in stores[1].queues():
+            twin = stores[0].find(q.topic, q.queue_id)
+            for mf in q.mfq.snapshot():
+                assert file_bytes(twin, mf.file_from_offset) == file_bytes(q, mf.file_from_offset)
+    finally:
+        for store in stores:
+            store.close()
+
+
 def test_readers_run_while_reput_writes(tmp_path):
     cq = fresh(tmp_path)
     errors: list[BaseException] = []
