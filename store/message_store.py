@@ -21,7 +21,7 @@ from .codec import Message
 from .commitlog import CommitLog
 from .completion import Completion
 from .config import StoreConfig
-from .consume_queue import ConsumeQueueStore
+from .consume_queue_store import ConsumeQueueStore
 from .dispatch import delay_level_lookup, dispatch_hint
 from .errors import (CreateFileError, DiskError, MessageIllegal, NoRoomForFile,
                      PropertiesSizeExceeded)

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 if TYPE_CHECKING:
-    from .consume_queue import ConsumeQueue, ConsumeQueueStore
+    from .consume_queue import ConsumeQueue
+    from .consume_queue_store import ConsumeQueueStore
 
 PROTECT_UNCONSUMED = "protect-unconsumed"
 DELETE_OLDEST = "delete-oldest"

@@ -40,7 +40,7 @@ from store import codec
 from store.clock import Clock
 from store.commitlog_walk import CommitLogWalk, Stop
 from store.config import StoreConfig
-from store.consume_queue import ConsumeQueueStore
+from store.consume_queue_store import ConsumeQueueStore
 from store.dispatch import delay_level_lookup, request_from_fields
 from store.fileio import DEFAULT_FILE_IO
 from store.get_result import GetMessageResult

@@ -10,7 +10,7 @@ from store.clock import ManualClock
 from store.codec import Message, SysFlag
 from store.dispatch import delay_level_lookup
 from store.commitlog import CommitLog
-from store.consume_queue import ConsumeQueueStore
+from store.consume_queue_store import ConsumeQueueStore
 from store.fileio import FileIO
 from store.index_service import IndexService
 from store.layout import StoreLayout

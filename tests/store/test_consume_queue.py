@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.consume_queue import ConsumeQueue, ConsumeQueueStore
+from store.consume_queue import ConsumeQueue
+from store.consume_queue_store import ConsumeQueueStore
 from store.dispatch import DispatchRequest
 from store.fileio import FileIO
 

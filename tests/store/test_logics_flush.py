@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from store.checkpoint import StoreCheckpoint
 from store.clock import ManualClock
-from store.consume_queue import ConsumeQueueStore
+from store.consume_queue_store import ConsumeQueueStore
 from store.dispatch import DispatchRequest
 from store.fileio import FileIO
 from store.layout import CHECKPOINT_FILE
