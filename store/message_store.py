@@ -1,6 +1,6 @@
 """The store facade: load/recover, start/shutdown, put, read, query, stats.
 
-    put -> validate -> encode (outside the lock) -> CommitLog.put_batch -> flush policy -> result
+    put -> PutInput (checks + encode, outside the lock) -> CommitLog.put_batch -> flush policy -> result
     ReputService -> ConsumeQueueStore / IndexService (dispatchers)
 
 Durability: under SYNC_FLUSH a put returns PUT_OK only once the group commit flushed past its
@@ -22,9 +22,8 @@ from .commitlog import CommitLog
 from .completion import Completion
 from .config import StoreConfig
 from .consume_queue_store import ConsumeQueueStore
-from .dispatch import delay_level_lookup, dispatch_hint
-from .errors import (CreateFileError, DiskError, MessageIllegal, NoRoomForFile,
-                     PropertiesSizeExceeded)
+from .dispatch import delay_level_lookup
+from .errors import CreateFileError, DiskError, NoRoomForFile
 from .fileio import DEFAULT_FILE_IO, FileIO
 from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
 from .index_process import IndexProcess
@@ -39,11 +38,9 @@ from .reader import MessageReader, TagFilter
 from .get_result import GetMessageResult
 from .reput import ReputService
 from .prefault import PrefaultService
-from .schedule_rewrite import TIMER_PROPERTIES, to_schedule
-from .validation import check_message
+from .put_input import PutInput
 
 log = logging.getLogger(__name__)
-_SCHEDULING_PROPS = frozenset((codec.PROPERTY_DELAY_TIME_LEVEL, *TIMER_PROPERTIES))
 
 
 @dataclass
@@ -136,8 +133,7 @@ class MessageStore:
         self.reader = MessageReader(self.commitlog, self.cq_store, self.index_service,
                                     max_bytes=config.max_transfer_bytes_on_message_in_memory,
                                     max_count=config.max_msgs_num_batch)
-        self._valid_topics: set[str] = set()
-        self._valid_topics_sys: set[str] = set()
+        self.input = PutInput(lambda: self.config, clock, self._delay_levels)
         self.extra_services: list = []  # retention, schedule: attached by their modules
         # Injected by the node (store/retention_guard.py): what consumer groups still need,
         # and (the archive's hooks, unset until there is one) how far the archive answered
@@ -299,42 +295,8 @@ class MessageStore:
         PROPERTIES_SIZE_EXCEEDED), or None: lets a caller that writes something else first (a
         topic record) refuse bad input before it writes anything. The store's own state (not
         writable) is `append`'s to answer."""
-        _, refusal = self._encode(msgs, allow_system_topic, hinted=False)
+        _, refusal = self.input.encode(msgs, allow_system_topic, hinted=False)
         return refusal
-
-    def _encode(self, msgs: Sequence[Message], allow_system_topic: bool, *,
-                hinted: bool = True) -> tuple[list, PutResult | None]:
-        """(encoded records, None), or ([], the refusal): the checks of every put's input.
-        `hinted`: each record carries its dispatch hint (only records that will be appended
-        need one)."""
-        if not msgs:
-            return [], PutResult(PutStatus.MESSAGE_ILLEGAL, reason="empty batch")
-        c = self.config
-        encode = codec.encode
-        v2, prop_crc = c.auto_message_version_on_topic_len, c.enabled_append_prop_crc
-        max_props, host = c.max_properties_size, c.store_host
-        try:
-            encoded = []
-            for m in msgs:
-                check_message(m, max_body=c.max_message_size, allow_system_topic=allow_system_topic,
-                              known_topics=self._valid_topics_sys if allow_system_topic
-                              else self._valid_topics)
-                props = m.properties
-                if props and not _SCHEDULING_PROPS.isdisjoint(props):
-                    m = to_schedule(m, self._delay_levels, self.clock.now_ms(),
-                                    c.timer_max_delay_sec)
-                if not m.born_timestamp:
-                    m.born_timestamp = self.clock.now_ms()
-                record = encode(m, v2_allowed=v2, append_prop_crc=prop_crc,
-                                max_properties_size=max_props, store_host=host)
-                if hinted:
-                    record.hint = dispatch_hint(m, record)
-                encoded.append((record, m.topic, m.queue_id))
-        except PropertiesSizeExceeded as e:
-            return [], PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason=str(e))
-        except MessageIllegal as e:
-            return [], PutResult(PutStatus.MESSAGE_ILLEGAL, reason=str(e))
-        return encoded, None
 
     def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
         """Validate, encode and append; no waiting. Returns PUT_OK with where each landed, or
@@ -342,7 +304,7 @@ class MessageStore:
         if msgs and not self.flags.writable and not self._table_record_passes(
                 msgs, allow_system_topic):
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self.flags.reason)
-        encoded, refusal = self._encode(msgs, allow_system_topic)
+        encoded, refusal = self.input.encode(msgs, allow_system_topic)
         if refusal is not None:
             return refusal
         own = _own_records(msgs, allow_system_topic)
