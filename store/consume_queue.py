@@ -229,17 +229,12 @@ class ConsumeQueue:
         index = request.consume_queue_offset
         unit = CQ_UNIT.pack(request.commit_log_offset, request.msg_size, request.tags_code)
         with self._write_lock:
-            files = self.mfq.files
-            last = files[-1] if files else None
-            if (last is not None and last.wrote_position < last.file_size
-                    and index * CQ_STORE_UNIT_SIZE == last.file_from_offset + last.read_position):
-                # The common case, one unit after the last, in a file with room: what the
-                # general path below ends up doing, without its lookups (reput runs this
-                # for every message).
+            last = self._tail_for(index, 1)
+            if last is not None:
                 last.append(unit)
                 self.max_physic_offset = request.commit_log_offset + request.msg_size
                 return
-            if last is None:
+            if not self.mfq.files:
                 self._create_first(index)
             expected = self.max_offset()
             if index < expected:
@@ -265,16 +260,11 @@ class ConsumeQueue:
         one request lands in one queue). When they are the units right after the last one
         and fit in the last file, they are packed and appended in one write: one lock, one
         check and one copy instead of one per message. Anything else goes through put()."""
-        n = len(requests)
         first = requests[0].consume_queue_offset
         pack = CQ_UNIT.pack
         with self._write_lock:
-            files = self.mfq.files
-            last = files[-1] if files else None
-            if (n > 1 and last is not None
-                    and last.wrote_position + n * CQ_STORE_UNIT_SIZE <= last.file_size
-                    and first * CQ_STORE_UNIT_SIZE == last.file_from_offset + last.read_position
-                    and requests[-1].consume_queue_offset == first + n - 1):
+            last = self._tail_for(first, len(requests))
+            if last is not None:
                 units = []
                 for i, r in enumerate(requests):
                     if r.consume_queue_offset != first + i:
@@ -287,6 +277,19 @@ class ConsumeQueue:
                     return
             for r in requests:
                 self.put(r)
+
+    def _tail_for(self, index: int, count: int) -> MappedFile | None:
+        """The last file, when `count` units from queue index `index` are the next ones and
+        fit in it: the common case of reput, written without put()'s general path (its
+        lookups, gaps and repeats). Call under the write lock."""
+        files = self.mfq.files
+        if not files:
+            return None
+        last = files[-1]
+        if (last.wrote_position + count * CQ_STORE_UNIT_SIZE <= last.file_size
+                and index * CQ_STORE_UNIT_SIZE == last.file_from_offset + last.read_position):
+            return last
+        return None
 
     def _create_first(self, index: int) -> None:
         """First file of an empty queue, at the file boundary below `index`; the units before

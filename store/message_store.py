@@ -54,7 +54,8 @@ class StoreStats:
 class MessageStore:
     """The store facade. Owns the store directory (its `lock` held from load() to shutdown(),
     the `abort` marker while started, the checkpoint), the commitlog, the consume queues, the
-    index, and the services that work on them: flush (and commit in write-buffer mode),
+    index, the checks and encoding of every put's input (`input`, put_input.PutInput), and
+    the services that work on them: flush (and commit in write-buffer mode),
     reput, logics flush, plus `extra_services` (retention, schedule) attached by their modules.
 
     Locking: `_lifecycle` serialises start() and shutdown(). Everything else is guarded where

@@ -282,7 +282,7 @@ def _to_store_message(m: d.Message, topic: str, limits: SendLimits, now_ms: int,
         if _control(tag):
             raise V2Error(d.ILLEGAL_MESSAGE_TAG, f"tag {tag!r} contains a control character")
         props[_TAGS] = tag
-        user_size += len(tag) if tag.isascii() else len(tag.encode())
+        user_size += _utf8_len(tag)
     # keys
     keys = sp.keys
     if keys:
@@ -295,7 +295,7 @@ def _to_store_message(m: d.Message, topic: str, limits: SendLimits, now_ms: int,
             if _control(key):
                 raise V2Error(d.ILLEGAL_MESSAGE_KEY, f"key {key!r} contains a control character")
             kept.append(key)
-            user_size += len(key) if key.isascii() else len(key.encode())
+            user_size += _utf8_len(key)
         if kept:
             props[_KEYS] = _KEY_SEPARATOR.join(kept)
     if user_size > limits.max_user_property_size:
