@@ -31,9 +31,11 @@ class RecordingIO(FaultyFileIO):
         self.entered = threading.Semaphore(0)
         self.proceed = threading.Semaphore(0)
         self.synced: list[tuple[int, int]] = []
+        self.flushed_by: list[str] = []  # the thread that made each msync
         self._ranges_lock = threading.Lock()
 
     def msync(self, mm, offset: int, length: int, path: str) -> None:
+        self.flushed_by.append(threading.current_thread().name)
         if self.gated:
             self.entered.release()
             assert self.proceed.acquire(timeout=10), "the test never let the msync go"
@@ -125,6 +127,45 @@ def test_a_waiter_leads_and_one_flush_covers_everybody_who_arrived_meanwhile(tmp
     assert rb == [PutStatus.PUT_OK] and rc == [PutStatus.PUT_OK]
     assert io.calls["msync"] == 2 and io.durable_end() == end3 == q.flushed_where
     assert svc.pending() == 0
+
+
+def test_a_running_service_thread_takes_the_leadership_over_from_a_putter(tmp_path):
+    """Under load the flushes run back to back in the service thread: a putter that led hands
+    the next flush to it instead of waking a waiter to flush (a hand-off per round less), and
+    it keeps flushing while waiters it did not cover remain; stopping it leaves none behind."""
+    io = RecordingIO(str(tmp_path), gated=True)
+    svc, q, _ = service(tmp_path, io)
+    svc.start()
+    try:
+        a, ra = waiting(svc, write(q, 100))
+        io.step_one()  # A (or the service's own round) flushes up to A's end
+        a.join(10)
+        assert ra == [PutStatus.PUT_OK]
+        b, rb = waiting(svc, write(q, 100))
+        assert io.entered.acquire(timeout=10)  # B leads (or the service's timed round does)
+        c, rc = waiting(svc, write(q, 100))
+        d, rd = waiting(svc, write(q, 100))
+        until(lambda: svc.pending() == 2)
+        io.proceed.release()  # B's flush returns; C and D are not covered by it
+        b.join(10)
+        assert rb == [PutStatus.PUT_OK]
+        assert io.entered.acquire(timeout=10)
+        assert io.flushed_by[-1] == "group-commit"  # not C's or D's thread
+        e, re_ = waiting(svc, write(q, 100))
+        until(lambda: svc.pending() == 3)
+        io.proceed.release()
+        c.join(10)
+        d.join(10)
+        assert rc == rd == [PutStatus.PUT_OK] and re_ == []
+        assert io.entered.acquire(timeout=10)
+        assert io.flushed_by[-1] == "group-commit"  # still the service, for E
+        io.proceed.release()
+        e.join(10)
+        assert re_ == [PutStatus.PUT_OK] and svc.pending() == 0
+        assert io.durable_end() == q.max_wrote_offset() == q.flushed_where
+    finally:
+        io.gated = False
+        svc.stop()
 
 
 def test_failed_flush_fails_the_leader_and_every_waiter_for_good(tmp_path):
