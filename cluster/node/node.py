@@ -213,6 +213,8 @@ class Node:
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         if self.metrics is not None:
             self.metrics.close()
+        with self._role_lock:  # the replication client runs on the server's loop: first
+            self._stop_replication()
         if self._server is not None:
             self._server.stop(grace=1.0)
         if self.messaging is not None:
@@ -301,12 +303,14 @@ class Node:
 
     def _become_slave(self, master_address: str) -> None:
         self._set_store_role(BrokerRole.SLAVE, master_address)
+        assert self._server is not None  # the stream runs on the server's loop
         slave = ReplicationClient(self.store, self.epochs, self.epoch_file, master_address,
                                   self.config.node_id, self.config.broker_name, self.clock,
-                                  lambda channel: self.credentials.metadata(channel,
-                                                                            REPLICATION_STREAM),
+                                  self._server.loop,
+                                  lambda channel: self.credentials.metadata_async(
+                                      channel, REPLICATION_STREAM),
                                   lambda address: open_channel(address, self.config.tls,
-                                                               GRPC_OPTIONS))
+                                                               GRPC_OPTIONS, aio=True))
         slave.start()
         self._slave = slave
         self.role.set(Follower(master_address))
@@ -316,6 +320,9 @@ class Node:
         if self._master is not None:
             self._master.stop(reason)
             self._master = None
+        self._stop_replication()
+
+    def _stop_replication(self) -> None:
         if self._slave is not None:
             self._slave.stop()
             self._slave = None

@@ -151,14 +151,30 @@ class MemberCredentials:
         """Metadata admitting one `purpose` call on `channel`. Raises grpc.RpcError when the
         server cannot be asked, MembershipRefused when it is not a member itself or when this
         node has no secret."""
+        request = self._challenge(purpose)
+        answer = pb_grpc.MembershipStub(channel).Challenge(request, timeout=timeout)
+        return self._header(request, answer)
+
+    async def metadata_async(self, channel: grpc.aio.Channel, purpose: str,
+                             timeout: float = 5.0) -> list[tuple[str, str]]:
+        """`metadata` over a grpc.aio channel, awaited on its loop."""
+        request = self._challenge(purpose)
+        answer = await pb_grpc.MembershipStub(channel).Challenge(request, timeout=timeout)
+        return self._header(request, answer)
+
+    def _challenge(self, purpose: str) -> pb.ChallengeRequest:
         if self.secret is None:
             raise MembershipRefused("this node has no cluster secret (clusterSecret or "
                                     "clusterSecretFile): members will not admit it")
-        client_nonce = member_proof.new_client_nonce()
-        answer = pb_grpc.MembershipStub(channel).Challenge(
-            pb.ChallengeRequest(node_id=self.node_id, purpose=purpose,
-                                client_nonce=client_nonce), timeout=timeout)
-        member_proof.check_server_proof(self.secret, purpose, self.node_id, client_nonce,
-                                        answer.server_nonce, answer.server_proof)
-        return [member_proof.client_header(self.secret, purpose, self.node_id, client_nonce,
-                                           answer.server_nonce)]
+        return pb.ChallengeRequest(node_id=self.node_id, purpose=purpose,
+                                   client_nonce=member_proof.new_client_nonce())
+
+    def _header(self, request: pb.ChallengeRequest,
+                answer: pb.ChallengeResponse) -> list[tuple[str, str]]:
+        """The proof header, once the server proved it is a member too."""
+        assert self.secret is not None
+        member_proof.check_server_proof(self.secret, request.purpose, self.node_id,
+                                        request.client_nonce, answer.server_nonce,
+                                        answer.server_proof)
+        return [member_proof.client_header(self.secret, request.purpose, self.node_id,
+                                           request.client_nonce, answer.server_nonce)]

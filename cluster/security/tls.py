@@ -168,13 +168,16 @@ def add_port(server: grpc.Server, address: str, settings: TlsSettings | None) ->
 Security = Union[TlsSettings, ClientTls, None]
 
 
-def open_channel(address: str, security: Security, options: Options = ()) -> grpc.Channel:
+def open_channel(address: str, security: Security, options: Options = (), *,
+                 aio: bool = False) -> grpc.Channel:
     """A channel to `address`: a node's outgoing call with its TlsSettings (trusting its trust
     file, presenting its own certificate), an operator's with a ClientTls, or plaintext (None,
-    or disabled settings)."""
+    or disabled settings). `aio`: a grpc.aio channel, to be opened and used on the event loop
+    that will run its calls."""
+    grpc_ = grpc.aio if aio else grpc
     tls = security.client() if isinstance(security, TlsSettings) else security
     if tls is None:
-        return grpc.insecure_channel(address, options=list(options))
+        return grpc_.insecure_channel(address, options=list(options))
     options = list(options)
     if address.startswith("ipv4:") and "," in address and \
             not any(k == "grpc.ssl_target_name_override" for k, _ in options):
@@ -184,7 +187,7 @@ def open_channel(address: str, security: Security, options: Options = ()) -> grp
         # (`cluster local --tls` and the compose cluster give every certificate all of them).
         first = address[len("ipv4:"):].split(",")[0]
         options.append(("grpc.ssl_target_name_override", first.rpartition(":")[0]))
-    return grpc.secure_channel(address, tls.credentials(), options=options)
+    return grpc_.secure_channel(address, tls.credentials(), options=options)
 
 
 def peer_identity(context: grpc.ServicerContext) -> dict[str, list[str]]:
