@@ -48,7 +48,8 @@ class MasterRole:
 
     Threads and locks: put threads (the messaging and admin servicers) call `put_messages`,
     `append` and `wait_durable`; the event loop calls `put_messages_async`, `append` and
-    `wait_durable_async` (a SYNC_MASTER's sends and acks), and `on_acked` and the tracker
+    `wait_durable_async` (the sends and acks of a master that waits for slaves or for a
+    flush), and `on_acked` and the tracker
     (each connection's acks); the housekeeping thread calls `housekeeping`; the node's role
     switch calls `start` and `stop`. `_lock` guards writes to the registry and to `closed`, so no connection is
     added after `stop` closed them all; readers of either take no lock (a copy-on-write tuple,
@@ -160,10 +161,11 @@ class MasterRole:
 
     @property
     def puts_on_loop(self) -> bool:
-        """A put waits for slaves but not for a flush (SYNC_MASTER with ASYNC_FLUSH): its append
-        does not block, so a caller on an event loop runs put_messages_async there instead of
-        holding a pool thread for the wait."""
-        return self.sync_master and not self.store.config.is_sync_flush
+        """A put waits for slaves or for a flush (SYNC_MASTER, SYNC_FLUSH): its append does not
+        block and both waits can be awaited (the slaves' acks through the tracker, the flush
+        through the group commit's completions), so a caller on an event loop runs
+        put_messages_async there instead of holding a pool thread for the wait."""
+        return not self.answers_at_append
 
     async def put_messages_async(self, msgs: Sequence[Message]) -> PutResult:
         """put_messages on the event loop, when `puts_on_loop`: the append runs on the loop,
@@ -176,10 +178,9 @@ class MasterRole:
         return result
 
     async def wait_durable_async(self, msgs: Sequence[Message], result: PutResult) -> PutResult:
-        """wait_durable on the event loop: awaited when `puts_on_loop` (no flush to wait for,
-        only the slaves' acks), in the pool otherwise."""
-        if not self.puts_on_loop:
-            return await asyncio.to_thread(self.wait_durable, msgs, result)
+        """wait_durable on the event loop: the flush (SYNC_FLUSH), then the slaves' acks
+        (SYNC_MASTER), both awaited."""
+        result = await self.store.wait_durable_async(msgs, result)
         wait = self._replica_wait(msgs, result)
         if wait is None:
             return result

@@ -332,6 +332,9 @@ class GroupCommitService(_FlushBase):
                     else:
                         keep.append((end, c))
                 self._requests = keep
+                if (keep and by_service and nxt is None and not self._stopping.is_set()
+                        and self.queue.max_wrote_offset() > flushed):
+                    to_service = True  # completions wait for bytes appended meanwhile
             if nxt is not None:
                 nxt.lead = True  # `_leading` stays set: the leadership passes to nxt
             elif to_service:
@@ -366,9 +369,9 @@ class GroupCommitService(_FlushBase):
 
     def step(self) -> None:
         """One round of the service thread: flush (as the leader) unless a putter is flushing
-        now (that leader then serves the completions), and go on flushing while waiters
-        remain that the last round did not cover. Also takes over a leadership a putter
-        passed on (`_service_leads`)."""
+        now (that leader then serves the completions), and go on flushing while waiters or
+        completions remain that the last round did not cover. Also takes over a leadership a
+        putter passed on (`_service_leads`)."""
         with self._mutex:
             if self._service_leads:
                 self._service_leads = False  # a putter passed the leadership on to us

@@ -279,7 +279,20 @@ class MessageStore:
         """Wait until an append's result holds under the flush policy (SYNC_FLUSH: on disk)."""
         if result.status is not PutStatus.PUT_OK or not self._wants_wait(msgs):
             return result
-        status = self.wait_flushed(result.end_offset)
+        return self._flushed_result(result, self.wait_flushed(result.end_offset))
+
+    async def wait_durable_async(self, msgs: Sequence[Message], result: PutResult) -> PutResult:
+        """wait_durable for a coroutine on an event loop: the group commit's service thread
+        flushes, the loop awaits the completion (no thread waits)."""
+        if result.status is not PutStatus.PUT_OK or not self._wants_wait(msgs):
+            return result
+        timeout_s = self.config.sync_flush_timeout / 1000.0
+        # the service times the completion out itself after a round; the margin covers a
+        # round that is stuck in its flush
+        status = await self.durability(result.end_offset).wait_async(timeout_s + 0.5)
+        return self._flushed_result(result, status or PutStatus.FLUSH_DISK_TIMEOUT)
+
+    def _flushed_result(self, result: PutResult, status: PutStatus) -> PutResult:
         if status is not PutStatus.PUT_OK:
             self.stats.put_failures += 1
         return PutResult(status, result.appends, self.flags.reason if status is not PutStatus.PUT_OK

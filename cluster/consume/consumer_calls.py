@@ -75,7 +75,7 @@ class ConsumerCalls(SettleCalls):
         the checks run on the loop when `inline` (the master answers at append), else in the
         thread pool (a new group is recorded and waited for). The attempts run on the loop when
         `attempts_inline` (default: `inline`): they append the deliveries' records and never
-        wait for them (a SYNC_MASTER with ASYNC_FLUSH runs them there too)."""
+        wait for them (a master that waits for slaves or a flush runs them there too)."""
         if inline:
             attempt, wait_s, interest = self._receive_plan(request)
         else:

@@ -78,9 +78,9 @@ class ConsumerRouter:
                          timeout: float | None = None, client_id: str = "",
                          time_remaining: Callable[[], float | None] = lambda: None):
         """`call` on the server's event loop: a master's ReceiveMessage waits there, a call
-        the master answers at once runs there, and so do a SYNC_MASTER's ack, nack and forward
-        to the DLQ (ON_LOOP: the wait for the slaves awaited); the rest (forwards, waits for a
-        flush) in the thread pool."""
+        the master answers at once runs there, and so do the ack, nack and forward to the DLQ
+        of a master that waits for slaves or a flush (ON_LOOP: the waits awaited); the rest
+        (forwards) in the thread pool."""
         attribute, response_cls, streaming = CALLS[method]
         master = self.service.role.master
         if streaming and master is not None:

@@ -203,8 +203,8 @@ class MessagingService:
     def answers_at_once(self, *, forwarded: bool) -> bool:
         """A write call (send, ack) here would be answered without blocking: this node is the
         master and acknowledges at append (MasterRole.answers_at_append), or it refuses at
-        once. Otherwise (a forward to the master, a wait for flush or slaves) the server runs
-        the call in its thread pool."""
+        once. Otherwise (a forward to the master, a wait for flush or slaves) the server awaits
+        it on the loop (`puts_on_loop`) or runs it in its thread pool."""
         try:
             target = self.role.route(forwarded=forwarded)
         except NotMaster:
@@ -212,8 +212,9 @@ class MessagingService:
         return not isinstance(target, Forward) and target.answers_at_append
 
     def puts_on_loop(self, *, forwarded: bool) -> bool:
-        """A send here would be put on this master and wait for its slaves only, so the server
-        awaits it on the loop (send_async, MasterRole.puts_on_loop) instead of the pool."""
+        """A send here would be put on this master and wait for its slaves or its flush, so
+        the server awaits it on the loop (send_async, MasterRole.puts_on_loop) instead of the
+        pool."""
         try:
             target = self.role.route(forwarded=forwarded)
         except NotMaster:

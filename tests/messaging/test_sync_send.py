@@ -3,10 +3,12 @@ SYNC_MASTER (ASYNC_FLUSH) run on the event loop and await the slaves' acks there
 (MasterRole.put_messages_async, wait_durable_async, consumer_router.ON_LOOP), with a real node
 and a raw slave on 127.0.0.1: answered once acked, timed out with the slave's status when not;
 more calls wait at once than the server's pool has threads, which a call waiting in a pool
-thread could not."""
+thread could not. A SYNC_FLUSH master's sends await the group commit's flush there the same
+way."""
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import pytest
 from google.protobuf.duration_pb2 import Duration
@@ -14,6 +16,7 @@ from google.protobuf.duration_pb2 import Duration
 from cluster.node.grpc_server import POOL_WORKERS
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
+from tests.faults import FaultyFileIO
 from tests.support.nodes import CLUSTER_SECRET
 from tests.support.raw_slave import AckingSlave
 from tests.support.v2 import G, msg, receive, send
@@ -94,3 +97,40 @@ def settle(stub, call: str, message):
         s.ForwardMessageToDeadLetterQueueRequest(
             group=G, topic=topic, receipt_handle=sp.receipt_handle, message_id=sp.message_id,
             delivery_attempt=sp.delivery_attempt, max_delivery_attempts=16), timeout=60)
+
+
+class HeldFlushIO(FaultyFileIO):
+    """Holds every msync of the commitlog while `flushing` is clear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushing = threading.Event()
+        self.flushing.set()
+
+    def msync(self, mm, offset: int, length: int, path: str) -> None:
+        if "commitlog" in path:
+            assert self.flushing.wait(60), "the test never let the flush go"
+        super().msync(mm, offset, length, path)
+
+
+def test_sync_flush_sends_await_the_flush_on_the_loop(nodes):
+    """More sends wait for one held flush than the pool has threads; each is answered OK once
+    the flush returned, and not before."""
+    io = HeldFlushIO()
+    master = nodes.start(role="ASYNC_MASTER", io=io, store={"flush_disk_type": "SYNC_FLUSH"})
+    stub = nodes.stub(master)
+    r = stub.SendMessage(s.SendMessageRequest(messages=[msg("T", b"first")]), timeout=10)
+    assert r.status.code == d.OK, r.status
+    io.flushing.clear()
+    calls = [stub.SendMessage.future(s.SendMessageRequest(messages=[msg("T", b"w%d" % i)]),
+                                     timeout=60) for i in range(WAITERS)]
+    flusher = master.store.flusher
+    wait_until(lambda: flusher.pending() >= WAITERS - 1, 20,
+               f"{WAITERS} sends waiting for the flush")  # one may be in the held round
+    assert not any(c.done() for c in calls)
+    end = master.store.max_phy_offset()
+    assert master.store.flushed_offset < end
+    io.flushing.set()
+    answers = [c.result() for c in calls]
+    assert {a.status.code for a in answers} == {d.OK}
+    assert master.store.flushed_offset >= end and flusher.pending() == 0
