@@ -8,10 +8,14 @@ applied and acknowledged there, with no thread between the socket and the ack. A
 instead passes each chunk through gRPC's channel thread to a reader thread and each ack
 through a queue to gRPC's request thread; the bare round trip of a 1.1 KiB ping-pong
 between two processes (`tests/perf/bare_stream_rtt.py`) has p99 1.1-1.4 ms that way against
-0.5 ms on a loop. What would hold the loop is done in its pool, still in order: a large chunk
-(catch-up: its CRC and the copy into the mapped file), and the wait for the flush that a
-SYNC_FLUSH slave's ack waits for. One loop per process: grpc.aio wakes every loop of the
-process on each event, so the slave does not run a loop of its own.
+0.5 ms on a loop. The acks are written by a writer task, in order, so the next chunk is read
+while gRPC completes the write of the last ack (one write at a time per call). Only the wait
+for the flush that a SYNC_FLUSH slave's ack waits for runs in the pool, still in order; a
+chunk of catch-up (up to haTransferBatchSize, 1 MiB: its CRC and copy) is applied on the
+loop, as a hop to the pool per chunk cost more than it (8 threads of batched sends to a
+SYNC_MASTER: 10-15% fewer messages a second with chunks over 64 KiB in the pool). One loop
+per process: grpc.aio wakes every loop of the process on each event, so the slave does not
+run a loop of its own.
 
 Per session: the session's Ack of every chunk goes out when the chunk is applied (and, on a
 SYNC_FLUSH slave, flushed); every haSendHeartbeatInterval without a message to the master
@@ -55,9 +59,6 @@ log = logging.getLogger(__name__)
 STREAM_METHOD = "/rmqstore.replication.v1.Replication/Stream"
 GRPC_OPTIONS = [("grpc.max_receive_message_length", 64 * 1024 * 1024),
                 ("grpc.max_send_message_length", 64 * 1024 * 1024)]
-# A chunk up to this size (what follows single puts) is applied on the loop; a larger one
-# (catch-up) in the pool: its CRC and copy would hold the node's loop for a millisecond or more.
-SMALL_CHUNK = 64 * 1024
 STOP_TIMEOUT_S = 10.0
 
 
@@ -101,7 +102,7 @@ class ReplicationClient:
         self._task: concurrent.futures.Future | None = None
         self._wake: asyncio.Event | None = None  # the loop's: cuts a reconnect backoff short
         self._call: grpc.aio.StreamStreamCall | None = None
-        self._write_lock: asyncio.Lock | None = None
+        self._outbox: asyncio.Queue[SlaveMessage] | None = None  # the writer task's
         self._last_received = 0.0
         self._last_sent = 0.0
         self._acked: int | None = None  # the offset of the last Ack sent in this session
@@ -155,7 +156,6 @@ class ReplicationClient:
 
     async def _run(self) -> None:
         self._wake = asyncio.Event()
-        self._write_lock = asyncio.Lock()
         c = self.config
         backoff = c.ha_reconnect_min_backoff
         while not self._stopping.is_set():
@@ -209,21 +209,23 @@ class ReplicationClient:
             self._acked = None
             if self._stopping.is_set():
                 call.cancel()
+            self._outbox = asyncio.Queue()
+            writer = asyncio.ensure_future(self._writer(call, self._outbox))
             heartbeats = asyncio.ensure_future(self._heartbeats(call, session))
             try:
-                await self._send(call, session.start())
+                self._send(session.start())
                 while True:
                     msg = await call.read()
                     if msg is grpc.aio.EOF:
                         break
                     self._last_received = self.clock.monotonic()
-                    if self._in_pool(msg):
+                    if self._waits_for_flush(msg):
                         replies, event = await self.loop.run_in_executor(
                             None, self._handle, session, msg)
                     else:
                         replies, event = self._handle(session, msg)
                     for reply in replies:
-                        await self._send(call, reply)
+                        self._send(reply)
                     if session.state is SlaveState.CLOSED:
                         self.last_error = session.close_reason
                         call.cancel()
@@ -237,25 +239,36 @@ class ReplicationClient:
                                  session.expected_offset)
             finally:
                 heartbeats.cancel()
+                writer.cancel()
                 self._session = None
                 self._call = None
         self.last_error = self.last_error or "the master ended the stream"
         return handshook
 
-    def _in_pool(self, msg: "Chunk | pb.MasterMessage") -> bool:
-        """Whether handling `msg` would hold the loop: a large chunk, or any chunk with data
-        on a SYNC_FLUSH slave (its ack waits for the flush)."""
-        if not isinstance(msg, Chunk) or not msg.data:
-            return False
-        return len(msg.data) > SMALL_CHUNK or self.config.is_sync_flush
+    def _waits_for_flush(self, msg: "Chunk | pb.MasterMessage") -> bool:
+        """Whether handling `msg` blocks on a flush (a chunk with data on a SYNC_FLUSH slave:
+        its ack waits for the flush), which the pool does instead of the loop."""
+        return isinstance(msg, Chunk) and bool(msg.data) and self.config.is_sync_flush
 
-    async def _send(self, call: grpc.aio.StreamStreamCall, msg: SlaveMessage) -> None:
-        assert self._write_lock is not None
-        async with self._write_lock:  # the heartbeats write on the same call
-            await call.write(wire.to_master(msg))
+    def _send(self, msg: SlaveMessage) -> None:
+        """Queue `msg` for the writer task (after everything queued before it)."""
+        assert self._outbox is not None
+        self._outbox.put_nowait(msg)
         self._last_sent = self.clock.monotonic()
         if isinstance(msg, Ack):
             self._acked = msg.max_offset
+
+    @staticmethod
+    async def _writer(call: grpc.aio.StreamStreamCall, outbox: "asyncio.Queue[SlaveMessage]"
+                      ) -> None:
+        """Writes the session's messages in order, one at a time (gRPC's rule for a call);
+        ends when a write fails (the call ended: the read loop sees why)."""
+        while True:
+            msg = await outbox.get()
+            try:
+                await call.write(wire.to_master(msg))
+            except Exception:  # noqa: BLE001 - any failed write: the call is over
+                return
 
     async def _heartbeats(self, call: grpc.aio.StreamStreamCall, session: SlaveSession) -> None:
         """Resend the last Ack (with the flushed offset as it is now) when nothing went to the
@@ -275,7 +288,7 @@ class ReplicationClient:
                 return
             if (self._acked is not None and now - self._last_sent >= interval
                     and session.state in (SlaveState.FOLLOWING, SlaveState.RESENDING)):
-                await self._send(call, self._ack(self._acked))
+                self._send(self._ack(self._acked))
 
     def _ack(self, offset: int) -> Ack:
         return Ack(max_offset=offset, flushed_offset=self.store.flushed_offset)
