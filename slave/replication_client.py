@@ -101,6 +101,7 @@ class ReplicationClient:
         self._stopping = threading.Event()
         self._task: concurrent.futures.Future | None = None
         self._wake: asyncio.Event | None = None  # the loop's: cuts a reconnect backoff short
+        self._loop_thread: int | None = None
         self._call: grpc.aio.StreamStreamCall | None = None
         self._outbox: asyncio.Queue[SlaveMessage] | None = None  # the writer task's
         self._last_received = 0.0
@@ -123,8 +124,8 @@ class ReplicationClient:
         self._task = asyncio.run_coroutine_threadsafe(self._run(), self.loop)
 
     def stop(self) -> None:
-        """End the replication and wait (up to 10 s) until its task is over. Not from the
-        loop's own thread, which the task needs to end."""
+        """End the replication and wait (up to 10 s) until its task is over; from the loop's
+        own thread (which the task needs to end), without waiting."""
         self._stopping.set()
         task, self._task = self._task, None
         if task is None:
@@ -133,12 +134,14 @@ class ReplicationClient:
             self.loop.call_soon_threadsafe(self._interrupt)
         except RuntimeError:  # the loop is closed: the task went with it
             return
+        if threading.get_ident() == self._loop_thread:
+            return  # the task ends once this callback of the loop returns
         try:
             task.result(STOP_TIMEOUT_S)
         except concurrent.futures.TimeoutError:
             log.warning("replication from %s did not stop within %.0f s",
                         self.master_address, STOP_TIMEOUT_S)
-        except BaseException:  # cancelled or failed: it is over, which is all stop needs
+        except (concurrent.futures.CancelledError, Exception):  # it is over: all stop needs
             pass
 
     def _interrupt(self) -> None:
@@ -155,6 +158,7 @@ class ReplicationClient:
         return self.confirm
 
     async def _run(self) -> None:
+        self._loop_thread = threading.get_ident()
         self._wake = asyncio.Event()
         c = self.config
         backoff = c.ha_reconnect_min_backoff
