@@ -25,7 +25,8 @@ from .consume_queue_store import ConsumeQueueStore
 from .dispatch import delay_level_lookup
 from .errors import CreateFileError, DiskError, NoRoomForFile
 from .fileio import DEFAULT_FILE_IO, FileIO
-from .flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
+from .flush import AsyncFlushService, CommitService, FlushFailure
+from .group_commit import GroupCommitService
 from .index_process import IndexProcess
 from .index_service import IndexService
 from .latency import ByStatus

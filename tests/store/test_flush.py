@@ -3,7 +3,8 @@ from __future__ import annotations
 from store.clock import ManualClock
 from store.codec import Message
 from store.config import StoreConfig
-from store.flush import AsyncFlushService, CommitService, FlushFailure, GroupCommitService
+from store.flush import AsyncFlushService, CommitService, FlushFailure
+from store.group_commit import GroupCommitService
 from store.mapped_file_queue import MappedFileQueue
 from store.message_store import MessageStore
 from store.put_result import PutStatus

@@ -10,7 +10,8 @@ import threading
 import pytest
 
 from store.clock import ManualClock
-from store.flush import FlushFailure, GroupCommitService
+from store.flush import FlushFailure
+from store.group_commit import GroupCommitService
 from store.mapped_file_queue import MappedFileQueue
 from store.message_store import MessageStore
 from store.put_result import PutStatus
