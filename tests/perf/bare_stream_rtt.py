@@ -5,11 +5,9 @@ processes, 1.1 KiB (a 1 KiB message's record) each way, one message in flight, w
 
 The server echoes on a grpc.aio event loop, once with an `async` handler and once with a plain
 generator handler (gRPC's own bridge runs it in its thread pool); the client is a synchronous
-stub fed by a queue (as a slave's ReplicationClient was until 2026-11-26), then a grpc.aio
-call on an event loop against the `async` handler (as a slave's is now). It prints p50 / p90 /
-p99 of each, next to which `bench_replication --only latency` shows what the store, the
-sessions and the node's threads add (tests/perf/README.md, "Where a SYNC_MASTER's time goes"
-and "The slave's side on the loop too").
+stub fed by a queue, as a slave's ReplicationClient is. It prints p50 / p90 / p99 of each,
+next to which `bench_replication --only latency` shows what the store, the sessions and the
+node's threads add (tests/perf/README.md, "Where a SYNC_MASTER's time goes").
 """
 from __future__ import annotations
 
@@ -80,47 +78,17 @@ def round_trips(mode: str, count: int) -> list[float]:
         server.join(10)
 
 
-def aio_round_trips(mode: str, count: int) -> list[float]:
-    """round_trips() with a grpc.aio client: each ping written and its echo read on the
-    client's own event loop, no thread in between."""
-    ports: multiprocessing.Queue = multiprocessing.Queue()
-    server = multiprocessing.Process(target=_serve, args=(ports, mode), daemon=True)
-    server.start()
-
-    async def ping_pong() -> list[float]:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{ports.get(timeout=30)}") as channel:
-            call = channel.stream_stream("/bench.Echo/Stream", request_serializer=_same,
-                                         response_deserializer=_same)()
-            out = []
-            for i in range(count + WARMUP):
-                started = time.perf_counter()
-                await call.write(PAYLOAD)
-                await call.read()
-                if i >= WARMUP:
-                    out.append((time.perf_counter() - started) * 1000)
-            await call.done_writing()
-            return out
-    try:
-        return asyncio.run(ping_pong())
-    finally:
-        server.kill()
-        server.join(10)
-
-
-def main(argv: list[str] | None = None) -> int:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=1500)
-    args = parser.parse_args(argv)
-    for run, what in ((lambda n: round_trips("async", n), "async handler on the loop"),
-                      (lambda n: round_trips("pool", n), "plain handler, gRPC's thread-pool bridge"),
-                      (lambda n: aio_round_trips("async", n),
-                       "async handler on the loop, grpc.aio client")):
-        lat = sorted(run(args.count))
+    args = parser.parse_args()
+    for mode, what in (("async", "async handler on the loop"),
+                       ("pool", "plain handler, gRPC's thread-pool bridge")):
+        lat = sorted(round_trips(mode, args.count))
         pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]  # noqa: E731
         print(f"bare bidi stream round trip, {what}: p50 {pick(0.5):.3f} ms, "
               f"p90 {pick(0.9):.3f} ms, p99 {pick(0.99):.3f} ms")
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()
