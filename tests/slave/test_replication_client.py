@@ -24,6 +24,7 @@ from store.clock import SYSTEM_CLOCK
 from store.epoch_file import EpochFile
 from store.message_store import MessageStore
 from tests.store.test_message_store import config, msg
+from tests.support.waiting import wait_until
 
 
 class FakeMaster:
@@ -97,38 +98,39 @@ def chunk(data: bytes, master_max: int) -> Chunk:
 
 def test_a_heartbeat_never_acks_a_chunk_that_is_still_being_appended(tmp_path, loop):
     """The session's expected offset moves past a chunk before the chunk is appended; a
-    heartbeat sent during the append (here a slow one: 0.6 s against a 50 ms heartbeat)
-    repeats the last Ack the slave sent, never that offset. SYNC_FLUSH: the chunk is then
-    applied in the pool while the loop goes on sending heartbeats (a large chunk is too)."""
+    heartbeat sent during the append (held by the test until three heartbeats came, 50 ms
+    apart) repeats the last Ack the slave sent, never that offset. SYNC_FLUSH: the chunk is
+    then applied in the pool while the loop goes on sending heartbeats."""
     data = records(tmp_path, 3)
     master = FakeMaster(len(data))
     store = MessageStore(config(tmp_path / "slave", broker_role="SLAVE",
                                 flush_disk_type="SYNC_FLUSH", ha_send_heartbeat_interval=50))
     store.start()
-    appended_at: list[float] = []
+    appending, append_may_go = threading.Event(), threading.Event()
     real_append = store.append_raw
 
-    def slow_append(offset: int, raw: bytes) -> None:
-        time.sleep(0.6)
+    def held_append(offset: int, raw: bytes) -> None:
+        appending.set()
+        assert append_may_go.wait(10), "the test never let the append go"
         real_append(offset, raw)
-        appended_at.append(time.monotonic())
 
-    store.append_raw = slow_append
+    store.append_raw = held_append
     client = following(tmp_path, store, master, loop)
     try:
-        deadline = time.monotonic() + 10
-        while not master.acks() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert master.acks() and master.acks()[0][1] == 0  # the handshake's Ack
+        wait_until(master.acks, 10, "the handshake's Ack")
+        assert master.acks()[0][1] == 0
         master.outbox.put(chunk(data, len(data)))
-        while not any(off == len(data) for _, off in master.acks()):
-            assert time.monotonic() < deadline, master.acks()
-            time.sleep(0.01)
-        during = [off for t, off in master.acks() if not appended_at or t < appended_at[0]]
-        assert set(during) == {0}
-        assert len(during) >= 3  # heartbeats did go out while the chunk was appended
-        assert store.max_phy_offset() == len(data)
+        assert appending.wait(10)
+        before = len(master.acks())
+        wait_until(lambda: len(master.acks()) >= before + 3, 10,
+                   "three heartbeats while the chunk is appended")
+        assert {off for _, off in master.acks()} == {0}  # nothing past what the slave holds
+        append_may_go.set()
+        wait_until(lambda: any(off == len(data) for _, off in master.acks()), 10,
+                   "the chunk's Ack once it is appended and flushed")
+        assert store.max_phy_offset() == store.flushed_offset == len(data)
     finally:
+        append_may_go.set()
         client.stop()
         master.stop()
         store.shutdown()
@@ -155,10 +157,7 @@ def test_stop_ends_a_session_waiting_for_the_master_at_once(tmp_path, loop):
     store.start()
     client = following(tmp_path, store, master, loop)
     try:
-        deadline = time.monotonic() + 10
-        while not client.connected:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until(lambda: client.connected, 10, "the session")
         started = time.monotonic()
         client.stop()
         assert time.monotonic() - started < 5.0 and not client.connected  # cancelled, not timed out (10 s)
