@@ -168,7 +168,10 @@ def fill(endpoint: str, topic: str, n: int) -> None:
 def receive_ack_rate(endpoint: str, topic: str, total: int, threads: int, batch: int,
                      limit_s: float) -> Rate | None:
     """SimpleConsumers (one group) receive `batch` and ack them with one AckMessage, until
-    `total` were acked or `limit_s` passed; None when the server answers NOT_IMPLEMENTED."""
+    `total` were acked or `limit_s` passed; None when the server answers NOT_IMPLEMENTED.
+    The rate runs to the last ack, not to the threads' end: once the backlog is handed out,
+    a thread's receive long-polls an empty topic (1 s) before it sees the total reached, and
+    that idle tail halved the figure of a quick run (5,000 messages)."""
     with connect(endpoint) as conn:
         probe = SimpleConsumer(conn, "bench-probe", {topic: "*"}, await_duration=0)
         try:
@@ -179,6 +182,7 @@ def receive_ack_rate(endpoint: str, topic: str, total: int, threads: int, batch:
             raise
         counts, errors = [0] * threads, []
         start, deadline = time.perf_counter(), time.monotonic() + limit_s
+        last_ack = [start] * threads  # per thread: when its last counted ack came back
 
         def run(t: int) -> None:
             consumer = SimpleConsumer(conn, "bench-group", {topic: "*"}, await_duration=1)
@@ -190,6 +194,7 @@ def receive_ack_rate(endpoint: str, topic: str, total: int, threads: int, batch:
                     failed = [e for e in consumer.ack_many(got) if e is not None]
                     errors.extend(failed)
                     counts[t] += len(got) - len(failed)
+                    last_ack[t] = time.perf_counter()
                 except ClientError as e:
                     errors.append(e)
 
@@ -198,8 +203,8 @@ def receive_ack_rate(endpoint: str, topic: str, total: int, threads: int, batch:
             w.start()
         for w in workers:
             w.join(limit_s + 60)
-        elapsed = time.perf_counter() - start
-    return Rate(sum(counts) / elapsed, len(errors), str(errors[0]) if errors else "",
+        elapsed = max(last_ack) - start
+    return Rate(sum(counts) / elapsed if elapsed > 0 else 0.0, len(errors), str(errors[0]) if errors else "",
                 count=sum(counts))
 
 
