@@ -17,6 +17,16 @@ class DiskError(StoreError):
         super().__init__(f"{operation} failed on {path}: [errno {cause.errno}] {cause.strerror}")
 
 
+class FlushTimeout(StoreError):
+    """A requested flush did not complete within its timeout (no disk error: the flush is
+    still running or waiting its turn)."""
+
+    def __init__(self, target: int, flushed: int, timeout_s: float) -> None:
+        super().__init__(f"the commitlog was flushed to {flushed}, not yet to {target}, "
+                         f"after {timeout_s:g} s")
+        self.target, self.flushed = target, flushed
+
+
 class CreateFileError(StoreError):
     """A new mapped file could not be created or preallocated (full disk, read-only dir)."""
 

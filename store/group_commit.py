@@ -12,6 +12,7 @@ from typing import Callable
 
 from .clock import Clock
 from .completion import Completion
+from .errors import FlushTimeout
 from .flush import FlushFailure, FlushBase
 from .mapped_file_queue import MappedFileQueue
 from .put_result import PutStatus
@@ -220,15 +221,17 @@ class GroupCommitService(FlushBase):
             pass
 
     def flush_now(self) -> bool:
-        """Admin.Flush: a full flush in the caller's thread, after any flush in progress."""
-        while True:
-            with self._mutex:
-                if not self._leading:
-                    self._leading = True
-                    break
-            time.sleep(0.001)
-        self._lead()
-        return not self.failure.failed
+        """Admin.Flush: returns once everything appended before the call is flushed, False on
+        a disk error. It joins the group commit as a putter does (waits for the round that
+        covers it, or leads one when nobody flushes), so a steady stream of putters cannot
+        starve it: waiting for the leadership to fall free could wait for as long as the
+        stream lasts. Raises FlushTimeout after syncFlushTimeout."""
+        target = self.queue.max_wrote_offset()
+        timeout_s = self.timeout_ms / 1000.0
+        status = self.wait_flushed(target, timeout_s)
+        if status is PutStatus.FLUSH_DISK_TIMEOUT:
+            raise FlushTimeout(target, self.queue.flushed_where, timeout_s)
+        return status is PutStatus.PUT_OK
 
     def wait_interval(self) -> float:
         return 0.01

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from proto import admin_pb2 as pb
+from store.errors import FlushTimeout
 from store.retention import RetentionService, default_disk_usage
 from store.schedule import ScheduleService
 
@@ -59,7 +60,10 @@ def flush(node: "AdminNode", caller: str) -> pb.FlushResponse:
     # The flusher's full round: it records a DiskError in the store's FlushFailure (not
     # writable, waiters answered FLUSH_DISK_FAILED) and moves the checkpoint's physic timestamp
     # like a background round.
-    store.flusher.flush_now()
+    try:
+        store.flusher.flush_now()
+    except FlushTimeout as e:  # no disk error: the group commit is slow or stuck
+        raise AdminError(grpc.StatusCode.DEADLINE_EXCEEDED, f"flush did not finish: {e}") from e
     if store.flush_failure.failed:
         raise _disk_failure(store)
     store.logics_flush.step(thorough=True)

@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from store.clock import ManualClock
+from store.errors import FlushTimeout
 from store.flush import FlushFailure
 from store.group_commit import GroupCommitService
 from store.mapped_file_queue import MappedFileQueue
@@ -167,6 +168,56 @@ def test_a_running_service_thread_takes_the_leadership_over_from_a_putter(tmp_pa
     finally:
         io.gated = False
         svc.stop()
+
+
+def test_an_admin_flush_is_not_starved_by_a_stream_of_putters(tmp_path):
+    """flush_now (Admin.Flush) joins the group commit like a putter: it returns once a round
+    covered what was appended before it was called, even though putters keep the service
+    thread leading round after round (waiting for the leadership to fall free waited for as
+    long as the stream lasted)."""
+    io = RecordingIO(str(tmp_path), gated=True)
+    svc, q, _ = service(tmp_path, io)
+    svc.start()
+    try:
+        b, rb = waiting(svc, write(q, 100))
+        assert io.entered.acquire(timeout=10)  # B's flush (or the service's round) is held
+        c, rc = waiting(svc, write(q, 100))
+        target = q.max_wrote_offset()
+        done: list[tuple[bool, int]] = []
+        f = threading.Thread(target=lambda: done.append((svc.flush_now(), q.flushed_where)),
+                             daemon=True)
+        f.start()
+        until(lambda: svc.pending() == 2)  # C and the admin flush wait for the next round
+        io.proceed.release()
+        assert io.entered.acquire(timeout=10)  # the service flushes for C and the admin
+        d, rd = waiting(svc, write(q, 100))  # the stream goes on: D arrives meanwhile
+        until(lambda: svc.pending() == 3)
+        io.proceed.release()
+        f.join(10)
+        assert len(done) == 1 and done[0][0] and done[0][1] >= target
+        assert io.entered.acquire(timeout=10)  # the service goes on leading, for D
+        assert io.flushed_by[-1] == "group-commit" and rd == []
+        io.proceed.release()
+        for t in (b, c, d):
+            t.join(10)
+        assert rb == rc == rd == [PutStatus.PUT_OK]
+    finally:
+        io.gated = False
+        io.proceed.release()
+        svc.stop()
+
+
+def test_an_admin_flush_that_outlasts_the_timeout_raises(tmp_path):
+    """A flush that does not finish within syncFlushTimeout is an error (FlushTimeout), never
+    an answer that claims the log flushed."""
+    io, svc, q, _, end1, a, ra = leader_in_its_flush(tmp_path)
+    svc.timeout_ms = 50
+    write(q, 100)
+    with pytest.raises(FlushTimeout, match="not yet to"):
+        svc.flush_now()
+    io.proceed.release()
+    a.join(10)
+    assert ra == [PutStatus.PUT_OK] and q.flushed_where == end1
 
 
 def test_failed_flush_fails_the_leader_and_every_waiter_for_good(tmp_path):
