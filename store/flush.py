@@ -88,8 +88,12 @@ class FlushBase(Service):
             # The stamp goes to the checkpoint only when the flush covered that record: with
             # least pages a later file can stay unflushed, and a too-new physicMsgTimestamp
             # would make abnormal recovery start after data that never reached the disk.
-            self.on_flushed(after, stamp if after >= wrote else 0)
+            self._report_flushed(after, stamp if after >= wrote else 0)
         return True
+
+    def _report_flushed(self, offset: int, stamp: int) -> None:
+        """A round moved the flushed offset: tell the store (checkpoint stamp, reput)."""
+        self.on_flushed(offset, stamp)
 
 
 class AsyncFlushService(FlushBase):

@@ -67,6 +67,7 @@ class GroupCommitService(FlushBase):
         self._local = threading.local()
         self._service_leads = False  # the leadership was passed to the service thread
         self.rounds = 0  # flushes made (diagnostics: puts per round)
+        self._deferred: tuple[int, int] | None = None  # the leader's own: one flush at a time
 
     # -- blocking wait (the put path) ----------------------------------------------------------
     def wait_flushed(self, end_offset: int, timeout_s: float) -> PutStatus:
@@ -131,7 +132,19 @@ class GroupCommitService(FlushBase):
         finally:
             self.rounds += 1
             kept = self._release_after_flush(by_service)
+            self._report_deferred()
         return kept
+
+    def _report_flushed(self, offset: int, stamp: int) -> None:
+        # Held until the round's waiters and completions are released: telling the store wakes
+        # reput, whose dispatch would otherwise take the GIL first from the threads and the
+        # event loop that answer the puts this round made durable.
+        self._deferred = (offset, stamp)
+
+    def _report_deferred(self) -> None:
+        deferred, self._deferred = self._deferred, None
+        if deferred is not None:
+            self.on_flushed(*deferred)
 
     def _release_after_flush(self, by_service: bool) -> bool:
         failed = self.failure.failed
