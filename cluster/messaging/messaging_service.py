@@ -85,6 +85,7 @@ class MessagingService:
         self.role = role
         self.store = store
         self.live = config
+        self._limits: tuple["NodeConfig", SendLimits] | None = None  # (config, its limits)
         self.clock = clock
         self.advertised_address = advertised_address
         self.access = AccessControl(lambda: self.config, clock)  # raises: ACL on, no valid file
@@ -131,7 +132,13 @@ class MessagingService:
 
     # -- settings -----------------------------------------------------------------------------
     def limits(self) -> SendLimits:
-        return send_limits(self.config)
+        """The send limits of the current config (rebuilt only when the config object was
+        swapped: every send asks, and a frozen dataclass costs its checks each time)."""
+        config = self.config
+        cached = self._limits
+        if cached is None or cached[0] is not config:
+            cached = self._limits = (config, send_limits(config))
+        return cached[1]
 
     def _group_settings(self, group: str) -> tuple[bool, int] | None:
         info = self.consumers.state.groups.get(group) if self.role.master is not None else None

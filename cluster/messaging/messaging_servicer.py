@@ -71,12 +71,17 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
 
     @staticmethod
     def _call_info(context) -> dict:
-        md = _metadata(context)
+        # one pass for the two keys wanted (every call comes here: no dict of all of them)
+        forwarded, client_id = False, ""
+        for key, value in context.invocation_metadata() or ():
+            if key == FORWARDED_HEADER:
+                forwarded = value == "1"
+            elif key == "x-mq-client-id" and isinstance(value, str):
+                client_id = value
         left = context.time_remaining()
         if left is not None and not 0 < left < 24 * 3600:
             left = None  # a call without a deadline: grpc reports a meaningless number
-        return {"forwarded": md.get(FORWARDED_HEADER) == "1", "timeout": left,
-                "client_id": md.get("x-mq-client-id", "")}
+        return {"forwarded": forwarded, "timeout": left, "client_id": client_id}
 
     # -- implemented --------------------------------------------------------------------------
     def QueryRoute(self, request, context):  # noqa: N802

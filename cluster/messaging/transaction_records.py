@@ -90,7 +90,10 @@ MAX_IMMUNITY_SECONDS = 24 * 3600  # longer than any retention worth waiting for
 def check_transactional_send(messages) -> bool:
     """True when the request sends a transactional message; refuses what RocketMQ refuses:
     a transactional message in a batch, or one with a delivery time (delay + transaction)."""
-    if not any(m.system_properties.message_type == d.TRANSACTION for m in messages):
+    if len(messages) == 1:  # the usual send: no generator for one message
+        if messages[0].system_properties.message_type != d.TRANSACTION:
+            return False
+    elif not any(m.system_properties.message_type == d.TRANSACTION for m in messages):
         return False
     if len(messages) != 1:
         raise V2Error(d.BAD_REQUEST, "a transactional message must be sent alone, not in a batch "
