@@ -51,7 +51,9 @@ class GroupCommitService(FlushBase):
     one flush at a time.
 
     `_mutex` guards `_leading`, `_service_leads`, `_waiters` and `_requests`; it is never held
-    across a flush or a wake-up."""
+    across a flush or a wake-up. `_deferred` (the round's flushed offset, reported to the store
+    after the round's releases) belongs to the leading thread: written in its flush, taken
+    under `_mutex` before the leadership passes on."""
 
     name = "group-commit"
 
@@ -67,7 +69,7 @@ class GroupCommitService(FlushBase):
         self._local = threading.local()
         self._service_leads = False  # the leadership was passed to the service thread
         self.rounds = 0  # flushes made (diagnostics: puts per round)
-        self._deferred: tuple[int, int] | None = None  # the leader's own: one flush at a time
+        self._deferred: tuple[int, int] | None = None  # the leading round's flushed offset
 
     # -- blocking wait (the put path) ----------------------------------------------------------
     def wait_flushed(self, end_offset: int, timeout_s: float) -> PutStatus:
@@ -132,19 +134,13 @@ class GroupCommitService(FlushBase):
         finally:
             self.rounds += 1
             kept = self._release_after_flush(by_service)
-            self._report_deferred()
         return kept
 
     def _report_flushed(self, offset: int, stamp: int) -> None:
-        # Held until the round's waiters and completions are released: telling the store wakes
-        # reput, whose dispatch would otherwise take the GIL first from the threads and the
-        # event loop that answer the puts this round made durable.
+        # Held until the round's waiters and completions are released (_release_after_flush):
+        # telling the store wakes reput, whose dispatch would otherwise take the GIL first from
+        # the threads and the event loop that answer the puts this round made durable.
         self._deferred = (offset, stamp)
-
-    def _report_deferred(self) -> None:
-        deferred, self._deferred = self._deferred, None
-        if deferred is not None:
-            self.on_flushed(*deferred)
 
     def _release_after_flush(self, by_service: bool) -> bool:
         failed = self.failure.failed
@@ -154,6 +150,8 @@ class GroupCommitService(FlushBase):
         nxt = None
         to_service = False
         with self._mutex:
+            # taken while this thread still leads: the next leader's round sets its own
+            deferred, self._deferred = self._deferred, None
             waiters = self._waiters
             if failed:
                 wake, self._waiters = waiters, []
@@ -198,6 +196,8 @@ class GroupCommitService(FlushBase):
             w.gate.release()
         for c, status in done:
             c.complete(status)
+        if deferred is not None:
+            self.on_flushed(*deferred)
         if to_service and not by_service:
             self.wakeup()
         return to_service and by_service

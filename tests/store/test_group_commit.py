@@ -220,6 +220,25 @@ def test_an_admin_flush_that_outlasts_the_timeout_raises(tmp_path):
     assert ra == [PutStatus.PUT_OK] and q.flushed_where == end1
 
 
+def test_the_store_hears_of_a_round_after_the_round_answered_its_puts(tmp_path):
+    """The flushed offset reaches the store (checkpoint stamp, reput's wake-up) only once the
+    round released its waiters and completed its completions: reput woken first would take the
+    GIL ahead of the threads answering the puts the round made durable."""
+    io = RecordingIO(str(tmp_path), gated=True)
+    q = MappedFileQueue(str(tmp_path), PAGE * 16, io)
+    heard: list[tuple[int, bool, list]] = []
+    end1 = write(q, 100)
+    svc = GroupCommitService(q, ManualClock(), FlushFailure(lambda e: None),
+                             lambda offset, stamp: heard.append((offset, done.done, list(ra))),
+                             lambda: 0, timeout_ms=5000)
+    done = svc.submit(end1)  # an event loop's put: answered by whichever round covers it
+    a, ra = waiting(svc, end1)  # a putter's: it leads the round
+    io.step_one()
+    a.join(10)
+    assert ra == [PutStatus.PUT_OK] and done.value is PutStatus.PUT_OK
+    assert heard == [(end1, True, [])]  # the completion was done; the leader's own wait returns after
+
+
 def test_failed_flush_fails_the_leader_and_every_waiter_for_good(tmp_path):
     io, svc, q, errors, end1, a, ra = leader_in_its_flush(tmp_path)
     b, rb = waiting(svc, write(q, 100))
