@@ -41,8 +41,11 @@ class CommitLog:
     only bytes below its read position. The queue's own lock guards its list of files."""
 
     def __init__(self, directory: str, file_size: int, io: FileIO, clock: Clock, *,
-                 write_through_mmap: bool = True, store_host: str = "127.0.0.1:10911") -> None:
-        self.queue = MappedFileQueue(directory, file_size, io, write_through_mmap=write_through_mmap)
+                 write_through_mmap: bool = True, store_host: str = "127.0.0.1:10911",
+                 small_flushes: bool = False) -> None:
+        """`small_flushes`: flushed a few records at a time (SYNC_FLUSH), see MappedFile."""
+        self.queue = MappedFileQueue(directory, file_size, io, write_through_mmap=write_through_mmap,
+                                     small_flushes=small_flushes)
         self.file_size = file_size
         self.clock = clock
         self.put_lock = YieldingLock()  # a plain Lock convoys under the GIL (see the module)

@@ -50,12 +50,15 @@ class MappedFile:
     Readers read below `read_position` without a lock, inside hold()/release()."""
 
     def __init__(self, path: str, file_size: int, io: FileIO, *, write_through_mmap: bool = True,
-                 create: bool = False) -> None:
+                 create: bool = False, small_flushes: bool = False) -> None:
+        """`small_flushes`: the file is flushed in small steps as it is written (a SYNC_FLUSH
+        commitlog), so the range it is written in is advised random (FileIO.advise_access)."""
         self.path = path
         self.file_size = file_size
         self.file_from_offset = int(os.path.basename(path))
         self.io = io
         self.write_through_mmap = write_through_mmap
+        self._advise = write_through_mmap and small_flushes
         self.wrote_position = 0
         self.committed_position = 0
         self.flushed_position = 0
@@ -76,6 +79,8 @@ class MappedFile:
             elif io.file_size(self.fd) != file_size:
                 raise ValueError(f"{path} has {io.file_size(self.fd)} bytes, expected {file_size}")
             self.mm = io.map(self.fd, file_size, path)
+            if create and self._advise:  # written through the mapping from 0 on
+                io.advise_access(self.mm, 0, True, path)
         except OSError as e:
             self._abandon(create)
             raise CreateFileError(path, e) from e
@@ -108,10 +113,18 @@ class MappedFile:
         return self.file_size - self.wrote_position
 
     def set_positions(self, pos: int) -> None:
-        """Used by recovery: everything below `pos` is valid and on disk."""
+        """Used by recovery: everything below `pos` is valid and on disk. With small flushes,
+        the range written on from `pos` is advised random (FileIO.advise_access)."""
         with self._buffer_lock:
             self._pending.clear()
             self.wrote_position = self.committed_position = self.flushed_position = pos
+        if pos < self.file_size and self._advise:
+            self.io.advise_access(self.mm, pos, True, self.path)
+
+    def written_out(self) -> None:
+        """The file is full and its writer moved on: readers get readahead back."""
+        if self._advise:
+            self.io.advise_access(self.mm, 0, False, self.path)
 
     # -- writing --------------------------------------------------------------------------
     def append(self, data, stamp_ms: int = 0) -> int:
@@ -226,6 +239,8 @@ class MappedFile:
         except OSError as e:
             raise DiskError("zero_range", self.path, e) from e
         self.wrote_position = self.committed_position = self.flushed_position = pos
+        if self._advise:  # written again from pos on (FileIO.advise_access)
+            self.io.advise_access(self.mm, pos, True, self.path)
 
     # -- reading --------------------------------------------------------------------------
     def populate(self, pos: int, size: int) -> bool:

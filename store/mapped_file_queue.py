@@ -19,11 +19,13 @@ from .mapped_file import MappedFile
 
 class MappedFileQueue:
     def __init__(self, directory: str, file_size: int, io: FileIO, *,
-                 write_through_mmap: bool = True) -> None:
+                 write_through_mmap: bool = True, small_flushes: bool = False) -> None:
+        """`small_flushes`: see MappedFile (a SYNC_FLUSH commitlog's files)."""
         self.directory = directory
         self.file_size = file_size
         self.io = io
         self.write_through_mmap = write_through_mmap
+        self.small_flushes = small_flushes
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
@@ -51,7 +53,8 @@ class MappedFileQueue:
             expected = self.files[-1].file_from_offset + self.file_size if self.files else None
             if expected is not None and int(name) != expected:
                 raise CorruptFile(f"{path} does not follow the previous file (expected {expected})")
-            mf = MappedFile(path, self.file_size, self.io, write_through_mmap=self.write_through_mmap)
+            mf = MappedFile(path, self.file_size, self.io, write_through_mmap=self.write_through_mmap,
+                            small_flushes=self.small_flushes)
             mf.set_positions(self.file_size)
             self.files.append(mf)
         return notes
@@ -116,6 +119,7 @@ class MappedFileQueue:
                 create_at = start_offset - start_offset % self.file_size
             else:
                 create_at = last.file_from_offset + self.file_size
+                last.written_out()
             if self._ready and self._ready[0].file_from_offset == create_at:
                 mf = self._ready.pop(0)
             else:
@@ -129,7 +133,8 @@ class MappedFileQueue:
     def _create(self, offset: int) -> MappedFile:
         self.io.makedirs(self.directory)
         return MappedFile(os.path.join(self.directory, offset_file_name(offset)), self.file_size,
-                          self.io, write_through_mmap=self.write_through_mmap, create=True)
+                          self.io, write_through_mmap=self.write_through_mmap, create=True,
+                          small_flushes=self.small_flushes)
 
     def prepare_files(self, count: int, start_offset: int = 0) -> None:
         """Create the next `count` files ahead of need, so that an append spanning several

@@ -83,7 +83,8 @@ class MessageStore(StoreWrites):
         buffered = config.transient_store_pool_enable or config.write_without_mmap
         self.commitlog = CommitLog(config.commit_log_dir, config.mapped_file_size_commit_log, io,
                                    clock, write_through_mmap=not buffered,
-                                   store_host=config.store_host)
+                                   store_host=config.store_host,
+                                   small_flushes=config.is_sync_flush)
         self.cq_store = ConsumeQueueStore(paths.consume_queue_dir,
                                           config.mapped_file_size_consume_queue, io)
         self.index_service: IndexService | IndexProcess | None = None
