@@ -57,9 +57,10 @@ def flush(node: "AdminNode", caller: str) -> pb.FlushResponse:
     started = time.monotonic()
     if store.flush_failure.failed or store.logics_flush.failed:
         raise _disk_failure(store)
-    # The flusher's full round: it records a DiskError in the store's FlushFailure (not
-    # writable, waiters answered FLUSH_DISK_FAILED) and moves the checkpoint's physic timestamp
-    # like a background round.
+    # Everything appended so far, flushed by a round like a background one: a DiskError is
+    # recorded in the store's FlushFailure (not writable, waiters answered FLUSH_DISK_FAILED)
+    # and the checkpoint's physic timestamp moves. Under SYNC_FLUSH the call joins the group
+    # commit as a putter does and may time out (FlushTimeout), which is not a success.
     try:
         store.flusher.flush_now()
     except FlushTimeout as e:  # no disk error: the group commit is slow or stuck

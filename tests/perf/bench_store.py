@@ -44,6 +44,7 @@ from store.layout import ABORT_FILE
 from store.mapped_file_queue import MappedFileQueue
 from store.message_store import MessageStore
 from tests.perf import group_commit_floor, small_msync
+from tests.perf.small_msync import preallocated_mmap
 from tests.perf.host_load import CpuWindow
 from store.put_result import PutStatus
 from store.validation import check_message
@@ -276,12 +277,6 @@ def _stats(profs: list[cProfile.Profile]) -> pstats.Stats | None:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def preallocated_mmap(path: str, size: int) -> tuple[int, mmap.mmap]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    os.posix_fallocate(fd, 0, size)
-    return fd, mmap.mmap(fd, size)
-
-
 def evict_from_page_cache(directory: str) -> None:
     """Drop this store's (clean) file pages from the page cache: a cold restart, no root needed
     and nothing else on the machine is touched."""

@@ -27,6 +27,14 @@ STEP = os.urandom(128 * 1024)
 MODES = ("mmap, default advice", "mmap, advised random", "pwrite + fdatasync")
 
 
+def preallocated_mmap(path: str, size: int) -> tuple[int, mmap.mmap]:
+    """A file of `size` bytes reserved with posix_fallocate (as the store's files are) and its
+    writable mapping."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    os.posix_fallocate(fd, 0, size)
+    return fd, mmap.mmap(fd, size)
+
+
 @dataclass(frozen=True)
 class SmallFlush:
     mode: str
@@ -37,40 +45,36 @@ class SmallFlush:
 def _one(directory: str, mode: str, mib: int, samples: int) -> SmallFlush:
     path = os.path.join(directory, "small-msync")
     size = (mib + 16) << 20
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd, mm = preallocated_mmap(path, size)
     try:
-        os.posix_fallocate(fd, 0, size)
-        mm = mmap.mmap(fd, size)
-        try:
-            if mode == MODES[1]:
-                DEFAULT_FILE_IO.advise_access(mm, 0, True, path)
-            pos = 0
+        if mode == MODES[1]:
+            DEFAULT_FILE_IO.advise_access(mm, 0, True, path)
+        pos = 0
 
-            def append_and_flush(data: bytes) -> None:
-                nonlocal pos
-                if mode == MODES[2]:
-                    os.pwrite(fd, data, pos)
-                    os.fdatasync(fd)
-                else:
-                    mm[pos:pos + len(data)] = data
-                    DEFAULT_FILE_IO.msync(mm, pos, len(data), path)
-                pos += len(data)
+        def append_and_flush(data: bytes) -> None:
+            nonlocal pos
+            if mode == MODES[2]:
+                os.pwrite(fd, data, pos)
+                os.fdatasync(fd)
+            else:
+                mm[pos:pos + len(data)] = data
+                DEFAULT_FILE_IO.msync(mm, pos, len(data), path)
+            pos += len(data)
 
-            def p50() -> float:
-                out = []
-                for _ in range(samples):
-                    started = time.perf_counter()
-                    append_and_flush(RECORD)
-                    out.append((time.perf_counter() - started) * 1e6)
-                return statistics.median(out)
+        def p50() -> float:
+            out = []
+            for _ in range(samples):
+                started = time.perf_counter()
+                append_and_flush(RECORD)
+                out.append((time.perf_counter() - started) * 1e6)
+            return statistics.median(out)
 
-            fresh = p50()
-            while pos < mib << 20:
-                append_and_flush(STEP)
-            return SmallFlush(mode, fresh, p50())
-        finally:
-            mm.close()
+        fresh = p50()
+        while pos < mib << 20:
+            append_and_flush(STEP)
+        return SmallFlush(mode, fresh, p50())
     finally:
+        mm.close()
         os.close(fd)
         os.unlink(path)
 
