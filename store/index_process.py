@@ -194,10 +194,10 @@ class IndexProcess:
             self._running()
             return self._call("truncate", phy_offset)
 
-    def flush(self) -> int:
+    def flush(self, sealed_only: bool = False) -> int:
         with self._lock:
             self._running()
-            return self._call("flush")
+            return self._call("flush", sealed_only)
 
     def files(self) -> list[IndexFileInfo]:
         with self._lock:

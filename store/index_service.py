@@ -7,6 +7,8 @@ being written. It is reput's index Dispatcher and answers key lookups.
 - load: after an abnormal exit, files whose endTimestamp is past the checkpoint's
   indexMsgTimestamp may hold entries that never reached disk; they are deleted (RocketMQ) and
   rebuilt by re-dispatch.
+- flush: the logics flush's rounds msync the full files and stamp the checkpoint with the
+  newest one's end; the file being written is flushed at shutdown (RocketMQ's IndexService).
 - truncate_dirty: when the commitlog is cut, files wholly past the cut are deleted and the file
   straddling it loses exactly its entries at or past the cut (IndexFile.truncate_from), so
   re-dispatch from the cut rebuilds the same index.
@@ -243,18 +245,21 @@ class IndexService:
         return removed
 
     # -- lifecycle --------------------------------------------------------------------------
-    def flush(self) -> int:
-        """msync every file written since its last flush, oldest first; returns the last
-        file's endTimestamp, read before the msync so everything up to it is on disk (the
-        checkpoint's indexMsgTimestamp). 0 without files. Raises DiskError."""
+    def flush(self, sealed_only: bool = False) -> int:
+        """msync the files written since their last flush, oldest first; with `sealed_only`
+        the full ones only (the logics flush's rounds), else the one being written too
+        (shutdown). Returns the newest full file's endTimestamp, 0 when none is full: the
+        checkpoint's indexMsgTimestamp, which may only cover files that an abnormal restart
+        keeps (`load` deletes those ending past it, and messageIndexSafe re-dispatches from
+        it). The file being written always ends past it, so flushing that file in a round
+        would save nothing after a crash (RocketMQ flushes a file when it fills) and costs a
+        SYNC_FLUSH commitlog's small msyncs their disk time. Raises DiskError."""
         files = self.files()
-        if not files:
-            return 0
-        end_ts = files[-1].end_timestamp
-        for f in files:
+        sealed = [f for f in files if f.is_full]
+        for f in sealed if sealed_only else files:
             if f.dirty:
                 f.flush()
-        return end_ts
+        return sealed[-1].end_timestamp if sealed else 0
 
     def close(self) -> None:
         with self._write_lock:

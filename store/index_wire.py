@@ -17,7 +17,7 @@ Requests (parent -> child), one at a time, each answered before the next is sent
     ("query", topic, key, max_num, begin_ts, end_ts, max_phy_offset or None) -> [phy, ...]
     ("delete_expired", min_phy_offset, now_ms)       -> files deleted
     ("truncate", phy_offset)                         -> entries and files removed
-    ("flush",)                                       -> endTimestamp now on disk (0: no files)
+    ("flush", sealed_only)                           -> newest full file's endTimestamp (0: none)
     ("files",)                                       -> [(path, hash_slot_num, index_num)]
     ("close",)                                       -> None, then the child exits
 

@@ -63,7 +63,7 @@ class IndexWorker:
         if op == "query":
             return svc.query(*args)
         if op == "flush":
-            return svc.flush()
+            return svc.flush(*args)
         if op == "delete_expired":
             min_phy_offset, self.clock.ms = args
             return svc.delete_expired(min_phy_offset)

@@ -34,7 +34,10 @@ class LogicsFlushService(Service):
         self._last_thorough = clock.monotonic()
         self.failed = False
 
-    def step(self, thorough: bool = False) -> None:
+    def step(self, thorough: bool = False, whole_index: bool = False) -> None:
+        """One round: consume queues (all pages when `thorough`), the index's sealed files
+        (the one being written too with `whole_index`: shutdown, an admin flush), then the
+        checkpoint."""
         if self.failed:
             return
         least = self.least_pages
@@ -45,7 +48,8 @@ class LogicsFlushService(Service):
         logics_stamp = self.dispatched_stamp()  # before the flush: it covers at least this
         try:
             self.cq_store.flush(least)
-            index_stamp = self.index_service.flush() if self.index_service is not None else 0
+            index_stamp = (self.index_service.flush(sealed_only=not whole_index)
+                           if self.index_service is not None else 0)
             if least == 0:
                 # Only a thorough flush covers every queue up to the stamp (RocketMQ does the
                 # same); after a least-pages round some units may still be in memory only.
@@ -66,4 +70,4 @@ class LogicsFlushService(Service):
         return self.interval_ms / 1000.0
 
     def on_stop(self) -> None:
-        self.step(thorough=True)
+        self.step(thorough=True, whole_index=True)

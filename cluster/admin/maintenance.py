@@ -67,7 +67,7 @@ def flush(node: "AdminNode", caller: str) -> pb.FlushResponse:
         raise AdminError(grpc.StatusCode.DEADLINE_EXCEEDED, f"flush did not finish: {e}") from e
     if store.flush_failure.failed:
         raise _disk_failure(store)
-    store.logics_flush.step(thorough=True)
+    store.logics_flush.step(thorough=True, whole_index=True)
     if store.logics_flush.failed:
         raise _disk_failure(store)
     took = int((time.monotonic() - started) * 1000)

@@ -80,9 +80,10 @@ def test_the_worker_answers_each_request_in_memory(tmp_path):
         == ("ok", None)
     kind, files = w.handle(("files",))
     assert kind == "ok" and [f[1:] for f in files] == [(4, 5), (4, 5)]
+    assert w.handle(("flush", True)) == ("ok", T0 + 2000)  # the full file's end
     assert w.handle(("truncate", 300)) == ("ok", 2)  # one entry and one file
     assert w.handle(("query", "T", "c", 10, *ALL, None)) == ("ok", [])
-    assert w.handle(("flush",)) == ("ok", T0 + 1000)
+    assert w.handle(("flush", False)) == ("ok", 0)  # no full file left
     assert w.handle(("delete_expired", 10**9, T0 + 10)) == ("ok", 0)  # never the last file
     reply = w.handle(("rename", "x"))
     assert reply[0] == "error" and "unknown index request 'rename'" in reply[2]

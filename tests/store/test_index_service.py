@@ -122,6 +122,19 @@ def test_flush_returns_end_timestamp_and_abnormal_exit_deletes_newer_files(tmp_p
     assert crashed.query("T", "k", 20, *ALL) == [i * 100 for i in range(11, -1, -1)]
 
 
+def test_a_round_flushes_the_sealed_files_and_stamps_the_newest_of_them(tmp_path):
+    """The logics flush's rounds: the file being written stays unflushed (a crash deletes it
+    whatever was flushed of it), the stamp is the newest full file's end."""
+    svc = service(tmp_path, entries=4, clock=ManualClock(T0))
+    for i in range(4):  # three entries fill a file; the fourth starts the next
+        svc.dispatch(req(i * 100, keys="k", ts=T0 + i * 1000))
+    first, current = svc.files()
+    assert svc.flush(sealed_only=True) == T0 + 2000
+    assert not first.dirty and current.dirty
+    assert svc.flush() == T0 + 2000 and not current.dirty  # shutdown: everything
+    svc.close()
+
+
 def test_interrupted_creation_is_removed(tmp_path):
     svc = service(tmp_path)
     svc.dispatch(req(0, keys="k"))

@@ -268,3 +268,43 @@ def test_normal_restart_does_not_rescan_everything(tmp_path):
         assert not rep.abnormal and rep.start_offset > 0 and rep.cut_bytes >= 0
     finally:
         s.shutdown()
+
+
+@pytest.mark.parametrize("index_safe", [True, False])
+def test_a_crash_loses_no_index_entry_older_than_the_checkpoint_says(tmp_path, index_safe):
+    """After a kill the index files newer than the checkpoint's indexMsgTimestamp are deleted
+    (their unflushed pages may be torn) and recovery re-dispatches from that stamp when
+    messageIndexSafe is on. So the stamp may only cover files that will survive: a sealed
+    file, never the one still written (RocketMQ sets it when a file fills). Without
+    messageIndexSafe the current file's entries are RocketMQ's known gap."""
+    clock = ManualClock()
+    root = tmp_path / "node"
+    # 4 KiB commitlog files hold about 20 records; an index file 100 messages (two keys each)
+    kw = dict(message_index_safe=index_safe, mapped_file_size_commit_log=4096,
+              max_hash_slot_num=64, max_index_num=200)
+    s = MessageStore(config(root, **kw), clock=clock)
+    s.start()
+    try:
+        for i in range(150):  # the first index file seals at 100; the second is written
+            assert s.put_message(msg(i)).ok
+            clock.advance(1)
+        s.reput.catch_up()
+        s.logics_flush.step(thorough=True)  # the flush the service makes every second
+        clock.advance(60)
+        for i in range(150, 160):  # indexed after that flush, then the process dies
+            assert s.put_message(msg(i)).ok
+        s.reput.catch_up()
+        crashed = tmp_path / "crashed"
+        shutil.copytree(root, crashed)  # a kill leaves the page cache: the files as mapped
+    finally:
+        s.shutdown()
+    assert os.path.exists(crashed / ABORT_FILE)
+    s = reopen(crashed, **kw)
+    try:
+        assert s.recovery_report.abnormal
+        found = {i for i in range(160) if s.query_messages("Rec", f"k{i}")}
+        assert set(range(99)) <= found, sorted(set(range(99)) - found)  # the sealed file survives
+        if index_safe:
+            assert found == set(range(160)), sorted(set(range(160)) - found)
+    finally:
+        s.shutdown()
