@@ -193,13 +193,9 @@ def main(argv: list[str] | None = None) -> int:
                 steal = StealWindow()
                 try:
                     with steal:
-                        for rep in range(plan.repeat):
-                            runner.repeat(run, rep)
+                        _repeats(runner, run, results, plan.repeat)
                     if steal.share is not None:
                         results.steal[key] = 100 * steal.share
-                except Exception as e:  # one system failing must not lose the others' figures
-                    results.notes.append(f"{key}: failed: {e!r}")
-                    print(f"{key}: failed: {e!r}\n{run.log_tail()}", file=sys.stderr)
                 finally:
                     run.stop()
                 _print_system(results, key, time.perf_counter() - t1)
@@ -211,6 +207,25 @@ def main(argv: list[str] | None = None) -> int:
     with open(paths[0], encoding="utf-8") as f:
         print(f.read())
     return 0
+
+
+def _repeats(runner: Runner, run: systems.Running, results: Results, repeats: int) -> None:
+    """Every repeat of one system. A repeat that fails (a client timing out, say) is noted
+    and the next one runs, so one bad moment costs that repeat's figures only; the system is
+    given up when a server process died or two repeats in a row failed. One system failing
+    never loses the others' figures."""
+    failed_in_a_row = 0
+    for rep in range(repeats):
+        try:
+            runner.repeat(run, rep)
+            failed_in_a_row = 0
+        except Exception as e:
+            failed_in_a_row += 1
+            results.notes.append(f"{run.key} repeat {rep}: failed: {e!r}")
+            print(f"{run.key} repeat {rep}: failed: {e!r}\n{run.log_tail()}", file=sys.stderr)
+            if not run.alive() or failed_in_a_row >= 2:
+                results.notes.append(f"{run.key}: given up after repeat {rep}")
+                return
 
 
 def _print_system(results: Results, key: str, seconds: float) -> None:

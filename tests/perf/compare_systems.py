@@ -127,6 +127,12 @@ class Running:
                     proc.wait(10)
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def alive(self) -> bool:
+        """Every server process of the system is still running."""
+        if self._group is not None:
+            return all(n.alive() for n in self._group.nodes)
+        return all(proc.poll() is None for proc in self._procs)
+
     def log_tail(self, n: int = 20) -> str:
         if self._group is not None:
             return self._group.logs(n)
