@@ -22,11 +22,17 @@ must itself be one, see request_decoding.py and v2_access.py).
 
 `AioGrpcServer` owns the loop thread, the pool and the server. Its methods are called from any
 thread (the node's); they run what touches the server on the loop and wait for it.
+
+The loop is uvloop's (libuv, in Cython) unless the node sets serverEventLoop=asyncio: gRPC's
+completions, the calls' futures and every callback go through the loop, and uvloop's costs
+the server 9-25% less CPU per call than asyncio's own (tests/perf/README.md, "The event
+loop"). `new_event_loop` falls back to asyncio's where uvloop is not installed.
 """
 from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 from concurrent import futures
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
@@ -39,6 +45,8 @@ from cluster.node.thread_bridge import threaded_stream
 from cluster.security.tls import TlsSettings, add_port
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
 POOL_WORKERS = 96  # blocking handlers: admin calls, replication streams, forwards, sync waits
 
 
@@ -103,18 +111,36 @@ class _GenericHandlersOnly:
         """Not registered: the generic handler added just before serves these methods."""
 
 
+EVENT_LOOPS = ("uvloop", "asyncio")
+
+
+def new_event_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:
+    """A new loop of `kind` (EVENT_LOOPS); asyncio's when uvloop is asked for but missing."""
+    if kind not in EVENT_LOOPS:
+        raise ValueError(f"unknown event loop {kind!r}: want one of {', '.join(EVENT_LOOPS)}")
+    if kind == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            log.warning("uvloop is not installed: the gRPC server runs on asyncio's own loop")
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
 class AioGrpcServer:
     """The loop thread, the blocking-handler pool and the grpc.aio server on that loop.
     `_server` is created, started and stopped on the loop only; nothing else is shared."""
 
     def __init__(self, *, interceptors: Sequence[grpc.ServerInterceptor] = (),
                  options: Sequence[tuple[str, Any]] = (), name: str = "grpc",
-                 outer: Sequence[grpc.aio.ServerInterceptor] = ()) -> None:
+                 outer: Sequence[grpc.aio.ServerInterceptor] = (),
+                 event_loop: str = "uvloop") -> None:
         """`outer`: asyncio interceptors that see every handler in its final form (the call
-        counter of cluster/metrics), before the others."""
+        counter of cluster/metrics), before the others. `event_loop`: see new_event_loop."""
         self.pool = futures.ThreadPoolExecutor(max_workers=POOL_WORKERS,
                                                thread_name_prefix=name)
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_event_loop(event_loop)
         self.loop.set_default_executor(self.pool)  # asyncio.to_thread runs in the same pool
         self._thread = threading.Thread(target=self._run, name=f"{name}-loop", daemon=True)
         self._thread.start()

@@ -166,7 +166,7 @@ class Node:
                                    UndecodableRequestInterceptor(),
                                    V2AccessInterceptor(self.messaging.access)],
                                options=server_options(c.limits, c.store.max_message_size),
-                               outer=[self.calls])
+                               outer=[self.calls], event_loop=c.server_event_loop)
         self._server = server
         replication = ReplicationServicer(lambda: self.role.master, self.role.not_master_reason,
                                           self._admit_replica)

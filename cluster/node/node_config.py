@@ -50,6 +50,8 @@ Transactions (RocketMQ's BrokerConfig names and defaults, see cluster/messaging/
 The commitlog archive (archiveAddress, archiveShipFrom, ...): cluster/archive/shipping_config.py.
     metricsListenAddress  host:port of the Prometheus metrics endpoint (GET /metrics;
                        cluster/metrics/node_collector.py lists the metrics); empty: none
+    serverEventLoop    uvloop (default) | asyncio: the event loop of the node's gRPC server
+                       (cluster/node/grpc_server.py)
 Client limits (maxUserPropertySize, userPropertyMaxNum, maxBatchMessageCount,
 grpcMaxInboundMessageSize, ...): cluster/node/client_limits.py.
 Every other key is a StoreConfig key; unknown keys are logged and ignored, as RocketMQ does.
@@ -62,6 +64,7 @@ import ipaddress
 import logging
 from dataclasses import dataclass, field
 
+from cluster.node.grpc_server import EVENT_LOOPS
 from cluster.node.client_limits import (CLIENT_LIMIT_KEYS, ClientLimits,
                                         client_limits_from_properties)
 from store.config import StoreConfig, parse_properties
@@ -81,7 +84,7 @@ NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToke
                        "minInvisibleTimeMillsForRecv", "transactionTimeOut",
                        "transactionCheckMax", "transactionCheckInterval", "controllerAddr",
                        "controllerHeartbeatInterval", "brokerElectionPriority", "clusterSecret",
-                       "clusterSecretFile", "metricsListenAddress"}) | ACL_KEYS | TLS_KEYS | CLIENT_LIMIT_KEYS | SHIPPING_KEYS
+                       "clusterSecretFile", "metricsListenAddress", "serverEventLoop"}) | ACL_KEYS | TLS_KEYS | CLIENT_LIMIT_KEYS | SHIPPING_KEYS
 
 
 def check_ipv4_address(key: str, value: str) -> str:
@@ -125,6 +128,7 @@ class NodeConfig:
     limits: ClientLimits = field(default_factory=ClientLimits)
     shipping: ShippingConfig = field(default_factory=ShippingConfig)
     metrics_listen_address: str = ""
+    server_event_loop: str = "uvloop"
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -184,6 +188,9 @@ class NodeConfig:
             if not host or not sep or not port.isdigit() or int(port) > 65535:
                 raise ConfigError(f"metricsListenAddress={self.metrics_listen_address!r}: want "
                                   f"host:port")
+        if self.server_event_loop not in EVENT_LOOPS:
+            raise ConfigError(f"serverEventLoop={self.server_event_loop!r}: want "
+                              f"{' or '.join(EVENT_LOOPS)}")
         if self.shipping.enabled and not (self.cluster_secret or self.cluster_secret_file):
             raise ConfigError("archiveAddress needs clusterSecret or clusterSecretFile: the "
                               "archive admits only nodes that prove membership")
@@ -243,6 +250,7 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
                       limits=client_limits_from_properties(props),
                       shipping=shipping_config_from_properties(props),
                       metrics_listen_address=props.get("metricsListenAddress", "").strip(),
+                      server_event_loop=props.get("serverEventLoop", "uvloop").strip(),
                       store=store)
 
 

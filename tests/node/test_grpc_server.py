@@ -13,7 +13,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import HealthServicer
 
 from cluster.metrics.call_counter import CallCounter
-from cluster.node.grpc_server import AioGrpcServer
+from cluster.node.grpc_server import EVENT_LOOPS, AioGrpcServer, new_event_loop
 from cluster.node.handler_cache import WrapCache
 from tests.support.waiting import wait_until
 
@@ -70,10 +70,11 @@ class Refuse(grpc.ServerInterceptor):
         return continuation(details)
 
 
-@pytest.fixture
-def served():
+@pytest.fixture(params=EVENT_LOOPS)
+def served(request):
+    """The server on each event loop a node may run (serverEventLoop): every test holds on both."""
     handlers = Handlers()
-    server = AioGrpcServer(interceptors=[Refuse()], name="test-grpc")
+    server = AioGrpcServer(interceptors=[Refuse()], name="test-grpc", event_loop=request.param)
     generic = grpc.method_handlers_generic_handler(SERVICE, {
         "Plain": grpc.unary_unary_rpc_method_handler(handlers.plain, _identity, _identity),
         "OnLoop": grpc.unary_unary_rpc_method_handler(handlers.on_loop, _identity, _identity),
@@ -103,6 +104,18 @@ def test_plain_handlers_run_in_the_pool_async_ones_on_the_loop(served):
     assert _call(channel, "OnLoop", "unary_unary")(b"b", timeout=5) == b"loop:b"
     assert handlers.threads["loop"] == server._thread.ident
     assert handlers.threads["plain"] != server._thread.ident
+
+
+def test_the_server_runs_on_the_event_loop_asked_for(served, request):
+    _, channel, server = served
+    kind = request.node.callspec.params["served"]
+    assert type(server.loop).__module__.split(".")[0] == kind
+    assert _call(channel, "OnLoop", "unary_unary")(b"c", timeout=5) == b"loop:c"
+
+
+def test_an_unknown_event_loop_is_refused():
+    with pytest.raises(ValueError, match="unknown event loop 'tokio'"):
+        new_event_loop("tokio")
 
 
 def test_a_plain_stream_gets_its_requests_and_answers_in_order(served):

@@ -37,6 +37,7 @@ def test_broker_conf_keys(tmp_path):
     ({"brokerName": "a b"}, "broker_name"),
     ({"adminToken": "t", "adminTokenFile": "/f"}, "not both"),
     ({"brokerRole": "MASTER"}, "brokerRole"),
+    ({"serverEventLoop": "tokio"}, "serverEventLoop='tokio': want uvloop or asyncio"),
 ])
 def test_bad_settings_are_refused_with_the_key(props, message):
     with pytest.raises(ConfigError, match=message):
@@ -52,6 +53,8 @@ def test_defaults():
     c = NodeConfig(store=StoreConfig(store_path_root_dir="/tmp/x"))
     assert (c.cluster_name, c.broker_name, c.broker_id) == ("DefaultCluster", "broker-a", 0)
     assert c.store.broker_role == "ASYNC_MASTER"
+    assert c.server_event_loop == "uvloop"
+    assert node_config_from_properties({"serverEventLoop": "asyncio"}).server_event_loop == "asyncio"
 
 
 # -- the MessagingService keys -------------------------------------------------------------------
