@@ -252,8 +252,9 @@ class IndexService:
         checkpoint's indexMsgTimestamp, which may only cover files that an abnormal restart
         keeps (`load` deletes those ending past it, and messageIndexSafe re-dispatches from
         it). The file being written always ends past it, so flushing that file in a round
-        would save nothing after a crash (RocketMQ flushes a file when it fills) and costs a
-        SYNC_FLUSH commitlog's small msyncs their disk time. Raises DiskError."""
+        would save nothing after a crash; RocketMQ flushes a file when it fills, and the
+        kernel writes the hot slot pages back every 30 s instead of every round. Raises
+        DiskError."""
         files = self.files()
         sealed = [f for f in files if f.is_full]
         for f in sealed if sealed_only else files:
