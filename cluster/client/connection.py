@@ -28,6 +28,7 @@ import grpc
 import grpc.experimental
 
 from cluster.security.signature import sign
+from proto import batch_receive_pb2_grpc as br_grpc
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
@@ -82,7 +83,9 @@ def _is_ipv4(host: str) -> bool:
 class ClientConfig:
     """How to reach the nodes. `request_timeout` (seconds) is the deadline of one call; long
     polls add their polling time to it. `route_ttl`: seconds a topic's route is reused. `tls`:
-    the CA (and client certificate) of nodes serving TLS; None: plaintext."""
+    the CA (and client certificate) of nodes serving TLS; None: plaintext. `batch_receive`:
+    receive through ReceiveMessages (proto/batch_receive.proto, one response per receive)
+    where the server has it; False: always the v2 ReceiveMessage stream."""
     endpoints: str
     namespace: str = ""
     access_key: str = ""
@@ -92,6 +95,7 @@ class ClientConfig:
     route_ttl: float = 30.0
     max_message_bytes: int = 64 * 1024 * 1024  # gRPC send/receive limits of the channel
     tls: ClientTls | None = None
+    batch_receive: bool = True
 
     def __post_init__(self) -> None:
         addresses = parse_endpoints(self.endpoints)
@@ -136,6 +140,8 @@ class Connection:
             # streamed message (tests/perf/README.md, "The client's side of a stream").
             (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)])
         self.stub = s_grpc.MessagingServiceStub(self.channel)
+        self._batch_stub = br_grpc.BatchReceiveStub(self.channel)
+        self._batch_receive = self.config.batch_receive  # False once the server lacks it
         self._routes: dict[str, tuple[float, list[d.MessageQueue]]] = {}
         self._routes_lock = threading.Lock()
         self._raw: dict[str, grpc.UnaryUnaryMultiCallable] = {}
@@ -185,6 +191,21 @@ class Connection:
                                                    metadata=self.metadata()))
         except grpc.RpcError as e:
             raise TransportError.from_rpc_error(e, method, self.config.target) from None
+
+    def receive_messages(self, request: Any, timeout: float | None = None) -> Any | None:
+        """ReceiveMessage answered in one response (proto/batch_receive.proto), or None when
+        it is switched off or the server does not serve it (UNIMPLEMENTED, remembered): the
+        caller then uses the v2 stream."""
+        if not self._batch_receive:
+            return None
+        try:
+            return self._batch_stub.ReceiveMessages(request, timeout=self.timeout(timeout),
+                                                    metadata=self.metadata())
+        except grpc.RpcError as e:
+            if e.code() is grpc.StatusCode.UNIMPLEMENTED:
+                self._batch_receive = False
+                return None
+            raise TransportError.from_rpc_error(e, "ReceiveMessages", self.config.target) from None
 
     # -- routes -------------------------------------------------------------------------------
     def route(self, topic: str, refresh: bool = False) -> list[d.MessageQueue]:

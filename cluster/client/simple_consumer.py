@@ -5,7 +5,10 @@ ChangeInvisibleDuration extends (or ends) the invisibility and answers a NEW rec
 old one is refused from then on): this client stores it in the message.
 
 ReceiveMessage is a server stream: a status first (OK, or MESSAGE_NOT_FOUND when the long poll
-ended empty), then a delivery timestamp and the messages. The server long-polls within
+ended empty), then a delivery timestamp and the messages. Where the server has it, this client
+asks for the same answer in one response instead (ReceiveMessages, proto/batch_receive.proto:
+a streamed message costs both ends a gRPC round of its own); ClientConfig.batch_receive=False
+keeps the stream. The server long-polls within
 `await_duration`; the call's deadline is request_timeout + await_duration, like the official
 clients', so the server always answers before the client gives up. Like them, each receive
 names a queue of the topic (rotating over the route's readable queues) and the server starts
@@ -71,15 +74,22 @@ class SimpleConsumer:
             filter_expression=tag_filter(self.subscriptions[topic]), batch_size=max_messages,
             invisible_duration=duration(invisible), long_polling_timeout=duration(wait),
             auto_renew=False)
-        responses = self.connection.stream("ReceiveMessage", request,
-                                           self.connection.config.request_timeout + wait)
+        what = f"receive from {topic} for group {self.group}"
+        timeout = self.connection.config.request_timeout + wait
+        answer = self.connection.receive_messages(request, timeout)
+        if answer is not None:  # one response (proto/batch_receive.proto)
+            if answer.status.code == d.MESSAGE_NOT_FOUND:
+                return []
+            check(answer.status, what)
+            return [from_v2(m) for m in answer.messages]
+        responses = self.connection.stream("ReceiveMessage", request, timeout)
         if not responses or responses[0].WhichOneof("content") != "status":
             raise ClientError(d.INTERNAL_ERROR, f"receive from {topic}: the answer does not "
                                                 f"start with a status")
         status = responses[0].status
         if status.code == d.MESSAGE_NOT_FOUND:
             return []
-        check(status, f"receive from {topic} for group {self.group}")
+        check(status, what)
         return [from_v2(r.message) for r in responses[1:] if r.WhichOneof("content") == "message"]
 
     def ack(self, message: ReceivedMessage) -> None:

@@ -22,11 +22,12 @@ A delivery that already used the group's max attempts (retryMaxTimes + 1, Rocket
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from proto import batch_receive_pb2 as br
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.reader import TagFilter
@@ -34,7 +35,7 @@ from store.reader import TagFilter
 from cluster.consume import receipt
 from cluster.consume.dead_letter import dead_letter, dlq_topic, record_at
 from cluster.consume.consumer_service import ConsumerService
-from cluster.consume.planner import plan_queue
+from cluster.consume.planner import Delivery, plan_queue
 from cluster.consume.settle_calls import OK, ConsumeSettings, SettleCalls, duration_ms, group_name
 from cluster.messaging.convert import record_to_v2
 from cluster.messaging.long_poll import (Attempt, DispatchWaiter, Interest, long_poll,
@@ -44,6 +45,19 @@ from cluster.messaging.v2_status import V2Error
 
 if TYPE_CHECKING:
     from cluster.messaging.telemetry import StreamBudget
+
+NOT_FOUND = d.Status(code=d.MESSAGE_NOT_FOUND, message="no new message")
+
+
+@dataclass(frozen=True)
+class Handout:
+    """What one ReceiveMessage hands out, recorded in the consumer state, before it is put in
+    either answer's form (the v2 stream or one ReceiveMessagesResponse): the deliveries as
+    (queue id, delivery), none when the long poll ended empty."""
+    topic: str
+    group: str
+    invisible_ms: int
+    deliveries: list[tuple[int, Delivery]]
 
 
 class ConsumerCalls(SettleCalls):
@@ -63,15 +77,30 @@ class ConsumerCalls(SettleCalls):
                 ) -> list[s.ReceiveMessageResponse]:
         """ReceiveMessage waiting in the calling thread."""
         attempt, wait_s, _ = self._receive_plan(request)
-        return self._received(long_poll(attempt, wait_s=wait_s, waiter=self.waiter,
-                                        clock=self._clock, budget=self.budget,
-                                        time_remaining=time_remaining))
+        return self._stream(long_poll(attempt, wait_s=wait_s, waiter=self.waiter,
+                                      clock=self._clock, budget=self.budget,
+                                      time_remaining=time_remaining))
 
     async def receive_async(self, request: s.ReceiveMessageRequest,
                             time_remaining: Callable[[], float | None] = lambda: None, *,
                             inline: bool = True, attempts_inline: bool | None = None
                             ) -> list[s.ReceiveMessageResponse]:
-        """ReceiveMessage on the server's event loop: the waits hold no thread (long_poll.py);
+        """ReceiveMessage on the server's event loop, answered as the v2 stream's responses."""
+        return self._stream(await self._handout_async(request, time_remaining, inline,
+                                                      attempts_inline))
+
+    async def receive_batch_async(self, request: s.ReceiveMessageRequest,
+                                  time_remaining: Callable[[], float | None] = lambda: None, *,
+                                  inline: bool = True, attempts_inline: bool | None = None
+                                  ) -> br.ReceiveMessagesResponse:
+        """The same receive answered in one ReceiveMessagesResponse (proto/batch_receive.proto)."""
+        return self._batch(await self._handout_async(request, time_remaining, inline,
+                                                     attempts_inline))
+
+    async def _handout_async(self, request: s.ReceiveMessageRequest,
+                             time_remaining: Callable[[], float | None], inline: bool,
+                             attempts_inline: bool | None) -> "Handout":
+        """The long poll on the server's event loop: the waits hold no thread (long_poll.py);
         the checks run on the loop when `inline` (the master answers at append), else in the
         thread pool (a new group is recorded and waited for). The attempts run on the loop when
         `attempts_inline` (default: `inline`): they append the deliveries' records and never
@@ -80,14 +109,14 @@ class ConsumerCalls(SettleCalls):
             attempt, wait_s, interest = self._receive_plan(request)
         else:
             attempt, wait_s, interest = await asyncio.to_thread(self._receive_plan, request)
-        return self._received(await long_poll_async(
+        return await long_poll_async(
             attempt, interest, wait_s=wait_s, waiter=self.waiter, clock=self._clock,
             budget=self.async_budget,
             attempt_inline=inline if attempts_inline is None else attempts_inline,
-            time_remaining=time_remaining))
+            time_remaining=time_remaining)
 
     def _receive_plan(self, request: s.ReceiveMessageRequest
-                      ) -> tuple[Callable[[], Attempt[list[d.Message]]], float, Interest]:
+                      ) -> tuple[Callable[[], Attempt["Handout"]], float, Interest]:
         """The request checked (V2Error when refused): one attempt, how long to poll, and what
         to wait for."""
         group = group_name(request.group)
@@ -121,38 +150,65 @@ class ConsumerCalls(SettleCalls):
         queues = [(first + i) % count for i in range(count)]
         clock = self._clock
 
-        def attempt() -> Attempt[list[s.ReceiveMessageResponse]]:
+        def attempt() -> Attempt[Handout]:
             master = consumers.ensure_loaded()  # the role may change while the call waits
             deliveries, next_expiry = self._take(master, group, info, topic, queues, filt,
                                                  batch, invisible)
             wake = None if next_expiry is None else (next_expiry - clock.now_ms()) / 1000.0
-            return Attempt(deliveries, bool(deliveries), wake)
+            return Attempt(Handout(topic, group, invisible, deliveries), bool(deliveries), wake)
 
         return attempt, poll_ms / 1000.0, Interest(topic, group, TagFilter.parse(filt).codes,
                                                    batch)
 
-    def _received(self, deliveries: list[s.ReceiveMessageResponse]
-                  ) -> list[s.ReceiveMessageResponse]:
-        if not deliveries:
-            return [s.ReceiveMessageResponse(status=d.Status(code=d.MESSAGE_NOT_FOUND,
-                                                             message="no new message"))]
+    def _stream(self, handout: "Handout") -> list[s.ReceiveMessageResponse]:
+        """The v2 stream: a status, the delivery timestamp, one response per message (each
+        built in place)."""
+        if not handout.deliveries:
+            return [s.ReceiveMessageResponse(status=NOT_FOUND)]
+        out = [s.ReceiveMessageResponse(status=OK),
+               s.ReceiveMessageResponse(delivery_timestamp=self._now())]
+        for qid, x in handout.deliveries:
+            response = s.ReceiveMessageResponse()
+            self._fill(response.message, handout, qid, x)
+            out.append(response)
+        return out
+
+    def _batch(self, handout: "Handout") -> br.ReceiveMessagesResponse:
+        """The same answer in one response (proto/batch_receive.proto)."""
+        if not handout.deliveries:
+            return br.ReceiveMessagesResponse(status=NOT_FOUND)
+        out = br.ReceiveMessagesResponse(status=OK, delivery_timestamp=self._now())
+        add = out.messages.add
+        for qid, x in handout.deliveries:
+            self._fill(add(), handout, qid, x)
+        return out
+
+    def _now(self) -> Timestamp:
         # delivery_timestamp: the clients' consume-latency metrics need it (the official push
         # consumer fails on every batch without it)
         now = Timestamp()
         now.FromMilliseconds(self._clock.now_ms())
-        return [s.ReceiveMessageResponse(status=OK),
-                s.ReceiveMessageResponse(delivery_timestamp=now),
-                *deliveries]
+        return now
+
+    def _fill(self, message: d.Message, handout: "Handout", qid: int, x: Delivery) -> None:
+        """One delivered message, written into `message`: the record, its receipt handle,
+        delivery attempt and invisible duration."""
+        sp = record_to_v2(x.record, out=message).system_properties
+        sp.receipt_handle = receipt.encode(self.receipt_key, handout.topic, handout.group, qid,
+                                           x.offset, x.handle)
+        sp.delivery_attempt = x.attempt
+        ms = handout.invisible_ms
+        sp.invisible_duration.seconds = ms // 1000
+        sp.invisible_duration.nanos = ms % 1000 * 1_000_000
 
     def _take(self, master, group: str, info, topic: str, queues: list[int], filt: str | None,
               batch: int, invisible_ms: int
-              ) -> tuple[list[s.ReceiveMessageResponse], int | None]:
-        """Plans and records the deliveries of one attempt; returns their responses (each
-        message built in place) and, for an empty attempt, when a delivery in flight on these
-        queues becomes visible again."""
+              ) -> tuple[list[tuple[int, Delivery]], int | None]:
+        """Plans and records the deliveries of one attempt; returns them (queue id, delivery)
+        and, for an empty attempt, when a delivery in flight on these queues becomes visible
+        again."""
         consumers = self.consumers
         store = consumers.store
-        out: list[s.ReceiveMessageResponse] = []
         with consumers.lock:
             state = consumers.state
             now = self._clock.now_ms()
@@ -195,16 +251,7 @@ class ConsumerCalls(SettleCalls):
                 (i.invisible_until for qid in queues
                  if (qs := state.queue(group, topic, qid)) is not None
                  for i in qs.inflight.values()), default=None)
-        invisible = Duration(seconds=invisible_ms // 1000, nanos=invisible_ms % 1000 * 1_000_000)
-        for qid, x in deliveries:
-            response = s.ReceiveMessageResponse()
-            sp = record_to_v2(x.record, out=response.message).system_properties
-            sp.receipt_handle = receipt.encode(self.receipt_key, topic, group, qid, x.offset,
-                                               x.handle)
-            sp.delivery_attempt = x.attempt
-            sp.invisible_duration.CopyFrom(invisible)
-            out.append(response)
-        return out, next_expiry
+        return deliveries, next_expiry
 
     # -- offsets (pull consumers) -------------------------------------------------------------
     def _queue(self, mq: d.MessageQueue) -> tuple[str, int]:

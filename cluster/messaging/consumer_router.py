@@ -1,9 +1,12 @@
 """Role-aware routing of the consumer calls (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
-ForwardMessageToDeadLetterQueue, UpdateOffset, GetOffset, QueryAssignment).
+ForwardMessageToDeadLetterQueue, UpdateOffset, GetOffset, QueryAssignment, and ReceiveMessages
+of proto/batch_receive.proto).
 
 Consumer state lives on the master (cluster/consume/), so a master answers them itself and a
 slave forwards them unchanged to its master over the forwarder's channel (marked so they are
-never forwarded twice), like SendMessage. The official clients stay on whichever node of the
+never forwarded twice), like SendMessage. A slave forwards ReceiveMessages as the v2
+ReceiveMessage stream and folds the answer into one response (`folded`): the master's
+forwarding channel speaks only the v2 service. The official clients stay on whichever node of the
 route answers, so a consumer connected to a slave keeps working, also across a failover.
 
 QueryAssignment (push consumers) answers one assignment per readable queue of the topic, each
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING, Callable
 
 import grpc
 
+from proto import batch_receive_pb2 as br
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 
@@ -85,10 +89,8 @@ class ConsumerRouter:
         master = self.service.role.master
         if streaming and master is not None:
             try:
-                v2_route(self.service.role, forwarded=forwarded)
-                return await self.calls.receive_async(
-                    request, time_remaining, inline=master.answers_at_append,
-                    attempts_inline=master.answers_at_append or master.puts_on_loop)
+                return await self._receive_on_master(master, self.calls.receive_async, request,
+                                                     forwarded, time_remaining)
             except V2Error as e:
                 return [response_cls(status=e.status())]
         if not streaming and self.service.answers_at_once(forwarded=forwarded):
@@ -103,6 +105,32 @@ class ConsumerRouter:
         return await asyncio.to_thread(self.call, method, request, forwarded=forwarded,
                                        timeout=timeout, client_id=client_id,
                                        time_remaining=time_remaining)
+
+    async def receive_batch_async(self, request: s.ReceiveMessageRequest, *,
+                                  forwarded: bool = False, timeout: float | None = None,
+                                  client_id: str = "",
+                                  time_remaining: Callable[[], float | None] = lambda: None
+                                  ) -> br.ReceiveMessagesResponse:
+        """ReceiveMessages: a master answers it on the loop like ReceiveMessage; elsewhere it
+        is ReceiveMessage's answer (forwarded, or refused) folded into one response."""
+        master = self.service.role.master
+        if master is not None:
+            try:
+                return await self._receive_on_master(master, self.calls.receive_batch_async,
+                                                     request, forwarded, time_remaining)
+            except V2Error as e:
+                return br.ReceiveMessagesResponse(status=e.status())
+        return folded(await self.call_async("ReceiveMessage", request, forwarded=forwarded,
+                                            timeout=timeout, client_id=client_id,
+                                            time_remaining=time_remaining))
+
+    async def _receive_on_master(self, master, receive, request, forwarded: bool,
+                                 time_remaining: Callable[[], float | None]):
+        """`receive` (either answer form of ConsumerCalls) on the loop: the checks and attempts
+        run there when the master answers at append, its waits are awaited there."""
+        v2_route(self.service.role, forwarded=forwarded)
+        return await receive(request, time_remaining, inline=master.answers_at_append,
+                             attempts_inline=master.answers_at_append or master.puts_on_loop)
 
     def _forward(self, address: str, method: str, request, streaming: bool,
                  timeout: float | None, client_id: str):
@@ -137,3 +165,22 @@ class ConsumerRouter:
             if mq.permission in (d.READ, d.READ_WRITE):
                 answer.assignments.append(d.Assignment(message_queue=mq))
         return answer
+
+
+def folded(responses: list[s.ReceiveMessageResponse]) -> br.ReceiveMessagesResponse:
+    """A v2 ReceiveMessage stream's responses as one ReceiveMessagesResponse: its status, its
+    delivery timestamp, its messages in order."""
+    out = br.ReceiveMessagesResponse()
+    for r in responses:
+        kind = r.WhichOneof("content")
+        if kind == "message":
+            out.messages.append(r.message)
+        elif kind == "status":
+            if not out.HasField("status"):
+                out.status.CopyFrom(r.status)
+        elif kind == "delivery_timestamp":
+            out.delivery_timestamp.CopyFrom(r.delivery_timestamp)
+    if not out.HasField("status"):
+        out.status.CopyFrom(d.Status(code=d.INTERNAL_ERROR,
+                                     message="the master's ReceiveMessage answer had no status"))
+    return out

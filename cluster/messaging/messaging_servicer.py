@@ -3,7 +3,9 @@ included: the official clients read the Status, not the gRPC code). Signatures a
 are checked before a call gets here (v2_access.py, a server interceptor); an unexpected exception
 answers INTERNAL_ERROR and is logged.
 
-Consumer calls go through the role-aware router (consumer_router.py). Not implemented, answered
+Consumer calls go through the role-aware router (consumer_router.py). BatchReceiveServicer
+serves proto/batch_receive.proto's ReceiveMessages (ReceiveMessage answered in one response)
+the same way. Not implemented, answered
 with NOT_IMPLEMENTED (50100), never a fake success: RecallMessage, SyncLiteSubscription.
 """
 from __future__ import annotations
@@ -13,6 +15,8 @@ import logging
 
 import grpc
 
+from proto import batch_receive_pb2 as br
+from proto import batch_receive_pb2_grpc as br_grpc
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
@@ -191,3 +195,19 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
     def SyncLiteSubscription(self, request, context):  # noqa: N802
         return self._not_implemented(context, s.SyncLiteSubscriptionResponse,
                                      "SyncLiteSubscription")
+
+
+class BatchReceiveServicer(br_grpc.BatchReceiveServicer):
+    """gRPC adapter of rmqstore.messaging.v1.BatchReceive (proto/batch_receive.proto), on the
+    event loop like ReceiveMessage. Checked by the same interceptors (v2_access.py)."""
+
+    def __init__(self, service: MessagingService) -> None:
+        self.service = service
+
+    async def ReceiveMessages(self, request, context):  # noqa: N802
+        try:
+            return await self.service.consumer_router.receive_batch_async(
+                request, time_remaining=context.time_remaining,
+                **MessagingServicer._call_info(context))
+        except Exception as e:
+            return _failure(br.ReceiveMessagesResponse, e)

@@ -10,6 +10,7 @@ DefaultAuthorizationContextBuilder); we follow it where it has the method:
 | SendMessage                    | PUB on every message's topic           | first message's topic |
 | EndTransaction, RecallMessage  | PUB on the topic                       | same                  |
 | ReceiveMessage                 | SUB on the group and the queue's topic | same                  |
+| ReceiveMessages (ours, proto/batch_receive.proto) | as ReceiveMessage | -              |
 | AckMessage                     | SUB on the group and the topic         | same                  |
 | ForwardMessageToDeadLetterQueue| SUB on the group and the topic         | same                  |
 | QueryAssignment                | SUB on the group and the topic         | same                  |
@@ -36,12 +37,14 @@ forwards the client's identity to its master, which checks the same ACL again.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from typing import TYPE_CHECKING, Callable, Iterator
 
 import grpc
 
+from proto import batch_receive_pb2 as br
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 
@@ -55,6 +58,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 SERVICE = "apache.rocketmq.v2.MessagingService"
 PREFIX = f"/{SERVICE}/"
+# the services checked here: method path prefix -> (module, service name)
+CHECKED = {PREFIX: (s, "MessagingService"),
+           "/rmqstore.messaging.v1.BatchReceive/": (br, "BatchReceive")}
 CONSUMER_TYPES = frozenset({d.PUSH_CONSUMER, d.SIMPLE_CONSUMER, d.PULL_CONSUMER,
                             d.LITE_PUSH_CONSUMER, d.LITE_SIMPLE_CONSUMER})
 
@@ -81,6 +87,7 @@ NEEDS: dict[str, Callable] = {
     "EndTransaction": lambda r: _topic(r.topic.name, Perm.PUB),
     "RecallMessage": lambda r: _topic(r.topic.name, Perm.PUB),
     "ReceiveMessage": lambda r: _sub(r.group.name, r.message_queue.topic.name),
+    "ReceiveMessages": lambda r: _sub(r.group.name, r.message_queue.topic.name),
     "AckMessage": lambda r: _sub(r.group.name, r.topic.name),
     "ForwardMessageToDeadLetterQueue": lambda r: _sub(r.group.name, r.topic.name),
     "QueryAssignment": lambda r: _sub(r.group.name, r.topic.name),
@@ -117,31 +124,37 @@ def status_of(refusal: Refusal) -> d.Status:
                     message=refusal.message)
 
 
-def _response_class(method: str):
-    descriptor = s.DESCRIPTOR.services_by_name["MessagingService"].methods_by_name[method]
-    return getattr(s, descriptor.output_type.name)
+@functools.lru_cache(maxsize=256)  # per call on the hot path; bounded: paths are the client's
+def _checked(method_path: str) -> tuple[str, type] | None:
+    """(method name, response class) of a call this interceptor checks, else None."""
+    prefix, _, method = method_path.rpartition("/")
+    found = CHECKED.get(prefix + "/")
+    if found is None:
+        return None
+    module, service = found
+    descriptor = module.DESCRIPTOR.services_by_name[service].methods_by_name.get(method)
+    return None if descriptor is None else (method, getattr(module, descriptor.output_type.name))
 
 
 class V2AccessInterceptor(grpc.ServerInterceptor):
-    """Checks every MessagingService call with `access` before the servicer runs it; other
-    services pass untouched. Holds no state of its own."""
+    """Checks every MessagingService and BatchReceive call with `access` before the servicer
+    runs it; other services pass untouched. Holds no state of its own."""
 
     def __init__(self, access: "AccessControl") -> None:
         self.access = access
         self.log = RefusalLog(log, logging.INFO)
 
     def intercept_service(self, continuation, handler_call_details):
-        method_path = handler_call_details.method
-        if not method_path.startswith(PREFIX) or not self.access.active:
+        checked = _checked(handler_call_details.method) if self.access.active else None
+        if checked is None:
             # nothing to check (decided per call: aclEnable may change at runtime); no
             # wrapping and no permission lists on the send path
             return continuation(handler_call_details)
         handler = continuation(handler_call_details)
         if handler is None:
             return None
-        method = method_path[len(PREFIX):]
+        method, response_cls = checked
         metadata = handler_call_details.invocation_metadata
-        response_cls = _response_class(method)
         access, refusals = self.access, self.log
 
         def refused(request, context) -> d.Status | None:

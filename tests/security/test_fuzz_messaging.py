@@ -1,4 +1,5 @@
-"""Fuzz of every MessagingService method against a real node: requests built from the schema
+"""Fuzz of every MessagingService method (and BatchReceive's ReceiveMessages, ours) against a
+real node: requests built from the schema
 with malformed, oversized and out-of-range fields, sends that are valid but for one field, and
 raw bytes that are not a valid request. Every call gets a clear answer (a v2 status with a
 message that is not a server failure, or a gRPC refusal other than UNKNOWN/INTERNAL), a
@@ -12,6 +13,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from proto import batch_receive_pb2 as br
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 
@@ -22,7 +24,8 @@ from tests.support.nodes import settle
 from tests.support.v2 import duration, msg, send
 
 SERVICE = s.DESCRIPTOR.services_by_name["MessagingService"]
-PATHS = method_paths(SERVICE)
+PATHS = method_paths(SERVICE) + method_paths(br.DESCRIPTOR.services_by_name["BatchReceive"])
+METHODS = {m.name: m for _, m in PATHS}
 CALL_TIMEOUT = 10.0
 FUZZ = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -38,9 +41,20 @@ def node(module_nodes):
     return node
 
 
+class Stubs:
+    """The node's MessagingService stub, which also answers BatchReceive's method (and is the
+    stub assert_serving uses)."""
+
+    def __init__(self, nodes, node) -> None:
+        self.messaging, self.batch = nodes.stub(node), nodes.batch_stub(node)
+
+    def __getattr__(self, method: str):
+        return getattr(self.batch if method == "ReceiveMessages" else self.messaging, method)
+
+
 @pytest.fixture(scope="module")
 def stub(module_nodes, node):
-    return module_nodes.stub(node)
+    return Stubs(module_nodes, node)
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +78,7 @@ def _call(node, stub, method: str, request) -> None:
                 watch.status(first.status, what)
             return
         answer = getattr(stub, method)(request, timeout=CALL_TIMEOUT)
+        # ReceiveMessages answers ReceiveMessage's stream in one response: checked the same
         if method in ("ReceiveMessage", "PullMessage"):
             answer = list(answer)
             assert answer and answer[0].WhichOneof("content") == "status", what
@@ -82,7 +97,7 @@ def _short(request) -> str:
 
 @pytest.mark.parametrize("method", [m.name for _, m in PATHS])
 def test_any_request_gets_a_clear_answer_and_refusals_write_nothing(node, stub, method):
-    request_cls = SERVICE.methods_by_name[method].input_type._concrete_class
+    request_cls = METHODS[method].input_type._concrete_class
 
     @FUZZ
     @given(request=messages(request_cls))
@@ -124,6 +139,7 @@ VALID = {
                                               resolution=d.COMMIT),
     "NotifyClientTermination": s.NotifyClientTerminationRequest(group=_G),
 }
+VALID["ReceiveMessages"] = VALID["ReceiveMessage"]
 
 
 @pytest.mark.parametrize("method", sorted(VALID))

@@ -37,6 +37,7 @@ from cluster.node.node import Node
 from cluster.node.node_config import NodeConfig
 from cluster.security.cert_authority import ensure_ca, ensure_leaf
 from cluster.security.tls import ClientTls, TlsSettings, open_channel
+from proto import batch_receive_pb2_grpc as br_grpc
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
 from store.clock import SYSTEM_CLOCK, Clock
 from store.config import FIELD_BY_KEY, StoreConfig
@@ -146,6 +147,12 @@ class Nodes:
         channel = open_channel(node.address, self.client_tls(node))
         self._channels.append(channel)
         return s_grpc.MessagingServiceStub(channel)
+
+    def batch_stub(self, node: Node) -> br_grpc.BatchReceiveStub:
+        """A stub of proto/batch_receive.proto's service on `node`."""
+        channel = open_channel(node.address, self.client_tls(node))
+        self._channels.append(channel)
+        return br_grpc.BatchReceiveStub(channel)
 
     def admin(self, node: Node, token: str = TOKEN) -> AdminClient:
         client = AdminClient(node.address, token, timeout=15, operator="pytest",

@@ -85,15 +85,21 @@ def query_offset(stub, topic: str, queue_id: int, policy: int, ts_ms: int | None
     return r.offset
 
 
+def receive_request(topic: str = "T", group: d.Resource = G, tags: str = "*", n: int = 32,
+                    invisible: float = 1.0, wait: float = 0.0, qid: int = 0
+                    ) -> s.ReceiveMessageRequest:
+    return s.ReceiveMessageRequest(
+        group=group, message_queue=mq(topic, qid), batch_size=n,
+        filter_expression=d.FilterExpression(type=d.TAG, expression=tags),
+        invisible_duration=duration(invisible), long_polling_timeout=duration(wait))
+
+
 def receive(stub, topic: str = "T", group: d.Resource = G, tags: str = "*", n: int = 32,
             invisible: float = 1.0, wait: float = 0.0, qid: int = 0, timeout: float = 10):
     """(status, messages) of one ReceiveMessage. `wait` is the long-polling timeout: 0 asks
     what is there now (settle() after sends first); on a ManualClock node a longer wait on an
     empty queue ends only when the test advances the clock, or at the call's `timeout`."""
-    req = s.ReceiveMessageRequest(
-        group=group, message_queue=mq(topic, qid), batch_size=n,
-        filter_expression=d.FilterExpression(type=d.TAG, expression=tags),
-        invisible_duration=duration(invisible), long_polling_timeout=duration(wait))
+    req = receive_request(topic, group, tags, n, invisible, wait, qid)
     out = list(stub.ReceiveMessage(req, timeout=timeout))
     assert out[0].WhichOneof("content") == "status"
     kinds = [r.WhichOneof("content") for r in out[1:]]

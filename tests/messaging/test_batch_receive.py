@@ -1,0 +1,157 @@
+"""ReceiveMessages (proto/batch_receive.proto) against real nodes: the v2 ReceiveMessage's
+answer in one response, under the same rules. The two forms hand out the same messages with
+handles AckMessage takes, refusals answer the same status and change nothing, a slave
+forwards the call, the ACL checks it like ReceiveMessage, and the client library uses it where
+it is served and falls back to the stream where it is not."""
+from __future__ import annotations
+
+from concurrent import futures
+
+import grpc
+import pytest
+
+from cluster.client import SimpleConsumer
+from cluster.security.access import AclConfig
+from cluster.security.signature import sign
+from proto import batch_receive_pb2 as br
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from tests.support.files import replace_file
+from tests.support.nodes import settle
+from tests.support.v2 import ack, bodies, receive, receive_request, send
+
+G2 = d.Resource(name="G2")
+
+
+def batch(stub, **kw) -> br.ReceiveMessagesResponse:
+    kw.setdefault("invisible", 30)
+    return stub.ReceiveMessages(receive_request(**kw), timeout=10)
+
+
+@pytest.fixture
+def node(nodes):
+    node = nodes.start()
+    send(nodes.stub(node), "T", [b"m0", b"m1", b"m2"], tag="a")
+    send(nodes.stub(node), "T", [b"x0"], tag="b")
+    settle(node)
+    return node
+
+
+def test_one_response_carries_what_the_stream_hands_out(nodes, node):
+    stub, bstub = nodes.stub(node), nodes.batch_stub(node)
+    status, streamed = receive(stub, tags="a", invisible=30)
+    answer = batch(bstub, group=G2, tags="a")
+    assert status.code == answer.status.code == d.OK
+    assert answer.HasField("delivery_timestamp")
+    assert bodies(streamed) == bodies(answer.messages) == [b"m0", b"m1", b"m2"]
+    for m, n in zip(sorted(streamed, key=lambda m: m.body),
+                    sorted(answer.messages, key=lambda m: m.body)):
+        sp, sq = m.system_properties, n.system_properties
+        assert (sp.message_id, sp.tag, sp.queue_offset, sp.delivery_attempt) == \
+            (sq.message_id, sq.tag, sq.queue_offset, sq.delivery_attempt)
+        assert sq.invisible_duration.seconds == 30 and sq.receipt_handle != sp.receipt_handle
+    # the handles are the consumer state's: AckMessage takes them, the group's next receive is
+    # empty, and group G2's deliveries stay G2's (G's handles are refused for G2)
+    assert ack(stub, answer.messages, group=G2).status.code == d.OK
+    assert batch(bstub, group=G2, tags="a").status.code == d.MESSAGE_NOT_FOUND
+    refused = ack(stub, streamed[:1], group=G2)
+    assert refused.entries[0].status.code == d.INVALID_RECEIPT_HANDLE
+
+
+def test_a_refusal_answers_the_streams_status_and_changes_nothing(nodes, node):
+    bstub = nodes.batch_stub(node)
+    too_big = batch(bstub, n=100_000)
+    assert too_big.status.code == d.BAD_REQUEST and "batch_size" in too_big.status.message
+    assert not too_big.messages
+    missing = batch(bstub, topic="NoSuchTopic")
+    assert missing.status.code == d.TOPIC_NOT_FOUND and "NoSuchTopic" in missing.status.message
+    # nothing was handed out by the refused calls: the group still gets every message
+    assert bodies(batch(bstub, n=32).messages) == [b"m0", b"m1", b"m2", b"x0"]
+
+
+def test_bytes_that_are_not_a_request_get_invalid_argument(nodes, node):
+    with grpc.insecure_channel(node.address) as channel:
+        call = channel.unary_unary("/rmqstore.messaging.v1.BatchReceive/ReceiveMessages")
+        with pytest.raises(grpc.RpcError) as e:
+            call(b"\xff\xff\xff", timeout=10)
+    assert e.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "ReceiveMessageRequest" in e.value.details()
+
+
+def test_a_slave_forwards_it_to_its_master(nodes, node):
+    slave = nodes.slave(node)
+    settle(slave)
+    answer = batch(nodes.batch_stub(slave), n=32)
+    assert answer.status.code == d.OK and answer.HasField("delivery_timestamp")
+    assert bodies(answer.messages) == [b"m0", b"m1", b"m2", b"x0"]
+    assert ack(nodes.stub(slave), answer.messages).status.code == d.OK
+    assert batch(nodes.batch_stub(node), n=32).status.code == d.MESSAGE_NOT_FOUND
+
+
+ACL = """\
+accounts:
+  - accessKey: consumer-key
+    secretKey: consumer-secret
+    topicPerms:
+      - T=SUB
+    groupPerms:
+      - G=SUB
+  - accessKey: nobody-key
+    secretKey: nobody-secret
+"""
+
+
+def test_the_acl_checks_it_like_receive_message(nodes, tmp_path):
+    path = tmp_path / "plain_acl.yml"
+    replace_file(path, ACL)
+    node = nodes.start(acl=AclConfig(enable=True, file=str(path)))
+    bstub = nodes.batch_stub(node)
+    request = receive_request(invisible=30)
+    unsigned = bstub.ReceiveMessages(request, timeout=10)
+    assert unsigned.status.code == d.UNAUTHORIZED
+    nobody = bstub.ReceiveMessages(request, timeout=10,
+                                   metadata=sign("nobody-key", "nobody-secret", "c1"))
+    assert nobody.status.code == d.FORBIDDEN and "nobody-key" in nobody.status.message
+    allowed = bstub.ReceiveMessages(request, timeout=10,
+                                    metadata=sign("consumer-key", "consumer-secret", "c1"))
+    assert allowed.status.code in (d.MESSAGE_NOT_FOUND, d.TOPIC_NOT_FOUND), allowed.status
+
+
+def _methods(node) -> set[str]:
+    return {method.rpartition("/")[2] for method, _ in node.calls.snapshot()}
+
+
+@pytest.mark.parametrize("batch_receive", [True, False])
+def test_the_client_receives_in_either_form(nodes, node, batch_receive):
+    conn = nodes.connect(node, batch_receive=batch_receive)
+    got = SimpleConsumer(conn, "CG", {"T": "*"}, await_duration=0).receive(32, 30)
+    assert sorted(m.body for m in got) == [b"m0", b"m1", b"m2", b"x0"]
+    assert all(m.receipt_handle and m.delivery_attempt == 1 for m in got)
+    used = _methods(node)
+    assert ("ReceiveMessages" in used) is batch_receive
+    assert ("ReceiveMessage" in used) is not batch_receive
+
+
+class _Counting(grpc.ServerInterceptor):
+    def __init__(self) -> None:
+        self.methods: list[str] = []
+
+    def intercept_service(self, continuation, handler_call_details):
+        self.methods.append(handler_call_details.method.rpartition("/")[2])
+        return continuation(handler_call_details)
+
+
+def test_the_client_falls_back_to_the_stream_where_the_server_lacks_it(nodes):
+    """A gRPC server without BatchReceive (here one that serves nothing at all) answers
+    UNIMPLEMENTED: the client asks once, then goes to the v2 stream and stays there."""
+    counting = _Counting()
+    server = grpc.server(futures.ThreadPoolExecutor(2), interceptors=[counting])
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        conn = nodes.connect(f"127.0.0.1:{port}")
+        request = receive_request()
+        assert conn.receive_messages(request) is None
+        assert conn.receive_messages(request) is None  # remembered: not asked again
+        assert counting.methods == ["ReceiveMessages"]
+    finally:
+        server.stop(None)
