@@ -183,10 +183,22 @@ def render_markdown(results: Results) -> str:
         "",
         markdown_table([["system", "what", "acknowledged when"]]
                        + [[s.key, s.title, s.durability] for s in results.systems]),
+        "",
+        "## Consuming: the calls of each client",
+        "",
+        CONSUME_CALLS,
     ]
     if results.notes:
         parts += ["", "## Notes", ""] + [f"- {n}" for n in results.notes]
     return "\n".join(parts) + "\n"
+
+
+CONSUME_CALLS = (
+    "Each system's own Python client. Ours (cluster.client SimpleConsumer): ReceiveMessages "
+    "(proto/batch_receive.proto: the v2 ReceiveMessage answered in one response; the official "
+    "RocketMQ clients use the v2 stream, one response per message), then one AckMessage for the "
+    "batch, answered. NATS (nats-py): fetch, then one ack per message, a publish the server "
+    "does not answer. Redis (redis-py): XREADGROUP, then one XACK for the batch, answered.")
 
 
 def steal_section(results: Results) -> list[str]:

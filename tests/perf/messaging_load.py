@@ -25,6 +25,8 @@ import grpc.experimental
 from cluster.client import (BatchingConfig, BatchingProducer, ClientConfig, ClientError,
                             Connection, Message, Producer, PullConsumer, SimpleConsumer)
 from cluster.client.producer import NO_RETRY
+from proto import batch_receive_pb2 as br
+from proto import batch_receive_pb2_grpc as br_grpc
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
@@ -43,8 +45,10 @@ class Rate:
     count: int = 0  # messages counted (set where the caller needs it: CPU per message)
 
 
-def connect(endpoint: str) -> Connection:
-    return Connection(ClientConfig(endpoint, request_timeout=30))
+def connect(endpoint: str, batch_receive: bool = True) -> Connection:
+    """batch_receive: SimpleConsumer receives through ReceiveMessages (one response per
+    receive, proto/batch_receive.proto); False: the v2 ReceiveMessage stream."""
+    return Connection(ClientConfig(endpoint, request_timeout=30, batch_receive=batch_receive))
 
 
 def _measure(counts: list[int], warmup: float, seconds: float, probe=None) -> float:
@@ -166,13 +170,14 @@ def fill(endpoint: str, topic: str, n: int) -> None:
 
 
 def receive_ack_rate(endpoint: str, topic: str, total: int, threads: int, batch: int,
-                     limit_s: float) -> Rate | None:
+                     limit_s: float, batch_receive: bool = True) -> Rate | None:
     """SimpleConsumers (one group) receive `batch` and ack them with one AckMessage, until
     `total` were acked or `limit_s` passed; None when the server answers NOT_IMPLEMENTED.
+    `batch_receive`: in one response per receive, or (False) over the v2 stream.
     The rate runs to the last ack, not to the threads' end: once the backlog is handed out,
     a thread's receive long-polls an empty topic (1 s) before it sees the total reached, and
     that idle tail halved the figure of a quick run (5,000 messages)."""
-    with connect(endpoint) as conn:
+    with connect(endpoint, batch_receive) as conn:
         probe = SimpleConsumer(conn, "bench-probe", {topic: "*"}, await_duration=0)
         try:
             probe.receive(1, 30)
@@ -229,7 +234,8 @@ def official_send(endpoint: str, topic: str, count: int) -> dict:
 class BareServicer(s_grpc.MessagingServiceServicer):
     """Answers SendMessage with one OK entry per message (ids from the request), QueryRoute
     with four queues, ReceiveMessage with `batch_size` prebuilt 1 KiB messages (one response
-    each, as the v2 API streams them) and AckMessage with one OK entry per entry: what a node
+    each, as the v2 API streams them; ReceiveMessages of proto/batch_receive.proto: all in one
+    response) and AckMessage with one OK entry per entry: what a node
     answers, without converting, storing, replicating or keeping consumer state."""
 
     def __init__(self, address: str) -> None:
@@ -250,16 +256,24 @@ class BareServicer(s_grpc.MessagingServiceServicer):
             s.SendResultEntry(status=self.ok, message_id=m.system_properties.message_id, offset=i)
             for i, m in enumerate(request.messages)])
 
-    def ReceiveMessage(self, request, context):  # noqa: N802
+    def _delivery(self, request: s.ReceiveMessageRequest) -> d.Message:
         if self.delivery is None or self.delivery.topic.name != request.message_queue.topic.name:
             self.delivery = d.Message(
                 topic=request.message_queue.topic, body=BODY,
                 system_properties=d.SystemProperties(
                     message_id="01" + "0" * 32, tag="bench", receipt_handle="R2:0:0:1:" + "0" * 32,
                     delivery_attempt=1, invisible_duration=request.invisible_duration))
+        return self.delivery
+
+    def ReceiveMessage(self, request, context):  # noqa: N802
+        delivery = self._delivery(request)
         yield s.ReceiveMessageResponse(status=self.ok)
         for _ in range(request.batch_size):
-            yield s.ReceiveMessageResponse(message=self.delivery)
+            yield s.ReceiveMessageResponse(message=delivery)
+
+    def ReceiveMessages(self, request, context):  # noqa: N802  (BatchReceive)
+        return br.ReceiveMessagesResponse(status=self.ok,
+                                          messages=[self._delivery(request)] * request.batch_size)
 
     def AckMessage(self, request, context):  # noqa: N802
         return s.AckMessageResponse(status=self.ok, entries=[
@@ -281,13 +295,17 @@ class AioBareServicer(BareServicer):
     async def AckMessage(self, request, context):  # noqa: N802
         return BareServicer.AckMessage(self, request, context)
 
+    async def ReceiveMessages(self, request, context):  # noqa: N802
+        return BareServicer.ReceiveMessages(self, request, context)
+
 
 def _serve_bare(address: str, ready) -> None:
     from cluster.node.grpc_server import AioGrpcServer  # the node's serving layer
     server = AioGrpcServer(options=[("grpc.max_receive_message_length", 64 << 20),
                                     ("grpc.max_send_message_length", 64 << 20)])
-    server.add(lambda srv: s_grpc.add_MessagingServiceServicer_to_server(
-        AioBareServicer(address), srv))
+    servicer = AioBareServicer(address)
+    server.add(lambda srv: s_grpc.add_MessagingServiceServicer_to_server(servicer, srv))
+    server.add(lambda srv: br_grpc.add_BatchReceiveServicer_to_server(servicer, srv))
     server.add_port(address, None)
     server.start()
     ready.set()
