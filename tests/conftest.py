@@ -4,9 +4,20 @@ tables (tests/support/leader_store.py), a real etcd (tests/support/etcd.py), and
 (tests/integration/harness.py)."""
 from __future__ import annotations
 
-import time
+import os
 
-import pytest
+from cluster.grpc_env import use_node_transport
+
+# In-process nodes run on the nodes' gRPC transport: set before grpc is imported, which reads
+# it then; taken out again so subprocesses choose their own (node processes set it themselves,
+# the official clients keep gRPC's default).
+if use_node_transport():
+    __import__("grpc")  # reads GRPC_EXPERIMENTS now
+    del os.environ["GRPC_EXPERIMENTS"]
+
+import time  # noqa: E402
+
+import pytest  # noqa: E402
 
 from store.clock import ManualClock
 from tests.integration.harness import Group
