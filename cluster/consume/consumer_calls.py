@@ -95,27 +95,31 @@ class ConsumerCalls(SettleCalls):
                                   ) -> br.ReceiveMessagesResponse:
         """The same receive answered in one ReceiveMessagesResponse (proto/batch_receive.proto)."""
         return self._batch(await self._handout_async(request, time_remaining, inline,
-                                                     attempts_inline))
+                                                     attempts_inline,
+                                                     self.settings.max_answer_bytes))
 
     async def _handout_async(self, request: s.ReceiveMessageRequest,
                              time_remaining: Callable[[], float | None], inline: bool,
-                             attempts_inline: bool | None) -> "Handout":
+                             attempts_inline: bool | None,
+                             max_bytes: int | None = None) -> "Handout":
         """The long poll on the server's event loop: the waits hold no thread (long_poll.py);
         the checks run on the loop when `inline` (the master answers at append), else in the
         thread pool (a new group is recorded and waited for). The attempts run on the loop when
         `attempts_inline` (default: `inline`): they append the deliveries' records and never
-        wait for them (a master that waits for slaves or a flush runs them there too)."""
+        wait for them (a master that waits for slaves or a flush runs them there too).
+        `max_bytes`: what the deliveries' records may add up to (planner.py)."""
         if inline:
-            attempt, wait_s, interest = self._receive_plan(request)
+            attempt, wait_s, interest = self._receive_plan(request, max_bytes)
         else:
-            attempt, wait_s, interest = await asyncio.to_thread(self._receive_plan, request)
+            attempt, wait_s, interest = await asyncio.to_thread(self._receive_plan, request,
+                                                                max_bytes)
         return await long_poll_async(
             attempt, interest, wait_s=wait_s, waiter=self.waiter, clock=self._clock,
             budget=self.async_budget,
             attempt_inline=inline if attempts_inline is None else attempts_inline,
             time_remaining=time_remaining)
 
-    def _receive_plan(self, request: s.ReceiveMessageRequest
+    def _receive_plan(self, request: s.ReceiveMessageRequest, max_bytes: int | None = None
                       ) -> tuple[Callable[[], Attempt["Handout"]], float, Interest]:
         """The request checked (V2Error when refused): one attempt, how long to poll, and what
         to wait for."""
@@ -153,7 +157,7 @@ class ConsumerCalls(SettleCalls):
         def attempt() -> Attempt[Handout]:
             master = consumers.ensure_loaded()  # the role may change while the call waits
             deliveries, next_expiry = self._take(master, group, info, topic, queues, filt,
-                                                 batch, invisible)
+                                                 batch, invisible, max_bytes)
             wake = None if next_expiry is None else (next_expiry - clock.now_ms()) / 1000.0
             return Attempt(Handout(topic, group, invisible, deliveries), bool(deliveries), wake)
 
@@ -202,7 +206,7 @@ class ConsumerCalls(SettleCalls):
         sp.invisible_duration.nanos = ms % 1000 * 1_000_000
 
     def _take(self, master, group: str, info, topic: str, queues: list[int], filt: str | None,
-              batch: int, invisible_ms: int
+              batch: int, invisible_ms: int, max_bytes: int | None = None
               ) -> tuple[list[tuple[int, Delivery]], int | None]:
         """Plans and records the deliveries of one attempt; returns them (queue id, delivery)
         and, for an empty attempt, when a delivery in flight on these queues becomes visible
@@ -216,9 +220,10 @@ class ConsumerCalls(SettleCalls):
             handles = iter(range(state.next_handle, 2 ** 62))
             events, dead_letters = [], []
             deliveries = []
+            room = max_bytes  # bytes of records this answer may still carry (None: any)
             for qid in queues:
                 want = batch - len(deliveries)
-                if want <= 0:
+                if want <= 0 or (room is not None and room <= 0):
                     break
                 q = state.queue(group, topic, qid)
                 base = store.min_offset_in_queue(topic, qid) if q is None else 0
@@ -226,7 +231,8 @@ class ConsumerCalls(SettleCalls):
                     qid, q, base, now, want, fifo=info.fifo,
                     max_attempts=info.max_delivery_attempts, new_handle=lambda: next(handles),
                     read_at=lambda off, qid=qid: record_at(store, topic, qid, off),
-                    read_from=lambda off, n, qid=qid: store.get_messages(topic, qid, off, n, filt))
+                    read_from=lambda off, n, qid=qid: store.get_messages(topic, qid, off, n, filt),
+                    max_bytes=room, first_free=not deliveries)
                 if not plan.changes_state:
                     continue
                 key = {"group": group, "topic": topic, "queue": qid}
@@ -240,6 +246,8 @@ class ConsumerCalls(SettleCalls):
                 for offset, entry in plan.vanished:
                     events.append({"kind": "ack", **key, "offset": offset, "handle": entry.handle})
                 deliveries += [(qid, x) for x in plan.deliveries]
+                if room is not None:
+                    room -= sum(x.record.total_size for x in plan.deliveries)
             if dead_letters:
                 consumers.topics.ensure(dlq_topic(group), 1)
             if events:

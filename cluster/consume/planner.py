@@ -9,6 +9,10 @@ Order within a queue:
 FIFO groups: one message per message group in flight per queue. A new message whose group has
 one in flight (or was just handed out) stops the scan there, so later messages of that group
 never overtake it; the cursor stays at the blocked message.
+With `max_bytes`, the deliveries' records add up to at most that many bytes (one answer
+carrying them all must fit gRPC's message limits), except that the first delivery of a
+receive (`first_free`) goes out whatever its size; a new message left out for room stops the
+scan there like a blocked one, and an expired delivery left out stays in flight for the next.
 """
 from __future__ import annotations
 
@@ -50,9 +54,11 @@ class QueuePlan:
 def plan_queue(queue_id: int, q: QueueState | None, base: int, now_ms: int, want: int, *,
                fifo: bool, max_attempts: int, new_handle: Callable[[], int],
                read_at: Callable[[int], MessageRecord | None],
-               read_from: Callable[[int, int], GetMessageResult]) -> QueuePlan:
+               read_from: Callable[[int, int], GetMessageResult],
+               max_bytes: int | None = None, first_free: bool = False) -> QueuePlan:
     cursor = q.cursor if q is not None else base
     plan = QueuePlan(queue_id, base, cursor)
+    room = _Room(max_bytes, first_free)
     inflight = q.inflight if q is not None else {}
     plan.skip_to = cursor
     # One pass over what is in flight finds the expired deliveries; only those are sorted
@@ -70,6 +76,8 @@ def plan_queue(queue_id: int, q: QueueState | None, base: int, now_ms: int, want
         elif entry.attempt >= max_attempts:
             plan.dead.append((offset, entry, record))
             gone.add(offset)
+        elif not room.take(record):
+            break  # no room in this answer: it stays in flight (and blocks its group)
         else:
             plan.deliveries.append(Delivery(record, offset, entry.attempt + 1, new_handle(),
                                             entry.message_group))
@@ -77,13 +85,13 @@ def plan_queue(queue_id: int, q: QueueState | None, base: int, now_ms: int, want
     # expired but left for a later receive) blocks its later messages
     blocked = {e.message_group for o, e in inflight.items()
                if e.message_group and o not in gone} if fifo else set()
-    room = want - len(plan.deliveries)
-    if room <= 0:
+    left = want - len(plan.deliveries)
+    if left <= 0 or room.full:
         return plan
-    result = read_from(cursor, room)
+    result = read_from(cursor, left)
     for record in result.messages:
         group = record.properties.get(PROPERTY_MESSAGE_GROUP, "") if fifo else ""
-        if group and group in blocked:
+        if (group and group in blocked) or not room.take(record):
             plan.skip_to = max(cursor, record.queue_offset)
             return plan
         plan.deliveries.append(Delivery(record, record.queue_offset, 1, new_handle(), group))
@@ -91,3 +99,26 @@ def plan_queue(queue_id: int, q: QueueState | None, base: int, now_ms: int, want
             blocked.add(group)
     plan.skip_to = max(cursor, result.next_begin_offset)
     return plan
+
+
+class _Room:
+    """The bytes an answer has left (None: no limit); the first record of a receive
+    (`first_free`) is taken whatever its size."""
+    __slots__ = ("left", "free")
+
+    def __init__(self, max_bytes: int | None, first_free: bool) -> None:
+        self.left, self.free = max_bytes, first_free
+
+    @property
+    def full(self) -> bool:
+        return self.left is not None and self.left <= 0 and not self.free
+
+    def take(self, record: MessageRecord) -> bool:
+        if self.left is None:
+            return True
+        size = record.total_size
+        if size > self.left and not self.free:
+            return False
+        self.left -= size
+        self.free = False
+        return True

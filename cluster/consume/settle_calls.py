@@ -39,11 +39,17 @@ class ConsumeSettings:
     max_invisible_ms: int = 12 * 3600_000
     max_long_polling_ms: int = 30_000
     max_batch_size: int = 1024
+    # ReceiveMessages answers every delivery in one message: its records add up to at most
+    # this (the first goes out whatever its size), a quarter of the 64 MiB both the node's
+    # answers and the client's channel allow. The v2 stream sends one message per response.
+    max_answer_bytes: int = 16 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if not 0 < self.min_invisible_ms <= self.max_invisible_ms:
             raise ValueError(f"minInvisibleTimeMillsForRecv={self.min_invisible_ms} must be in "
                              f"(0, {self.max_invisible_ms}]")
+        if self.max_answer_bytes <= 0:
+            raise ValueError(f"max_answer_bytes {self.max_answer_bytes} must be > 0")
 
 
 def duration_ms(value: Duration) -> int:

@@ -150,3 +150,55 @@ def test_the_planner_decides_what_the_full_scan_decided(groups, inflight, cursor
     got = plan_queue(0, q, 0, now, want, new_handle=handles(), **args)
     expected = reference_plan(0, q, 0, now, want, new_handle=handles(), **args)
     assert got == expected
+
+
+class SizedRecord(FakeRecord):
+    def __init__(self, offset: int, size: int) -> None:
+        super().__init__(offset)
+        self.total_size = size
+
+
+def sized_reader(sizes: list[int]):
+    records = [SizedRecord(i, s) for i, s in enumerate(sizes)]
+
+    def read_from(offset: int, n: int) -> GetMessageResult:
+        found = records[offset:offset + n]
+        status = GetStatus.FOUND if found else GetStatus.NO_MESSAGE_IN_QUEUE
+        return GetMessageResult(status, offset + len(found), 0, len(records), list(found))
+    return (lambda offset: records[offset] if offset < len(records) else None), read_from
+
+
+def test_a_byte_budget_stops_new_messages_and_the_cursor_at_the_first_left_out():
+    read_at, read_from = sized_reader([400, 400, 400, 100])
+    plan = plan_queue(0, None, 0, 0, 10, fifo=False, max_attempts=17, new_handle=handles(),
+                      read_at=read_at, read_from=read_from, max_bytes=1000)
+    assert [x.offset for x in plan.deliveries] == [0, 1]
+    assert plan.skip_to == 2  # offset 2 did not fit: the next receive starts there
+    unlimited = plan_queue(0, None, 0, 0, 10, fifo=False, max_attempts=17,
+                           new_handle=handles(), read_at=read_at, read_from=read_from)
+    assert [x.offset for x in unlimited.deliveries] == [0, 1, 2, 3]
+
+
+def test_the_first_delivery_of_a_receive_goes_out_whatever_its_size():
+    read_at, read_from = sized_reader([5000, 10])
+    alone = plan_queue(0, None, 0, 0, 10, fifo=False, max_attempts=17, new_handle=handles(),
+                       read_at=read_at, read_from=read_from, max_bytes=1000, first_free=True)
+    assert [x.offset for x in alone.deliveries] == [0] and alone.skip_to == 1
+    # not first (another queue filled the answer before): nothing, the cursor stays
+    later = plan_queue(0, None, 0, 0, 10, fifo=False, max_attempts=17, new_handle=handles(),
+                       read_at=read_at, read_from=read_from, max_bytes=1000)
+    assert later.deliveries == [] and later.skip_to == 0 and not later.changes_state
+
+
+def test_expired_deliveries_left_out_for_room_stay_in_flight():
+    read_at, read_from = sized_reader([600, 600, 600])
+    state = ConsumerState()
+    key = {"group": "G", "topic": "T", "queue": 0}
+    state.apply({"kind": "pop", **key, "base": 0, "until": 100, "skip_to": 3,
+                 "items": [[0, 1, 1, ""], [1, 1, 2, ""], [2, 1, 3, ""]]})
+    q = state.queue("G", "T", 0)
+    plan = plan_queue(0, q, 0, 200, 10, fifo=False, max_attempts=17, new_handle=handles(),
+                      read_at=read_at, read_from=read_from, max_bytes=1000, first_free=True)
+    assert [(x.offset, x.attempt) for x in plan.deliveries] == [(0, 2)]
+    assert not plan.dead and not plan.vanished and plan.skip_to == 3
+    assert sorted(q.inflight) == [0, 1, 2]  # 1 and 2 wait for the next receive

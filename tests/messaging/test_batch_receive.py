@@ -10,7 +10,7 @@ from concurrent import futures
 import grpc
 import pytest
 
-from cluster.client import SimpleConsumer
+from cluster.client import Message, Producer, SimpleConsumer
 from cluster.security.access import AclConfig
 from cluster.security.signature import sign
 from proto import batch_receive_pb2 as br
@@ -66,6 +66,30 @@ def test_a_refusal_answers_the_streams_status_and_changes_nothing(nodes, node):
     assert missing.status.code == d.TOPIC_NOT_FOUND and "NoSuchTopic" in missing.status.message
     # nothing was handed out by the refused calls: the group still gets every message
     assert bodies(batch(bstub, n=32).messages) == [b"m0", b"m1", b"m2", b"x0"]
+
+
+def test_one_answer_stays_within_its_byte_budget(nodes):
+    """ReceiveMessages carries at most ConsumeSettings.max_answer_bytes (16 MiB) of records, so
+    large messages never make an answer gRPC refuses (which would leave its deliveries to
+    expire, again and again, into the DLQ); the rest comes with the next receive. The v2
+    stream has no such bound: one response per message."""
+    mib = 1024 * 1024
+    node = nodes.start(store={"max_message_size": 4 * mib, "mapped_file_size_commit_log": 32 * mib})
+    nodes.admin(node).create_topic("Big", queue_nums=8)
+    conn = nodes.connect(node)
+    producer = Producer(conn)
+    for i in range(6):  # round-robin: one per queue, and a receive reads one such per queue
+        producer.send(Message("Big", bytes([65 + i]) * 3_500_000))
+    settle(node)
+    one_answer = SimpleConsumer(conn, "G1", {"Big": "*"}, await_duration=0)
+    first = one_answer.receive(32, 30)
+    assert len(first) == 4 and sum(len(m.body) for m in first) <= 16 * mib
+    second = one_answer.receive(32, 30)
+    assert len(second) == 2
+    assert sorted(m.body[:1] for m in first + second) == [bytes([65 + i]) for i in range(6)]
+    streamed = SimpleConsumer(nodes.connect(node, batch_receive=False), "G2", {"Big": "*"},
+                              await_duration=0)
+    assert len(streamed.receive(32, 30)) == 6
 
 
 def test_bytes_that_are_not_a_request_get_invalid_argument(nodes, node):
