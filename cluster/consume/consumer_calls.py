@@ -10,6 +10,10 @@ carries a receipt handle (receipt.py), its delivery attempt and the invisible du
 nothing is there the call waits for new dispatches or the next expiry, at most the client's
 long_polling_timeout and always within its deadline. A pop is not waited for (at-least-once:
 losing it in a failover only redelivers), acks, invisibility changes and offsets are.
+The handout (`Handout`) is answered as the v2 stream (a response per message) or, for
+ReceiveMessages (proto/batch_receive.proto, our client's), in one response; that one carries
+at most ConsumeSettings.max_answer_bytes of records (the first whatever its size), so it
+always fits gRPC's message limits.
 
 Push consumers receive with auto_renew and no invisible duration: they get 60 s (the proxy's
 defaultInvisibleTimeMills). This server does not renew those deliveries while the client is

@@ -4,9 +4,10 @@ of proto/batch_receive.proto).
 
 Consumer state lives on the master (cluster/consume/), so a master answers them itself and a
 slave forwards them unchanged to its master over the forwarder's channel (marked so they are
-never forwarded twice), like SendMessage. A slave forwards ReceiveMessages as the v2
-ReceiveMessage stream and folds the answer into one response (`folded`): the master's
-forwarding channel speaks only the v2 service. The official clients stay on whichever node of the
+never forwarded twice), like SendMessage. A slave forwards ReceiveMessages as it is (the
+master bounds the answer's size); a master that does not serve it (UNIMPLEMENTED: an older
+version during an upgrade) gets the v2 ReceiveMessage instead, whose stream the slave folds
+into one response (`folded`). The official clients stay on whichever node of the
 route answers, so a consumer connected to a slave keeps working, also across a failover.
 
 QueryAssignment (push consumers) answers one assignment per readable queue of the topic, each
@@ -111,15 +112,22 @@ class ConsumerRouter:
                                   client_id: str = "",
                                   time_remaining: Callable[[], float | None] = lambda: None
                                   ) -> br.ReceiveMessagesResponse:
-        """ReceiveMessages: a master answers it on the loop like ReceiveMessage; elsewhere it
-        is ReceiveMessage's answer (forwarded, or refused) folded into one response."""
+        """ReceiveMessages: a master answers it on the loop like ReceiveMessage; a slave
+        forwards it to its master (the module doc)."""
         master = self.service.role.master
-        if master is not None:
-            try:
+        try:
+            if master is not None:
                 return await self._receive_on_master(master, self.calls.receive_batch_async,
                                                      request, forwarded, time_remaining)
-            except V2Error as e:
-                return br.ReceiveMessagesResponse(status=e.status())
+            target = v2_route(self.service.role, forwarded=forwarded)
+            if isinstance(target, Forward):
+                check_names(request)
+                answer = await asyncio.to_thread(self._forward_batch, target.address, request,
+                                                 timeout, client_id)
+                if answer is not None:
+                    return answer
+        except V2Error as e:
+            return br.ReceiveMessagesResponse(status=e.status())
         return folded(await self.call_async("ReceiveMessage", request, forwarded=forwarded,
                                             timeout=timeout, client_id=client_id,
                                             time_remaining=time_remaining))
@@ -135,8 +143,7 @@ class ConsumerRouter:
     def _forward(self, address: str, method: str, request, streaming: bool,
                  timeout: float | None, client_id: str):
         forwarder = self.service.forwarder
-        # A call without a deadline reports an unusable time_remaining: use 60 s.
-        limit = 60.0 if timeout is None or not 0 < timeout < 3600 else timeout - 0.05
+        limit = _limit(timeout)
         if not streaming:
             return forwarder.call(address, method, request, limit, client_id)
         try:
@@ -146,6 +153,19 @@ class ConsumerRouter:
             return list(stream)
         except grpc.RpcError as e:
             raise forward_error(e, address, method) from None
+
+    def _forward_batch(self, address: str, request: s.ReceiveMessageRequest,
+                       timeout: float | None, client_id: str) -> br.ReceiveMessagesResponse | None:
+        """The master's ReceiveMessages answer; None when the master does not serve it."""
+        forwarder = self.service.forwarder
+        try:
+            return forwarder.batch_stub(address).ReceiveMessages(
+                request, timeout=max(0.05, _limit(timeout)),
+                metadata=forwarder.metadata(client_id))
+        except grpc.RpcError as e:
+            if e.code() is grpc.StatusCode.UNIMPLEMENTED:
+                return None
+            raise forward_error(e, address, "ReceiveMessages") from None
 
     def query_assignment(self, request: s.QueryAssignmentRequest) -> s.QueryAssignmentResponse:
         try:
@@ -165,6 +185,12 @@ class ConsumerRouter:
             if mq.permission in (d.READ, d.READ_WRITE):
                 answer.assignments.append(d.Assignment(message_queue=mq))
         return answer
+
+
+def _limit(timeout: float | None) -> float:
+    """A forwarded call's deadline from the client's: a call without a deadline reports an
+    unusable time_remaining, so 60 s."""
+    return 60.0 if timeout is None or not 0 < timeout < 3600 else timeout - 0.05
 
 
 def folded(responses: list[s.ReceiveMessageResponse]) -> br.ReceiveMessagesResponse:

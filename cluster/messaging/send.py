@@ -31,6 +31,7 @@ from typing import Awaitable, Callable, Sequence
 
 import grpc
 
+from proto import batch_receive_pb2_grpc as br_grpc
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
@@ -198,7 +199,8 @@ def forward_error(e: grpc.RpcError, address: str, method: str) -> V2Error:
 
 
 class MasterForwarder:
-    """A slave's one channel to its current master's MessagingService."""
+    """A slave's one channel to its current master's MessagingService (and BatchReceive,
+    proto/batch_receive.proto). `_lock` guards the channel, its stubs and the address."""
 
     def __init__(self, access_key: str = "", secret_key: str = "",
                  tls: TlsSettings | None = None) -> None:
@@ -209,16 +211,24 @@ class MasterForwarder:
         self._address = ""
         self._channel: grpc.Channel | None = None
         self._stub: s_grpc.MessagingServiceStub | None = None
+        self._batch_stub: br_grpc.BatchReceiveStub | None = None
 
     def stub(self, address: str) -> s_grpc.MessagingServiceStub:
+        return self._stubs(address)[0]
+
+    def batch_stub(self, address: str) -> br_grpc.BatchReceiveStub:
+        return self._stubs(address)[1]
+
+    def _stubs(self, address: str) -> tuple[s_grpc.MessagingServiceStub, br_grpc.BatchReceiveStub]:
         with self._lock:
-            if address != self._address or self._stub is None:
+            if address != self._address or self._stub is None or self._batch_stub is None:
                 if self._channel is not None:
                     self._channel.close()
                 self._channel = open_channel(address, self.tls, GRPC_OPTIONS)
                 self._stub = s_grpc.MessagingServiceStub(self._channel)
+                self._batch_stub = br_grpc.BatchReceiveStub(self._channel)
                 self._address = address
-            return self._stub
+            return self._stub, self._batch_stub
 
     def metadata(self, client_id: str = "") -> list[tuple[str, str]]:
         md = signature.sign(self.access_key, self.secret_key, client_id)
@@ -241,5 +251,5 @@ class MasterForwarder:
         with self._lock:
             if self._channel is not None:
                 self._channel.close()
-            self._channel = self._stub = None
+            self._channel = self._stub = self._batch_stub = None
             self._address = ""

@@ -102,6 +102,8 @@ def test_bytes_that_are_not_a_request_get_invalid_argument(nodes, node):
 
 
 def test_a_slave_forwards_it_to_its_master(nodes, node):
+    """As ReceiveMessages: the master bounds the answer's size (a folded v2 stream would not
+    be bounded)."""
     slave = nodes.slave(node)
     settle(slave)
     answer = batch(nodes.batch_stub(slave), n=32)
@@ -109,6 +111,9 @@ def test_a_slave_forwards_it_to_its_master(nodes, node):
     assert bodies(answer.messages) == [b"m0", b"m1", b"m2", b"x0"]
     assert ack(nodes.stub(slave), answer.messages).status.code == d.OK
     assert batch(nodes.batch_stub(node), n=32).status.code == d.MESSAGE_NOT_FOUND
+    assert "ReceiveMessages" in _methods(node) and "ReceiveMessage" not in _methods(node)
+    refused = batch(nodes.batch_stub(slave), topic="%bad%name")
+    assert refused.status.code != d.OK and refused.status.message
 
 
 ACL = """\
