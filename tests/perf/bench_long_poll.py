@@ -1,7 +1,7 @@
 """Many waiting consumers on one node: 2,000 long-polling ReceiveMessage calls (issue 14 item 3).
 
     python -m tests.perf.bench_long_poll [--quick] [--consumers 2000] [--producers 4]
-           [--batch 128] [--seconds S]
+           [--batch 128] [--seconds S] [--form stream|one]
 
 An ASYNC_MASTER node process (tests/integration/harness, default store settings) and, in the
 same run, side by side:
@@ -81,11 +81,12 @@ def anon_bytes(pid: int) -> int:
     return 0
 
 
-def start_consumers(endpoint: str, consumers: int, poll: float) -> subprocess.Popen:
+def start_consumers(endpoint: str, consumers: int, poll: float,
+                    form: str = "stream") -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.perf.long_poll_consumers", "--endpoint", endpoint,
          "--topic", TOPIC, "--group", GROUP, "--consumers", str(consumers),
-         "--poll", str(poll)], cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+         "--poll", str(poll), "--form", form], cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -111,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--producers", type=int, default=4)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--seconds", type=float)
+    p.add_argument("--form", choices=("stream", "one"), default="stream",
+                   help="consumers receive over the v2 stream, or through ReceiveMessages "
+                        "(one response, what cluster/client uses)")
     args = p.parse_args(argv)
     seconds = args.seconds or (3.0 if args.quick else 8.0)
     root = tempfile.mkdtemp(prefix=".bench-lp-", dir=os.path.join(REPO_ROOT, "tests", "perf"))
@@ -120,14 +124,15 @@ def main(argv: list[str] | None = None) -> int:
         master = group.master("ASYNC_MASTER")
         node = psutil.Process(master.pid)
         addr = master.address
-        print(f"bench_long_poll: {args.consumers} consumers, {args.producers} producers x "
+        print(f"bench_long_poll: {args.consumers} consumers ({args.form} receives), "
+              f"{args.producers} producers x "
               f"send_batch({args.batch}), {seconds:.0f} s per rate, {os.cpu_count()} CPUs",
               flush=True)
         alone = load.batched_send_rate(addr, "LongPollWarm", args.producers, args.batch, seconds)
         idle_rss = node.memory_info().rss
         idle_anon = anon_bytes(master.pid)
         load.fill(addr, TOPIC, 1)  # creates the topic; the consumers take this one at once
-        consumers = start_consumers(addr, args.consumers, poll=20.0)
+        consumers = start_consumers(addr, args.consumers, poll=20.0, form=args.form)
         time.sleep(2.0)  # every call re-issued after the first message, now all waiting
         waiting_rss, waiting_threads = node.memory_info().rss, node.num_threads()
         waiting_anon = anon_bytes(master.pid)

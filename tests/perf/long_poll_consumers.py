@@ -3,7 +3,8 @@
     python -m tests.perf.long_poll_consumers --endpoint H:P --topic T --group G --consumers 2000
 
 Each consumer loops: ReceiveMessage (batch `--batch`, long polling `--poll` s, invisible 60 s),
-then one AckMessage for what it got. The calls are spread over `--channels` connections. The
+then one AckMessage for what it got. `--form one` receives through ReceiveMessages instead
+(proto/batch_receive.proto: the answer in one response, what cluster/client uses). The calls are spread over `--channels` connections. The
 process prints one JSON line when every consumer has its first call in flight ("ready"), then,
 when its stdin closes, one JSON line of totals and exits:
 
@@ -32,9 +33,11 @@ import grpc
 import grpc.aio
 from google.protobuf.duration_pb2 import Duration
 
+from proto import batch_receive_pb2_grpc as br_grpc
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
+
 
 EARLY_FRACTION = 0.5  # an empty answer before half the poll time counts as "early"
 
@@ -67,20 +70,11 @@ async def consumer(stub, args, totals: Totals, index: int, stop: asyncio.Event) 
         handles: list[s.AckMessageEntry] = []
         t0 = time.monotonic()
         try:
-            call = stub.ReceiveMessage(request, timeout=args.poll + 10, metadata=metadata)
-            if first:
-                totals.started += 1
-                first = False
-            status = None
-            async for response in call:
-                kind = response.WhichOneof("content")
-                if kind == "status":
-                    status = response.status
-                elif kind == "message":
-                    m = response.message
-                    handles.append(s.AckMessageEntry(
-                        message_id=m.system_properties.message_id,
-                        receipt_handle=m.system_properties.receipt_handle))
+            status, messages = await receive(stub, request, args, metadata, totals, first)
+            first = False
+            handles = [s.AckMessageEntry(message_id=m.system_properties.message_id,
+                                         receipt_handle=m.system_properties.receipt_handle)
+                       for m in messages]
             if status is not None and status.code == d.MESSAGE_NOT_FOUND:
                 totals.empty += 1
                 if time.monotonic() - t0 < args.poll * EARLY_FRACTION and not stop.is_set():
@@ -103,6 +97,28 @@ async def consumer(stub, args, totals: Totals, index: int, stop: asyncio.Event) 
             continue
         totals.received += len(handles)
         await ack(stub, args, totals, handles, metadata, stop)
+
+
+async def receive(stub, request, args, metadata, totals: Totals, first: bool):
+    """(status, messages) of one receive in the chosen form; counts the first call as started
+    once it is issued."""
+    if args.form == "one":
+        call = stub.batch.ReceiveMessages(request, timeout=args.poll + 10, metadata=metadata)
+        if first:
+            totals.started += 1
+        answer = await call
+        return answer.status, list(answer.messages)
+    call = stub.ReceiveMessage(request, timeout=args.poll + 10, metadata=metadata)
+    if first:
+        totals.started += 1
+    status, messages = None, []
+    async for response in call:
+        kind = response.WhichOneof("content")
+        if kind == "status":
+            status = response.status
+        elif kind == "message":
+            messages.append(response.message)
+    return status, messages
 
 
 async def ack(stub, args, totals: Totals, handles: list, metadata, stop: asyncio.Event) -> None:
@@ -130,6 +146,8 @@ async def ack(stub, args, totals: Totals, handles: list, metadata, stop: asyncio
 async def main_async(args) -> int:
     channels = [grpc.aio.insecure_channel(args.endpoint) for _ in range(args.channels)]
     stubs = [s_grpc.MessagingServiceStub(c) for c in channels]
+    for stub, channel in zip(stubs, channels):
+        stub.batch = br_grpc.BatchReceiveStub(channel)
     totals = Totals()
     stop = asyncio.Event()
     tasks = [asyncio.create_task(consumer(stubs[i % len(stubs)], args, totals, i, stop))
@@ -160,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--channels", type=int, default=20)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--poll", type=float, default=20.0)
+    p.add_argument("--form", choices=("stream", "one"), default="stream",
+                   help="the v2 ReceiveMessage stream, or ReceiveMessages (one response)")
     return asyncio.run(main_async(p.parse_args(argv)))
 
 
