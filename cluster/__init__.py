@@ -10,4 +10,5 @@ libraries, the operator's CLI and the Spark audit. ARCHITECTURE.md draws how the
     client/      client libraries: messaging (Producer, consumers) and admin (AdminClient)
     cli/         `python -m cluster`: run nodes, operate them (an mqadmin)
     audit/       the Spark consistency audit of a broker group's replicas
+    grpc_env.py  gRPC core's transport for our processes, set before grpc is imported
 """

@@ -157,15 +157,8 @@ class ConsumerRouter:
     def _forward_batch(self, address: str, request: s.ReceiveMessageRequest,
                        timeout: float | None, client_id: str) -> br.ReceiveMessagesResponse | None:
         """The master's ReceiveMessages answer; None when the master does not serve it."""
-        forwarder = self.service.forwarder
-        try:
-            return forwarder.batch_stub(address).ReceiveMessages(
-                request, timeout=max(0.05, _limit(timeout)),
-                metadata=forwarder.metadata(client_id))
-        except grpc.RpcError as e:
-            if e.code() is grpc.StatusCode.UNIMPLEMENTED:
-                return None
-            raise forward_error(e, address, "ReceiveMessages") from None
+        return self.service.forwarder.call(address, "ReceiveMessages", request, _limit(timeout),
+                                           client_id, unimplemented=None)
 
     def query_assignment(self, request: s.QueryAssignmentRequest) -> s.QueryAssignmentResponse:
         try:

@@ -31,6 +31,7 @@ from typing import Awaitable, Callable, Sequence
 
 import grpc
 
+from proto import batch_receive_pb2 as br
 from proto import batch_receive_pb2_grpc as br_grpc
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
@@ -198,6 +199,10 @@ def forward_error(e: grpc.RpcError, address: str, method: str) -> V2Error:
                                     f"outcome is unknown")
 
 
+_RAISE = object()  # MasterForwarder.call: no stand-in for UNIMPLEMENTED, raise as for any error
+BATCH_METHODS = frozenset(m.name for m in br.DESCRIPTOR.services_by_name["BatchReceive"].methods)
+
+
 class MasterForwarder:
     """A slave's one channel to its current master's MessagingService (and BatchReceive,
     proto/batch_receive.proto). `_lock` guards the channel, its stubs and the address."""
@@ -215,9 +220,6 @@ class MasterForwarder:
 
     def stub(self, address: str) -> s_grpc.MessagingServiceStub:
         return self._stubs(address)[0]
-
-    def batch_stub(self, address: str) -> br_grpc.BatchReceiveStub:
-        return self._stubs(address)[1]
 
     def _stubs(self, address: str) -> tuple[s_grpc.MessagingServiceStub, br_grpc.BatchReceiveStub]:
         with self._lock:
@@ -237,14 +239,21 @@ class MasterForwarder:
             md = [kv for kv in md if kv[0] not in dict(caller)] + list(caller)
         return [*md, (FORWARDED_HEADER, "1")]
 
-    def call(self, address: str, method: str, request, timeout: float, client_id: str = ""):
-        """The master's answer, or V2Error when it cannot be reached in time."""
+    def call(self, address: str, method: str, request, timeout: float, client_id: str = "",
+             *, unimplemented: object = _RAISE):
+        """The master's answer, or V2Error when it cannot be reached in time. A method of
+        BatchReceive goes to that service; `unimplemented`, when given, is returned instead
+        when the master does not serve the method (an older version during an upgrade)."""
         if not address:
             raise V2Error(d.INTERNAL_SERVER_ERROR, "this slave has no master to forward to")
+        messaging, batch = self._stubs(address)
+        stub = batch if method in BATCH_METHODS else messaging
         try:
-            return getattr(self.stub(address), method)(request, timeout=max(timeout, 0.05),
-                                                       metadata=self.metadata(client_id))
+            return getattr(stub, method)(request, timeout=max(timeout, 0.05),
+                                         metadata=self.metadata(client_id))
         except grpc.RpcError as e:
+            if unimplemented is not _RAISE and e.code() is grpc.StatusCode.UNIMPLEMENTED:
+                return unimplemented
             raise forward_error(e, address, method) from None
 
     def close(self) -> None:

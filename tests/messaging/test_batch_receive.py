@@ -11,6 +11,8 @@ import grpc
 import pytest
 
 from cluster.client import Message, Producer, SimpleConsumer
+from cluster.messaging.send import MasterForwarder
+from cluster.messaging.v2_status import V2Error
 from cluster.security.access import AclConfig
 from cluster.security.signature import sign
 from proto import batch_receive_pb2 as br
@@ -167,6 +169,26 @@ class _Counting(grpc.ServerInterceptor):
     def intercept_service(self, continuation, handler_call_details):
         self.methods.append(handler_call_details.method.rpartition("/")[2])
         return continuation(handler_call_details)
+
+
+def test_a_slave_learns_when_its_master_lacks_it():
+    """The forwarder answers the stand-in for UNIMPLEMENTED (the router then forwards the v2
+    ReceiveMessage and folds it); without one, UNIMPLEMENTED is a forwarding error like any."""
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    forwarder = MasterForwarder()
+    try:
+        address = f"127.0.0.1:{port}"
+        request = receive_request(invisible=30)
+        assert forwarder.call(address, "ReceiveMessages", request, 10,
+                              unimplemented=None) is None
+        with pytest.raises(V2Error) as e:
+            forwarder.call(address, "ReceiveMessages", request, 10)
+        assert "ReceiveMessages" in e.value.status().message
+    finally:
+        forwarder.close()
+        server.stop(None)
 
 
 def test_the_client_falls_back_to_the_stream_where_the_server_lacks_it(nodes):
