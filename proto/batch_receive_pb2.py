@@ -27,15 +27,17 @@ from proto.apache.rocketmq.v2 import definition_pb2 as proto_dot_apache_dot_rock
 from proto.apache.rocketmq.v2 import service_pb2 as proto_dot_apache_dot_rocketmq_dot_v2_dot_service__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19proto/batch_receive.proto\x12\x15rmqstore.messaging.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a)proto/apache/rocketmq/v2/definition.proto\x1a&proto/apache/rocketmq/v2/service.proto\"\xac\x01\n\x17ReceiveMessagesResponse\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.apache.rocketmq.v2.Status\x12\x36\n\x12\x64\x65livery_timestamp\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\x08messages\x18\x03 \x03(\x0b\x32\x1b.apache.rocketmq.v2.Message2|\n\x0c\x42\x61tchReceive\x12l\n\x0fReceiveMessages\x12).apache.rocketmq.v2.ReceiveMessageRequest\x1a..rmqstore.messaging.v1.ReceiveMessagesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19proto/batch_receive.proto\x12\x15rmqstore.messaging.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a)proto/apache/rocketmq/v2/definition.proto\x1a&proto/apache/rocketmq/v2/service.proto\"\x86\x01\n\x14\x41\x63kAndReceiveRequest\x12:\n\x07receive\x18\x01 \x01(\x0b\x32).apache.rocketmq.v2.ReceiveMessageRequest\x12\x32\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32%.apache.rocketmq.v2.AckMessageRequest\"\xe1\x01\n\x17ReceiveMessagesResponse\x12*\n\x06status\x18\x01 \x01(\x0b\x32\x1a.apache.rocketmq.v2.Status\x12\x36\n\x12\x64\x65livery_timestamp\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\x08messages\x18\x03 \x03(\x0b\x32\x1b.apache.rocketmq.v2.Message\x12\x33\n\x03\x61\x63k\x18\x04 \x01(\x0b\x32&.apache.rocketmq.v2.AckMessageResponse2\xea\x01\n\x0c\x42\x61tchReceive\x12l\n\x0fReceiveMessages\x12).apache.rocketmq.v2.ReceiveMessageRequest\x1a..rmqstore.messaging.v1.ReceiveMessagesResponse\x12l\n\rAckAndReceive\x12+.rmqstore.messaging.v1.AckAndReceiveRequest\x1a..rmqstore.messaging.v1.ReceiveMessagesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'proto.batch_receive_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RECEIVEMESSAGESRESPONSE']._serialized_start=169
-  _globals['_RECEIVEMESSAGESRESPONSE']._serialized_end=341
-  _globals['_BATCHRECEIVE']._serialized_start=343
-  _globals['_BATCHRECEIVE']._serialized_end=467
+  _globals['_ACKANDRECEIVEREQUEST']._serialized_start=169
+  _globals['_ACKANDRECEIVEREQUEST']._serialized_end=303
+  _globals['_RECEIVEMESSAGESRESPONSE']._serialized_start=306
+  _globals['_RECEIVEMESSAGESRESPONSE']._serialized_end=531
+  _globals['_BATCHRECEIVE']._serialized_start=534
+  _globals['_BATCHRECEIVE']._serialized_end=768
 # @@protoc_insertion_point(module_scope)

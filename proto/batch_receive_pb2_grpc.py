@@ -40,6 +40,11 @@ class BatchReceiveStub:
                 request_serializer=proto_dot_apache_dot_rocketmq_dot_v2_dot_service__pb2.ReceiveMessageRequest.SerializeToString,
                 response_deserializer=proto_dot_batch__receive__pb2.ReceiveMessagesResponse.FromString,
                 _registered_method=True)
+        self.AckAndReceive = channel.unary_unary(
+                '/rmqstore.messaging.v1.BatchReceive/AckAndReceive',
+                request_serializer=proto_dot_batch__receive__pb2.AckAndReceiveRequest.SerializeToString,
+                response_deserializer=proto_dot_batch__receive__pb2.ReceiveMessagesResponse.FromString,
+                _registered_method=True)
 
 
 class BatchReceiveServicer:
@@ -51,12 +56,23 @@ class BatchReceiveServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AckAndReceive(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BatchReceiveServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'ReceiveMessages': grpc.unary_unary_rpc_method_handler(
                     servicer.ReceiveMessages,
                     request_deserializer=proto_dot_apache_dot_rocketmq_dot_v2_dot_service__pb2.ReceiveMessageRequest.FromString,
+                    response_serializer=proto_dot_batch__receive__pb2.ReceiveMessagesResponse.SerializeToString,
+            ),
+            'AckAndReceive': grpc.unary_unary_rpc_method_handler(
+                    servicer.AckAndReceive,
+                    request_deserializer=proto_dot_batch__receive__pb2.AckAndReceiveRequest.FromString,
                     response_serializer=proto_dot_batch__receive__pb2.ReceiveMessagesResponse.SerializeToString,
             ),
     }
@@ -86,6 +102,33 @@ class BatchReceive:
             target,
             '/rmqstore.messaging.v1.BatchReceive/ReceiveMessages',
             proto_dot_apache_dot_rocketmq_dot_v2_dot_service__pb2.ReceiveMessageRequest.SerializeToString,
+            proto_dot_batch__receive__pb2.ReceiveMessagesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AckAndReceive(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.messaging.v1.BatchReceive/AckAndReceive',
+            proto_dot_batch__receive__pb2.AckAndReceiveRequest.SerializeToString,
             proto_dot_batch__receive__pb2.ReceiveMessagesResponse.FromString,
             options,
             channel_credentials,

@@ -6,6 +6,8 @@
   failed (MASTER_PERSISTENCE_TIMEOUT, SLAVE_PERSISTENCE_TIMEOUT, HA_NOT_AVAILABLE with entries,
   ...). It carries the receipts (message ids, offsets), because the message exists: resending it
   would store a second copy. RocketMQ's own clients retry these; this one never does.
+- `ReceiveAfterAckError`: SimpleConsumer.ack_and_receive acked, then its receive failed; it
+  carries the acks' results.
 - `TransportError`: the call did not produce an answer (deadline passed, connection refused or
   lost). Its outcome is unknown: a send may or may not have been stored. The code is
   REQUEST_TIMEOUT for a passed deadline and CODE_UNSPECIFIED otherwise; `grpc_code` says what
@@ -57,6 +59,16 @@ class NotDurableError(ClientError):
     def __init__(self, code: int, message: str, receipts: Sequence["SendReceipt"]) -> None:
         super().__init__(code, message)
         self.receipts = tuple(receipts)
+
+
+class ReceiveAfterAckError(ClientError):
+    """SimpleConsumer.ack_and_receive: the receive failed, the acks before it were answered;
+    `ack_results` has each ack's result (None: acked), as ack_many."""
+
+    def __init__(self, code: int, message: str,
+                 ack_results: Sequence["ClientError | None"]) -> None:
+        super().__init__(code, message)
+        self.ack_results = list(ack_results)
 
 
 class TransportError(ClientError):

@@ -28,6 +28,7 @@ import grpc
 import grpc.experimental
 
 from cluster.security.signature import sign
+from proto import batch_receive_pb2 as br
 from proto import batch_receive_pb2_grpc as br_grpc
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
@@ -79,13 +80,18 @@ def _is_ipv4(host: str) -> bool:
         return False
 
 
+BATCH_RECEIVE_METHODS = frozenset(
+    m.name for m in br.DESCRIPTOR.services_by_name["BatchReceive"].methods)
+
+
 @dataclass(frozen=True)
 class ClientConfig:
     """How to reach the nodes. `request_timeout` (seconds) is the deadline of one call; long
     polls add their polling time to it. `route_ttl`: seconds a topic's route is reused. `tls`:
     the CA (and client certificate) of nodes serving TLS; None: plaintext. `batch_receive`:
     receive through ReceiveMessages (proto/batch_receive.proto, one response per receive)
-    where the server has it; False: always the v2 ReceiveMessage stream."""
+    and ack with the next receive (AckAndReceive) where the server has them; False: always
+    the v2 ReceiveMessage stream and AckMessage."""
     endpoints: str
     namespace: str = ""
     access_key: str = ""
@@ -141,7 +147,9 @@ class Connection:
             (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)])
         self.stub = s_grpc.MessagingServiceStub(self.channel)
         self._batch_stub = br_grpc.BatchReceiveStub(self.channel)
-        self._batch_receive = self.config.batch_receive  # False once the server lacks it
+        # the BatchReceive methods to ask for: none when switched off; one the server lacks
+        # (UNIMPLEMENTED) is dropped
+        self._batch_methods = set(BATCH_RECEIVE_METHODS) if self.config.batch_receive else set()
         self._routes: dict[str, tuple[float, list[d.MessageQueue]]] = {}
         self._routes_lock = threading.Lock()
         self._raw: dict[str, grpc.UnaryUnaryMultiCallable] = {}
@@ -192,20 +200,21 @@ class Connection:
         except grpc.RpcError as e:
             raise TransportError.from_rpc_error(e, method, self.config.target) from None
 
-    def receive_messages(self, request: Any, timeout: float | None = None) -> Any | None:
-        """ReceiveMessage answered in one response (proto/batch_receive.proto), or None when
-        it is switched off or the server does not serve it (UNIMPLEMENTED, remembered): the
-        caller then uses the v2 stream."""
-        if not self._batch_receive:
+    def batch_call(self, method: str, request: Any, timeout: float | None = None) -> Any | None:
+        """A BatchReceive call's answer (proto/batch_receive.proto: ReceiveMessages, the v2
+        receive in one response, or AckAndReceive), or None when batch receiving is switched
+        off or the server does not serve `method` (UNIMPLEMENTED, remembered): the caller then
+        uses the v2 calls."""
+        if method not in self._batch_methods:
             return None
         try:
-            return self._batch_stub.ReceiveMessages(request, timeout=self.timeout(timeout),
-                                                    metadata=self.metadata())
+            return getattr(self._batch_stub, method)(request, timeout=self.timeout(timeout),
+                                                     metadata=self.metadata())
         except grpc.RpcError as e:
             if e.code() is grpc.StatusCode.UNIMPLEMENTED:
-                self._batch_receive = False
+                self._batch_methods.discard(method)
                 return None
-            raise TransportError.from_rpc_error(e, "ReceiveMessages", self.config.target) from None
+            raise TransportError.from_rpc_error(e, method, self.config.target) from None
 
     # -- routes -------------------------------------------------------------------------------
     def route(self, topic: str, refresh: bool = False) -> list[d.MessageQueue]:

@@ -1,13 +1,15 @@
 """Role-aware routing of the consumer calls (ReceiveMessage, AckMessage, ChangeInvisibleDuration,
 ForwardMessageToDeadLetterQueue, UpdateOffset, GetOffset, QueryAssignment, and ReceiveMessages
-of proto/batch_receive.proto).
+and AckAndReceive of proto/batch_receive.proto).
 
 Consumer state lives on the master (cluster/consume/), so a master answers them itself and a
 slave forwards them unchanged to its master over the forwarder's channel (marked so they are
 never forwarded twice), like SendMessage. A slave forwards ReceiveMessages as it is (the
 master bounds the answer's size); a master that does not serve it (UNIMPLEMENTED: an older
 version during an upgrade) gets the v2 ReceiveMessage instead, whose stream the slave folds
-into one response (`folded`). The official clients stay on whichever node of the
+into one response (`folded`). AckAndReceive is AckMessage, then ReceiveMessages, on this
+node; a slave forwards it whole (one round trip to the master), and as those two calls to a
+master that does not serve it. The official clients stay on whichever node of the
 route answers, so a consumer connected to a slave keeps working, also across a failover.
 
 QueryAssignment (push consumers) answers one assignment per readable queue of the topic, each
@@ -131,6 +133,37 @@ class ConsumerRouter:
         return folded(await self.call_async("ReceiveMessage", request, forwarded=forwarded,
                                             timeout=timeout, client_id=client_id,
                                             time_remaining=time_remaining))
+
+    async def ack_and_receive_async(self, request: br.AckAndReceiveRequest, *,
+                                    forwarded: bool = False, timeout: float | None = None,
+                                    client_id: str = "",
+                                    time_remaining: Callable[[], float | None] = lambda: None
+                                    ) -> br.ReceiveMessagesResponse:
+        """AckAndReceive: the request's ack as AckMessage (applied and waited for in full
+        first, so a FIFO group's next message is free for the receive), then its receive as
+        ReceiveMessages, each answered as that call would be (proto/batch_receive.proto)."""
+        calls = dict(forwarded=forwarded, timeout=timeout, client_id=client_id)
+        if self.service.role.master is None:
+            try:
+                target = v2_route(self.service.role, forwarded=forwarded)
+                if isinstance(target, Forward):
+                    check_names(request.receive)
+                    if request.HasField("ack"):
+                        check_names(request.ack)
+                    answer = await asyncio.to_thread(
+                        self.service.forwarder.call, target.address, "AckAndReceive", request,
+                        _limit(timeout), client_id, unimplemented=None)
+                    if answer is not None:
+                        return answer
+            except V2Error as e:
+                return br.ReceiveMessagesResponse(status=e.status())
+        ack = await self.call_async("AckMessage", request.ack, **calls) \
+            if request.HasField("ack") else None
+        answer = await self.receive_batch_async(request.receive, time_remaining=time_remaining,
+                                                **calls)
+        if ack is not None:
+            answer.ack.CopyFrom(ack)
+        return answer
 
     async def _receive_on_master(self, master, receive, request, forwarded: bool,
                                  time_remaining: Callable[[], float | None]):

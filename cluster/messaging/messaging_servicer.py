@@ -211,3 +211,11 @@ class BatchReceiveServicer(br_grpc.BatchReceiveServicer):
                 **MessagingServicer._call_info(context))
         except Exception as e:
             return _failure(br.ReceiveMessagesResponse, e)
+
+    async def AckAndReceive(self, request, context):  # noqa: N802
+        try:
+            return await self.service.consumer_router.ack_and_receive_async(
+                request, time_remaining=context.time_remaining,
+                **MessagingServicer._call_info(context))
+        except Exception as e:
+            return _failure(br.ReceiveMessagesResponse, e)

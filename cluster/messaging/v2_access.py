@@ -11,6 +11,8 @@ DefaultAuthorizationContextBuilder); we follow it where it has the method:
 | EndTransaction, RecallMessage  | PUB on the topic                       | same                  |
 | ReceiveMessage                 | SUB on the group and the queue's topic | same                  |
 | ReceiveMessages (ours, proto/batch_receive.proto) | as ReceiveMessage | -              |
+| AckAndReceive (ours, the same proto) | as ReceiveMessage, and as AckMessage | -        |
+|                                | for its ack                            |                       |
 | AckMessage                     | SUB on the group and the topic         | same                  |
 | ForwardMessageToDeadLetterQueue| SUB on the group and the topic         | same                  |
 | QueryAssignment                | SUB on the group and the topic         | same                  |
@@ -88,6 +90,8 @@ NEEDS: dict[str, Callable] = {
     "RecallMessage": lambda r: _topic(r.topic.name, Perm.PUB),
     "ReceiveMessage": lambda r: _sub(r.group.name, r.message_queue.topic.name),
     "ReceiveMessages": lambda r: _sub(r.group.name, r.message_queue.topic.name),
+    "AckAndReceive": lambda r: _sub(r.receive.group.name, r.receive.message_queue.topic.name) + (
+        _sub(r.ack.group.name, r.ack.topic.name) if r.HasField("ack") else []),
     "AckMessage": lambda r: _sub(r.group.name, r.topic.name),
     "ForwardMessageToDeadLetterQueue": lambda r: _sub(r.group.name, r.topic.name),
     "QueryAssignment": lambda r: _sub(r.group.name, r.topic.name),

@@ -18,7 +18,7 @@ from cluster.security.signature import sign
 from proto import batch_receive_pb2 as br
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from tests.support.files import replace_file
-from tests.support.nodes import settle
+from tests.support.nodes import MethodLog, methods_called, settle
 from tests.support.v2 import ack, bodies, receive, receive_request, send
 
 G2 = d.Resource(name="G2")
@@ -113,7 +113,8 @@ def test_a_slave_forwards_it_to_its_master(nodes, node):
     assert bodies(answer.messages) == [b"m0", b"m1", b"m2", b"x0"]
     assert ack(nodes.stub(slave), answer.messages).status.code == d.OK
     assert batch(nodes.batch_stub(node), n=32).status.code == d.MESSAGE_NOT_FOUND
-    assert "ReceiveMessages" in _methods(node) and "ReceiveMessage" not in _methods(node)
+    used = methods_called(node)
+    assert "ReceiveMessages" in used and "ReceiveMessage" not in used
     refused = batch(nodes.batch_stub(slave), topic="%bad%name")
     assert refused.status.code != d.OK and refused.status.message
 
@@ -147,9 +148,6 @@ def test_the_acl_checks_it_like_receive_message(nodes, tmp_path):
     assert allowed.status.code in (d.MESSAGE_NOT_FOUND, d.TOPIC_NOT_FOUND), allowed.status
 
 
-def _methods(node) -> set[str]:
-    return {method.rpartition("/")[2] for method, _ in node.calls.snapshot()}
-
 
 @pytest.mark.parametrize("batch_receive", [True, False])
 def test_the_client_receives_in_either_form(nodes, node, batch_receive):
@@ -157,18 +155,9 @@ def test_the_client_receives_in_either_form(nodes, node, batch_receive):
     got = SimpleConsumer(conn, "CG", {"T": "*"}, await_duration=0).receive(32, 30)
     assert sorted(m.body for m in got) == [b"m0", b"m1", b"m2", b"x0"]
     assert all(m.receipt_handle and m.delivery_attempt == 1 for m in got)
-    used = _methods(node)
+    used = methods_called(node)
     assert ("ReceiveMessages" in used) is batch_receive
     assert ("ReceiveMessage" in used) is not batch_receive
-
-
-class _Counting(grpc.ServerInterceptor):
-    def __init__(self) -> None:
-        self.methods: list[str] = []
-
-    def intercept_service(self, continuation, handler_call_details):
-        self.methods.append(handler_call_details.method.rpartition("/")[2])
-        return continuation(handler_call_details)
 
 
 def test_a_slave_learns_when_its_master_lacks_it():
@@ -194,15 +183,15 @@ def test_a_slave_learns_when_its_master_lacks_it():
 def test_the_client_falls_back_to_the_stream_where_the_server_lacks_it(nodes):
     """A gRPC server without BatchReceive (here one that serves nothing at all) answers
     UNIMPLEMENTED: the client asks once, then goes to the v2 stream and stays there."""
-    counting = _Counting()
+    counting = MethodLog()
     server = grpc.server(futures.ThreadPoolExecutor(2), interceptors=[counting])
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     try:
         conn = nodes.connect(f"127.0.0.1:{port}")
         request = receive_request()
-        assert conn.receive_messages(request) is None
-        assert conn.receive_messages(request) is None  # remembered: not asked again
+        assert conn.batch_call("ReceiveMessages", request) is None
+        assert conn.batch_call("ReceiveMessages", request) is None  # remembered: not asked again
         assert counting.methods == ["ReceiveMessages"]
     finally:
         server.stop(None)

@@ -15,8 +15,10 @@ Figures per scenario:
   end-to-end     ms from send to receive, one producer process at 1,000 msg/s and one
                  consumer receiving up to 32 and acking each answer (end_to_end_load.py), and
                  where a message waits (stored -> received, the wait for the receive)
-  receive/ack    msg/s, SimpleConsumer threads: ReceiveMessage(32) + one AckMessage per batch,
-                 and the same with `--batch` messages per receive; each with its ratio to
+  receive/ack    msg/s, SimpleConsumer threads: receive(32) + one AckMessage per batch (in one
+                 response, ReceiveMessages), the same with each batch acked by the next
+                 receive (AckAndReceive), and over the v2 ReceiveMessage stream; then the
+                 same with `--batch` messages per receive; each with its ratio to
                  send_batch of the same scenario in the same run (target: >= 0.8x) and the
                  CPU per consumed message of the master and of the client process
   official       msg/s of the official Python client's sequential sends (subprocess)
@@ -178,24 +180,26 @@ def add_end_to_end(ctx: Context, scenario: str, addr: str, plan: Plan) -> None:
                  f"{e2e.per_receive:.1f} messages on average")
 
 
-# how a receive is answered: key suffix -> (ClientConfig.batch_receive, label)
-RECEIVE_FORMS = {"": (True, ""), "_stream": (False, ", v2 stream")}
+# how a consumer receives and acks (messaging_load.RECEIVE_FORMS): form -> (key suffix, label)
+RECEIVE_FORMS = {"one": ("", ""), "next": ("_next", ", acked by the next receive"),
+                 "stream": ("_stream", ", v2 stream")}
 
 
 def bench_receive_ack(ctx: Context, scenario: str, plan: Plan, addr: str, batch: int,
                       produced: float, master_pid: int) -> bool:
     """receive(batch) + one AckMessage per batch, next to the produce rate of the same scenario
     measured just before (send_batch): the consume path must keep up with producers (target:
-    at least 0.8x). Each receive answered in one response (ReceiveMessages, what our client
-    uses) and over the v2 stream (what the official clients use), each on a backlog of its
-    own. False when the server does not implement ReceiveMessage."""
-    for suffix, (one_response, label) in RECEIVE_FORMS.items():
+    at least 0.8x). In each form of RECEIVE_FORMS, each on a backlog of its own: answered in
+    one response (ReceiveMessages) and acked by its own AckMessage, the same with each batch
+    acked by the next receive (AckAndReceive: what our client can do), and over the v2 stream
+    (what the official clients use). False when the server does not implement ReceiveMessage."""
+    for form, (suffix, label) in RECEIVE_FORMS.items():
         topic = f"BenchReceive{batch}{suffix}"
         load.fill(addr, topic, plan.receive_messages)
         with CpuWindow({"server": master_pid, "client": os.getpid()}) as cpu:
             rate = load.receive_ack_rate(addr, topic, plan.receive_messages,
                                          threads=plan.producers, batch=batch,
-                                         limit_s=plan.seconds * 3, batch_receive=one_response)
+                                         limit_s=plan.seconds * 3, form=form)
         if rate is None:
             print("  receive/ack: skipped, the server answers ReceiveMessage with NOT_IMPLEMENTED")
             return False
@@ -237,12 +241,12 @@ def bench_baseline(ctx: Context, plan: Plan) -> None:
             add_rate(ctx, "bare_send_batch", f"bare: send_batch({plan.batch}) x "
                      f"{plan.producers} threads", produced)
             for batch in sorted({32, plan.batch}):
-                for suffix, (one_response, label) in RECEIVE_FORMS.items():
+                for form, (suffix, label) in RECEIVE_FORMS.items():
                     key = f"bare_receive_ack{'' if batch == 32 else f'_{batch}'}{suffix}"
                     with CpuWindow({"server": server.proc.pid, "client": os.getpid()}) as cpu:
                         rate = load.receive_ack_rate(
                             server.address, "Bare", plan.receive_messages, threads=plan.producers,
-                            batch=batch, limit_s=plan.seconds * 3, batch_receive=one_response)
+                            batch=batch, limit_s=plan.seconds * 3, form=form)
                     add_rate(ctx, key, f"bare: receive({batch}) + ack{label} x {plan.producers} "
                              f"threads", rate)
                     # the ceiling of the consume target in this form: no store at all

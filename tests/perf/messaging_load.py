@@ -169,14 +169,22 @@ def fill(endpoint: str, topic: str, n: int) -> None:
             time.sleep(0.05)
 
 
+# How a consumer receives and acks: form -> (ClientConfig.batch_receive, acks with the next
+# receive). "one": ReceiveMessages + AckMessage; "next": AckAndReceive, each batch acked by
+# the next receive; "stream": the v2 ReceiveMessage stream + AckMessage.
+RECEIVE_FORMS = {"one": (True, False), "next": (True, True), "stream": (False, False)}
+
+
 def receive_ack_rate(endpoint: str, topic: str, total: int, threads: int, batch: int,
-                     limit_s: float, batch_receive: bool = True) -> Rate | None:
+                     limit_s: float, form: str = "one") -> Rate | None:
     """SimpleConsumers (one group) receive `batch` and ack them with one AckMessage, until
     `total` were acked or `limit_s` passed; None when the server answers NOT_IMPLEMENTED.
-    `batch_receive`: in one response per receive, or (False) over the v2 stream.
+    `form` (RECEIVE_FORMS): how they receive and ack; with "next" a batch counts once the
+    next call's answer says it was acked, from when that call was sent.
     The rate runs to the last ack, not to the threads' end: once the backlog is handed out,
     a thread's receive long-polls an empty topic (1 s) before it sees the total reached, and
     that idle tail halved the figure of a quick run (5,000 messages)."""
+    batch_receive, ack_with_next = RECEIVE_FORMS[form]
     with connect(endpoint, batch_receive) as conn:
         probe = SimpleConsumer(conn, "bench-probe", {topic: "*"}, await_duration=0)
         try:
@@ -185,23 +193,40 @@ def receive_ack_rate(endpoint: str, topic: str, total: int, threads: int, batch:
             if e.code == d.NOT_IMPLEMENTED:
                 return None
             raise
-        counts, errors = [0] * threads, []
+        counts, received, errors = [0] * threads, [0] * threads, []
         start, deadline = time.perf_counter(), time.monotonic() + limit_s
         last_ack = [start] * threads  # per thread: when its last counted ack came back
 
         def run(t: int) -> None:
             consumer = SimpleConsumer(conn, "bench-group", {topic: "*"}, await_duration=1)
+            unacked: list = []  # "next": the previous answer, acked by the next call
             while sum(counts) < total and time.monotonic() < deadline:
                 try:
-                    got = consumer.receive(batch, 30)
-                    if not got:
+                    if ack_with_next:
+                        # The call applies the ack first but answers after its receive: once
+                        # the others drained the backlog, that receive long-polls (1 s). So
+                        # the ack counts from when it was sent, and the last batch is acked
+                        # at once.
+                        sent = time.perf_counter()
+                        results, got = consumer.ack_and_receive(unacked, batch, 30)
+                        acked, unacked = unacked, got
+                        received[t] += len(got)
+                        if unacked and sum(received) >= total:
+                            results += consumer.ack_many(unacked)
+                            acked, unacked, sent = acked + unacked, [], time.perf_counter()
+                    else:
+                        got = consumer.receive(batch, 30)
+                        results, acked = (consumer.ack_many(got), got) if got else ([], [])
+                    if not acked:
                         continue
-                    failed = [e for e in consumer.ack_many(got) if e is not None]
+                    failed = [e for e in results if e is not None]
                     errors.extend(failed)
-                    counts[t] += len(got) - len(failed)
-                    last_ack[t] = time.perf_counter()
+                    counts[t] += len(acked) - len(failed)
+                    last_ack[t] = sent if ack_with_next else time.perf_counter()
                 except ClientError as e:
                     errors.append(e)
+            if unacked:  # handed out after the total was reached: not counted
+                consumer.ack_many(unacked)
 
         workers = [threading.Thread(target=run, args=(t,), daemon=True) for t in range(threads)]
         for w in workers:
@@ -235,7 +260,7 @@ class BareServicer(s_grpc.MessagingServiceServicer):
     """Answers SendMessage with one OK entry per message (ids from the request), QueryRoute
     with four queues, ReceiveMessage with `batch_size` prebuilt 1 KiB messages (one response
     each, as the v2 API streams them; ReceiveMessages of proto/batch_receive.proto: all in one
-    response) and AckMessage with one OK entry per entry: what a node
+    response), AckMessage with one OK entry per entry and AckAndReceive with both: what a node
     answers, without converting, storing, replicating or keeping consumer state."""
 
     def __init__(self, address: str) -> None:
@@ -280,6 +305,12 @@ class BareServicer(s_grpc.MessagingServiceServicer):
             s.AckMessageResultEntry(status=self.ok, message_id=e.message_id,
                                     receipt_handle=e.receipt_handle) for e in request.entries])
 
+    def AckAndReceive(self, request, context):  # noqa: N802  (BatchReceive)
+        answer = self.ReceiveMessages(request.receive, context)
+        if request.HasField("ack"):
+            answer.ack.CopyFrom(BareServicer.AckMessage(self, request.ack, context))
+        return answer
+
 
 class AioBareServicer(BareServicer):
     """The bare service as the node serves it (cluster/node/grpc_server.py): the hot calls are
@@ -297,6 +328,12 @@ class AioBareServicer(BareServicer):
 
     async def ReceiveMessages(self, request, context):  # noqa: N802
         return BareServicer.ReceiveMessages(self, request, context)
+
+    async def AckAndReceive(self, request, context):  # noqa: N802
+        answer = BareServicer.ReceiveMessages(self, request.receive, context)
+        if request.HasField("ack"):
+            answer.ack.CopyFrom(BareServicer.AckMessage(self, request.ack, context))
+        return answer
 
 
 def _serve_bare(address: str, ready) -> None:

@@ -35,10 +35,15 @@ class Watch:
         settle(node)
         self.before = written(node)
 
-    def status(self, status: d.Status, what: str) -> None:
+    def clear(self, status: d.Status, what: str) -> bool:
+        """The status is a clear answer (not a server failure, with a message); True when
+        it says the call did its work."""
         assert status.code not in FAILURE_CODES, f"{what}: {status}"
         assert status.message, f"{what}: status {status.code} without a message"
-        if status.code not in DONE_CODES:
+        return status.code in DONE_CODES
+
+    def status(self, status: d.Status, what: str) -> None:
+        if not self.clear(status, what):
             self.nothing_written(f"{what} refused with {d.Code.Name(status.code)} "
                                  f"({status.message})")
 

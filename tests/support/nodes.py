@@ -181,6 +181,22 @@ class Nodes:
         self._again.clear()
 
 
+def methods_called(node: Node) -> set[str]:
+    """The gRPC method names (without service) this node has answered."""
+    return {method.rpartition("/")[2] for method, _ in node.calls.snapshot()}
+
+
+class MethodLog(grpc.ServerInterceptor):
+    """A server interceptor that records each call's method name (for a bare grpc.server)."""
+
+    def __init__(self) -> None:
+        self.methods: list[str] = []
+
+    def intercept_service(self, continuation, handler_call_details):
+        self.methods.append(handler_call_details.method.rpartition("/")[2])
+        return continuation(handler_call_details)
+
+
 def dispatched(node: Node) -> bool:
     """Reput dispatched everything the node's commitlog holds (on a slave: up to what its
     master confirmed)."""
