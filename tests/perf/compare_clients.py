@@ -159,7 +159,7 @@ async def _nats_sequential(spec: dict, topic: str, count: int, warmup: int) -> l
 def consume(spec: dict, topic: str, group: str, count: int, batch: int,
             limit_s: float, stamped: bool = False) -> dict:
     """Receive + ack until `count` messages were acked (or `limit_s` passed): batches of up to
-    `batch`, every batch acked before the next receive. With `stamped`, the end-to-end latency
+    `batch`, every batch acked before (ours: with) the next receive. With `stamped`, the end-to-end latency
     (ms) of every stamped message is returned too, by sequence number."""
     kind = spec["kind"]
     if kind == "nats":
@@ -170,14 +170,21 @@ def consume(spec: dict, topic: str, group: str, count: int, batch: int,
         from cluster.client import SimpleConsumer
         with _ours_conn(spec) as conn:
             consumer = SimpleConsumer(conn, group, {topic: "*"}, await_duration=1)
-            # a stamped run stops at `count` stamped messages: an unstamped one (the topic's
-            # warm message) must not end it one short
+            # Each batch is acked by the next receive (AckAndReceive: one round trip per
+            # batch), the last one at once. A stamped run stops at `count` stamped messages:
+            # an unstamped one (the topic's warm message) must not end it one short.
+            received, unacked = 0, []
             while (len(lat) if stamped else got) < count and time.monotonic() < deadline:
-                msgs = consumer.receive(batch, 30)
+                results, msgs = consumer.ack_and_receive(unacked, batch, 30)
                 now = time.time()
+                got += len(unacked) - sum(e is not None for e in results)
+                received += len(msgs)
                 if stamped:
                     _stamps(lat, now, (m.body for m in msgs))
-                got += len(msgs) - sum(e is not None for e in consumer.ack_many(msgs))
+                unacked = msgs
+                if (len(lat) if stamped else received) >= count:
+                    got += len(msgs) - sum(e is not None for e in consumer.ack_many(msgs))
+                    unacked = []
         return {"start": t0, "end": time.time(), "count": got, "latency": lat}
     client = _redis(spec)
     try:

@@ -194,11 +194,13 @@ def render_markdown(results: Results) -> str:
 
 
 CONSUME_CALLS = (
-    "Each system's own Python client. Ours (cluster.client SimpleConsumer): ReceiveMessages "
-    "(proto/batch_receive.proto: the v2 ReceiveMessage answered in one response; the official "
-    "RocketMQ clients use the v2 stream, one response per message), then one AckMessage for the "
-    "batch, answered. NATS (nats-py): fetch, then one ack per message, a publish the server "
-    "does not answer. Redis (redis-py): XREADGROUP, then one XACK for the batch, answered.")
+    "Each system's own Python client, one round trip per batch for each. Ours (cluster.client "
+    "SimpleConsumer.ack_and_receive): AckAndReceive (proto/batch_receive.proto), which acks "
+    "the previous batch, answered, and receives the next in one response; the official "
+    "RocketMQ clients use the v2 ReceiveMessage stream, one response per message, and an "
+    "AckMessage per batch. NATS (nats-py): fetch, then one ack per message, a publish the "
+    "server does not answer. Redis (redis-py): XREADGROUP, then one XACK for the batch, "
+    "answered, in its own round trip.")
 
 
 def steal_section(results: Results) -> list[str]:
