@@ -17,22 +17,24 @@ MAC) is INVALID_RECEIPT_HANDLE.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from typing import NamedTuple
 
 from cluster.consume.handle_mac import mac, verify
 
 PREFIX = "R2"
 OLD_PREFIX = "R1"  # CRC-checked handles of earlier versions: forgeable, refused
 MAX_LENGTH = 128
-_MAX_FIELD_DIGITS = 19  # an i64; longer digit strings are not handles this server issued
+# One match checks the whole layout (an ack decodes a handle per entry). Fields of at most 19
+# digits (an i64; longer digit strings are not handles this server issued).
+_HANDLE = re.compile(PREFIX + r":(\d{1,19}):(\d{1,19}):(\d{1,19}):([0-9A-Fa-f]{32})", re.ASCII)
 
 
 class BadReceiptHandle(ValueError):
     pass
 
 
-@dataclass(frozen=True)
-class Receipt:
+class Receipt(NamedTuple):
     queue_id: int
     offset: int
     handle: int
@@ -44,20 +46,23 @@ def encode(key: bytes, topic: str, group: str, queue_id: int, offset: int, handl
 
 
 def decode(key: bytes, text: str, topic: str, group: str) -> Receipt:
-    if not text:
-        raise BadReceiptHandle("the receipt handle is empty")
-    if len(text) > MAX_LENGTH:
-        raise BadReceiptHandle(f"the receipt handle is {len(text)} characters long, at most "
-                               f"{MAX_LENGTH}")
-    parts = text.split(":")
-    if parts[0] == OLD_PREFIX:
-        raise BadReceiptHandle(f"receipt handle {text!r} has the old unauthenticated format "
-                               f"(R1); receive the message again to get a current handle")
-    if len(parts) != 5 or parts[0] != PREFIX or not all(
-            p.isascii() and p.isdigit() and len(p) <= _MAX_FIELD_DIGITS for p in parts[1:4]):
-        raise BadReceiptHandle(f"{text!r} is not a receipt handle of this server")
-    body = ":".join(parts[:4])
-    if not verify(key, parts[4], body, topic, group):
+    match = _HANDLE.fullmatch(text) if len(text) <= MAX_LENGTH else None
+    if match is None:
+        raise BadReceiptHandle(_malformed(text))
+    body = text[:match.start(4) - 1]
+    if not verify(key, match[4], body, topic, group):
         raise BadReceiptHandle(f"receipt handle {text!r} does not belong to topic {topic} and "
                                f"group {group} (or was altered)")
-    return Receipt(int(parts[1]), int(parts[2]), int(parts[3]))
+    return Receipt(int(match[1]), int(match[2]), int(match[3]))
+
+
+def _malformed(text: str) -> str:
+    """Why `text` is not a receipt handle of this server."""
+    if not text:
+        return "the receipt handle is empty"
+    if len(text) > MAX_LENGTH:
+        return f"the receipt handle is {len(text)} characters long, at most {MAX_LENGTH}"
+    if text.split(":")[0] == OLD_PREFIX:
+        return (f"receipt handle {text!r} has the old unauthenticated format (R1); receive the "
+                f"message again to get a current handle")
+    return f"{text!r} is not a receipt handle of this server"

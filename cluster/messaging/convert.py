@@ -424,7 +424,9 @@ def record_to_v2(record: MessageRecord, namespace: str = "",
     topic.name = record.topic
     if namespace:
         topic.resource_namespace = namespace
-    out.user_properties.update({k: v for k, v in props.items() if k not in _HIDDEN_ON_DELIVERY})
+    user = {k: v for k, v in props.items() if k not in _HIDDEN_ON_DELIVERY}
+    if user:  # most records have none: the map is not touched then
+        out.user_properties.update(user)
     out.body = body
     return out
 

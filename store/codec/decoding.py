@@ -12,7 +12,7 @@ from ..errors import MessageIllegal
 from .layout import (
     MAGIC_V1, MAGIC_V2, BLANK_MAGIC, KEY_SEPARATOR, PROPERTY_KEYS, PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROP_CRC_RESERVED_LEN, QUEUE_OFFSET_POS,
-    RecordKind, SYS_FLAG_POS, SysFlag, format_host, header_size, pack_host_address, parse_host,
+    RecordKind, SYS_FLAG_POS, SysFlag, header_size, host_text, pack_host_address, parse_host,
     string_to_properties, unpack_host_address, _HEADERS, _I16, _I32, _I64, _QO_PO, _SIZE_MAGIC)
 
 
@@ -190,8 +190,8 @@ def _decode_valid(buf, pos: int, total: int, read_body: bool) -> MessageRecord:
     props_raw = bytes(buf[ppos + 2:ppos + 2 + plen])
     return MessageRecord(
         total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts,
-        format_host(unpack_host_address(born_addr), born_port), store_ts,
-        format_host(unpack_host_address(store_addr), store_port), reconsume, prepared, body, topic,
+        host_text(born_addr, born_port), store_ts, host_text(store_addr, store_port), reconsume,
+        prepared, body, topic,
         string_to_properties(props_raw.decode("utf-8", errors="replace")), props_raw)
 
 

@@ -177,6 +177,13 @@ def format_host(ip: str, port: int) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
+@lru_cache(maxsize=4096)
+def host_text(raw: bytes, port: int) -> str:
+    """A record's packed host address and port as "ip:port". Cached: every read of a record
+    formats two (born and store host), and a store sees few distinct ones."""
+    return format_host(unpack_host_address(raw), port)
+
+
 # -- Java String.hashCode -----------------------------------------------------------------
 # hashCode is the polynomial sum(unit_i * 31**(n-1-i)) over the UTF-16 code units, mod 2**32.
 # For ASCII text (every key and tag in practice) int(digits, 31) evaluates that polynomial
