@@ -37,8 +37,8 @@ class MappedFile:
     readers holding it.
 
     Who may touch what:
-    - Appends (`append`, `write_at`, `zero_from`, `set_positions`) come from one writer at a
-      time, serialised by the owner (CommitLog.put_lock, a ConsumeQueue's write lock, the
+    - Appends (`append`, `append_written`, `write_at`, `zero_from`, `set_positions`) come
+      from one writer at a time, serialised by the owner (CommitLog.put_lock, a ConsumeQueue's write lock, the
       IndexService's write lock); through the mapping they take no lock here.
     - `_buffer_lock` guards `_pending` and `wrote_position` in write-buffer mode: append adds to
       the buffer while commit takes bytes out of it (and puts them back when pwrite fails).
@@ -140,6 +140,26 @@ class MappedFile:
             with self._buffer_lock:
                 self._pending += data
                 self.wrote_position = pos + n
+        if stamp_ms:
+            self.last_modified_ms = stamp_ms
+        return pos
+
+    def append_written(self, data, stamp_ms: int = 0) -> int:
+        """append() by pwrite into the file instead of a copy into the mapping (write-through
+        files only): the bytes are in the page cache when it returns, as with the mapping, and
+        mapped readers see them. For large appends (a slave's replicated chunks): the kernel
+        copies them without a page fault per page."""
+        if not self.write_through_mmap:
+            return self.append(data, stamp_ms)
+        pos = self.wrote_position
+        n = len(data)
+        if pos + n > self.file_size:
+            raise ValueError(f"append of {n} bytes at {pos} overflows {self.path}")
+        try:
+            self.io.pwrite(self.fd, data, pos, self.path)
+        except OSError as e:
+            raise DiskError("pwrite", self.path, e) from e
+        self.wrote_position = self.committed_position = pos + n
         if stamp_ms:
             self.last_modified_ms = stamp_ms
         return pos

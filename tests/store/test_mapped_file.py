@@ -42,6 +42,41 @@ def test_positions_append_commit_flush(tmp_path, mmap):
     mf.close()
 
 
+def test_append_written_is_read_through_the_mapping_and_flushed_by_msync(tmp_path):
+    """A slave's replicated chunks go in by pwrite: the mapping's readers see them at once and
+    msync of the written range makes them durable, as if they had been copied in."""
+    io = FaultyFileIO()
+    mf = make(tmp_path, io)
+    assert mf.append_written(b"a" * 5000, stamp_ms=7) == 0
+    assert mf.append(b"b" * 100) == 5000  # a copy through the mapping after it
+    assert mf.append_written(b"c" * 50) == 5100
+    assert mf.read_position == mf.committed_position == mf.wrote_position == 5150
+    assert mf.read(4990, 20) == b"a" * 10 + b"b" * 10 and bytes(mf.view[5100:5150]) == b"c" * 50
+    assert mf.last_modified_ms == 7 and io.calls["pwrite"] == 2
+    io.fail("msync", EIO, times=1)  # the pwritten range is the mapping's to flush
+    with pytest.raises(DiskError):
+        mf.flush()
+    assert mf.flush() == 5150
+    with open(mf.path, "rb") as f:
+        assert f.read(5150) == b"a" * 5000 + b"b" * 100 + b"c" * 50
+    mf.close()
+
+
+def test_failed_append_written_moves_nothing(tmp_path):
+    io = FaultyFileIO()
+    mf = make(tmp_path, io)
+    mf.append_written(b"a" * 100)
+    io.fail("pwrite", ENOSPC, times=1)
+    with pytest.raises(DiskError) as e:
+        mf.append_written(b"b" * 100)
+    assert e.value.cause.errno == ENOSPC
+    assert mf.wrote_position == mf.read_position == 100
+    assert mf.append_written(b"c" * 100) == 100 and mf.read(100, 100) == b"c" * 100
+    with pytest.raises(ValueError):
+        mf.append_written(b"x" * 9000)
+    mf.close()
+
+
 def test_least_pages_defers_small_flushes(tmp_path):
     mf = make(tmp_path, size=4096 * 8)
     mf.append(b"x" * 100)
