@@ -5,12 +5,13 @@ fields known there are patched (queue offset from the topic-queue table, physica
 timestamp) and the bytes copied into the last file. A record that does not fit, together with
 END_FILE_MIN_BLANK_LENGTH, makes the file end with a BLANK record and the next file start.
 A batch is appended under one lock acquisition; one that fits the last file is patched record by
-record, then copied and made visible at once (`MappedFile.append_many`).
+record, then written and made visible at once (`MappedFile.append_written`).
 
-The slave path (append_raw) writes replicated bytes verbatim at exactly the current end, by
-pwrite (MappedFile.append_written): a chunk of up to a MiB goes into the page cache in one
-system call instead of a page fault per 4 KiB page under a copy into the mapping (catch-up
-453-540 MB/s against 341-472 on one host, tests/perf/README.md).
+The slave path (append_raw) writes replicated bytes verbatim at exactly the current end.
+Both paths write by pwritev into the file (MappedFile.append_written), not by copies into the
+mapping: the kernel allocates the fresh pages inside the call, without the GIL and without a
+page fault per 4 KiB page, and the mapping serves the readers (tests/perf/README.md, "The
+commitlog is written by pwrite").
 Truncation is crash-safe (MappedFileQueue.truncate_to zeroes and syncs before it forgets).
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from . import codec
 from .clock import Clock
 from .codec import EncodedRecord, SysFlag
 from .dispatch import HINTS_MAX, DispatchRequest, fill_hint
-from .errors import OffsetOutOfRange
+from .errors import DiskError, OffsetOutOfRange
 from .fileio import FileIO
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
@@ -136,7 +137,7 @@ class CommitLog:
                 # before the bytes: reput must not walk a record whose hint is still coming
                 fill_hint(hint, phy, n, queue_offset, now)
                 hints[phy] = hint
-        f.append(data, now)
+        self._write(f, (data,), now, phy)
         if not skip:
             self.topic_queue_table[key] = queue_offset + 1
         self.last_store_timestamp = now
@@ -147,7 +148,7 @@ class CommitLog:
                                now: int) -> list[AppendResult]:
         """`_append_locked` for a batch that fits `f`: every record patched and its hint left
         first, then the bytes copied and made visible together (readers see nothing of the
-        batch until `append_many` moves the file's position)."""
+        batch until `append_written` moves the file's position)."""
         phy = f.file_from_offset + f.wrote_position
         table = self.topic_queue_table
         nxt: dict[tuple[str, int], int] = {}  # the queues' next offsets, kept once the bytes are in
@@ -170,10 +171,24 @@ class CommitLog:
             results.append(AppendResult(phy, len(data), queue_offset, now, prefix))
             datas.append(data)
             phy += len(data)
-        f.append_many(datas, now)
+        self._write(f, datas, now, results[0].wrote_offset)
         table.update(nxt)
         self.last_store_timestamp = now
         return results
+
+    def _write(self, f: MappedFile, datas: Sequence, now: int, phy: int) -> None:
+        """The records' bytes into `f` at its end (`phy` in the log). A write that fails
+        (DiskError) moves nothing and takes back the dispatch hints left for these records:
+        reput must never find one for bytes that are not there."""
+        try:
+            f.append_written(datas, now)
+        except DiskError:
+            hints = self.dispatch_hints
+            if hints is not None:
+                for data in datas:  # one pop per record: reput pops from it meanwhile
+                    hints.pop(phy, None)
+                    phy += len(data)
+            raise
 
     def _append_blank(self, f: MappedFile) -> None:
         remaining = f.remaining
@@ -201,7 +216,7 @@ class CommitLog:
                 raise OffsetOutOfRange(f"raw append at {offset} but file {f.path} ends elsewhere")
             if len(data) > f.remaining:
                 raise OffsetOutOfRange(f"raw append of {len(data)} bytes at {offset} crosses a file")
-            f.append_written(data, self.clock.now_ms())
+            f.append_written((data,), self.clock.now_ms())
 
     # -- reading -----------------------------------------------------------------------------
     def read(self, offset: int, size: int) -> bytes:

@@ -144,19 +144,23 @@ class MappedFile:
             self.last_modified_ms = stamp_ms
         return pos
 
-    def append_written(self, data, stamp_ms: int = 0) -> int:
-        """append() by pwrite into the file instead of a copy into the mapping (write-through
-        files only): the bytes are in the page cache when it returns, as with the mapping, and
-        mapped readers see them. For large appends (a slave's replicated chunks): the kernel
-        copies them without a page fault per page."""
+    def append_written(self, datas: Sequence[bytes | bytearray | memoryview],
+                       stamp_ms: int = 0) -> int:
+        """append_many() by pwritev into the file instead of copies into the mapping
+        (write-through files; a write-buffer file takes them into its buffer): the bytes are in
+        the page cache when it returns, as with the mapping, mapped readers see them once the
+        position moves, and flush() msyncs the range as before (msync syncs the file's dirty
+        pages however they were written). The kernel allocates the fresh pages inside the
+        call, without the GIL and without a page fault per 4 KiB page (the commitlog's writes:
+        the put path and a slave's replicated chunks)."""
         if not self.write_through_mmap:
-            return self.append(data, stamp_ms)
+            return self.append_many(datas, stamp_ms)
         pos = self.wrote_position
-        n = len(data)
+        n = sum(map(len, datas))
         if pos + n > self.file_size:
             raise ValueError(f"append of {n} bytes at {pos} overflows {self.path}")
         try:
-            self.io.pwrite(self.fd, data, pos, self.path)
+            self.io.pwritev(self.fd, datas, pos, self.path)
         except OSError as e:
             raise DiskError("pwrite", self.path, e) from e
         self.wrote_position = self.committed_position = pos + n

@@ -8,11 +8,12 @@ from store import codec
 from store.clock import ManualClock
 from store.codec import Message, SysFlag
 from store.commitlog import CommitLog
-from store.errors import CreateFileError, OffsetOutOfRange
+from store.dispatch import dispatch_hint
+from store.errors import CreateFileError, DiskError, OffsetOutOfRange
 from store.fileio import FileIO
 from store.layout import COMMITLOG_DIR
 from store.mapped_file_queue import MappedFileQueue
-from tests.faults import ENOSPC, FaultyFileIO
+from tests.faults import EIO, ENOSPC, FaultyFileIO
 
 FILE = 4096
 
@@ -177,3 +178,26 @@ def test_truncate_on_a_file_boundary_drops_whole_files(tmp_path):
     assert all(int(n) < cut for n in os.listdir(tmp_path / COMMITLOG_DIR))
     r = log.put(*rec())
     assert r.wrote_offset == cut
+
+
+def test_a_failed_write_moves_nothing_and_leaves_no_dispatch_hint(tmp_path):
+    """The commitlog is written by pwritev: a write that fails refuses the batch, nothing of
+    it is readable, and reput finds no hint for bytes that are not there (the hints are left
+    before the bytes go in)."""
+    io = FaultyFileIO()
+    log = new_log(tmp_path, io)
+    log.dispatch_hints = {}
+    first = log.put(*rec())
+    encoded = []
+    for i in range(3):
+        record, topic, qid = rec(body=b"%d" % i * 200)
+        record.hint = dispatch_hint(Message(topic, b"", qid, {}), record)
+        encoded.append((record, topic, qid))
+    io.fail("pwrite", EIO, times=1)
+    with pytest.raises(DiskError):
+        log.put_batch(encoded)
+    assert log.max_offset() == first.end_offset and log.dispatch_hints == {}
+    again = log.put_batch(encoded)  # the same records go in once the disk answers
+    assert [r.wrote_offset for r in again][0] == first.end_offset
+    assert sorted(log.dispatch_hints) == [r.wrote_offset for r in again]
+    assert len(records_in(log)) == 4

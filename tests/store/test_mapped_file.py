@@ -43,13 +43,13 @@ def test_positions_append_commit_flush(tmp_path, mmap):
 
 
 def test_append_written_is_read_through_the_mapping_and_flushed_by_msync(tmp_path):
-    """A slave's replicated chunks go in by pwrite: the mapping's readers see them at once and
+    """The commitlog's bytes go in by pwritev: the mapping's readers see them at once and
     msync of the written range makes them durable, as if they had been copied in."""
     io = FaultyFileIO()
     mf = make(tmp_path, io)
-    assert mf.append_written(b"a" * 5000, stamp_ms=7) == 0
+    assert mf.append_written([b"a" * 5000], stamp_ms=7) == 0
     assert mf.append(b"b" * 100) == 5000  # a copy through the mapping after it
-    assert mf.append_written(b"c" * 50) == 5100
+    assert mf.append_written([b"c" * 20, bytearray(b"c" * 30)]) == 5100
     assert mf.read_position == mf.committed_position == mf.wrote_position == 5150
     assert mf.read(4990, 20) == b"a" * 10 + b"b" * 10 and bytes(mf.view[5100:5150]) == b"c" * 50
     assert mf.last_modified_ms == 7 and io.calls["pwrite"] == 2
@@ -65,15 +65,15 @@ def test_append_written_is_read_through_the_mapping_and_flushed_by_msync(tmp_pat
 def test_failed_append_written_moves_nothing(tmp_path):
     io = FaultyFileIO()
     mf = make(tmp_path, io)
-    mf.append_written(b"a" * 100)
+    mf.append_written([b"a" * 100])
     io.fail("pwrite", ENOSPC, times=1)
     with pytest.raises(DiskError) as e:
-        mf.append_written(b"b" * 100)
+        mf.append_written([b"b" * 100])
     assert e.value.cause.errno == ENOSPC
     assert mf.wrote_position == mf.read_position == 100
-    assert mf.append_written(b"c" * 100) == 100 and mf.read(100, 100) == b"c" * 100
+    assert mf.append_written([b"c" * 100]) == 100 and mf.read(100, 100) == b"c" * 100
     with pytest.raises(ValueError):
-        mf.append_written(b"x" * 9000)
+        mf.append_written([b"x" * 9000])
     mf.close()
 
 
@@ -152,3 +152,27 @@ def test_destroy_after_release(tmp_path):
     mf.release()
     assert mf.destroy(10_000, 1)
     assert not os.path.exists(mf.path)
+
+
+def test_pwritev_finishes_short_writes_and_splits_at_iov_max(tmp_path, monkeypatch):
+    """FileIO.pwritev: a write the kernel takes in part goes on from the byte it stopped at,
+    also inside a buffer; more buffers than IOV_MAX go in several calls."""
+    import store.fileio as fileio
+    real, calls = os.pwritev, []
+
+    def at_most_700(fd, views, offset):  # the kernel takes what it wants
+        calls.append(len(views))
+        return real(fd, [bytes(b"".join(views)[:700])], offset)
+
+    monkeypatch.setattr(fileio.os, "pwritev", at_most_700)
+    monkeypatch.setattr(fileio, "_IOV_MAX", 4)
+    buffers = [bytes([65 + i]) * (100 + 37 * i) for i in range(10)]
+    path = str(tmp_path / "f")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        assert FileIO().pwritev(fd, buffers + [b""], 3, path) == sum(map(len, buffers))
+    finally:
+        os.close(fd)
+    with open(path, "rb") as f:
+        assert f.read() == bytes(3) + b"".join(buffers)
+    assert max(calls) == 4 and len(calls) > 3
