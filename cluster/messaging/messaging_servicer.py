@@ -5,7 +5,7 @@ answers INTERNAL_ERROR and is logged.
 
 Consumer calls go through the role-aware router (consumer_router.py). BatchReceiveServicer
 serves proto/batch_receive.proto's ReceiveMessages (ReceiveMessage answered in one response)
-the same way. Not implemented, answered
+and AckAndReceive (an AckMessage, then a ReceiveMessages) the same way. Not implemented, answered
 with NOT_IMPLEMENTED (50100), never a fake success: RecallMessage, SyncLiteSubscription.
 """
 from __future__ import annotations
