@@ -26,7 +26,7 @@ PACKAGES = {"nats-server": "nats-server", "redis-server": "redis-server"}
 
 SYSTEMS: dict[str, SystemInfo] = {s.key: s for s in [
     SystemInfo("ours-async", "ours, ASYNC_MASTER alone, ASYNC_FLUSH",
-               "written to the page cache (mmap'd commitlog), flushed in the background",
+               "written to the page cache (the commitlog), flushed in the background",
                ours=True),
     SystemInfo("ours-syncflush", "ours, ASYNC_MASTER alone, SYNC_FLUSH",
                "fsynced (group commit) on the node before the ack", ours=True),
