@@ -38,8 +38,9 @@ class MappedFile:
 
     Who may touch what:
     - Appends (`append`, `append_written`, `write_at`, `zero_from`, `set_positions`) come
-      from one writer at a time, serialised by the owner (CommitLog.put_lock, a ConsumeQueue's write lock, the
-      IndexService's write lock); through the mapping they take no lock here.
+      from one writer at a time, serialised by the owner (CommitLog.put_lock, a
+      ConsumeQueue's write lock, the IndexService's write lock); written through (the
+      mapping or pwritev) they take no lock here.
     - `_buffer_lock` guards `_pending` and `wrote_position` in write-buffer mode: append adds to
       the buffer while commit takes bytes out of it (and puts them back when pwrite fails).
     - `_commit_lock` lets one commit run at a time; it is held across the pwrite, while

@@ -2,8 +2,8 @@
 so the writer finds them in place instead of allocating a fresh page per 4 KiB itself.
 
 The commitlog is written by pwritev into its files (MappedFile.append_written); the kernel
-allocates each fresh page of the file on its first write, inside the writer's call. This service does that
-ahead, for the next `prefault_ahead_bytes` of the last commitlog file, with
+allocates each fresh page of the file on its first write, inside the writer's call. This
+service does that ahead, for the next `prefault_ahead_bytes` of the last commitlog file, with
 madvise(MADV_POPULATE_WRITE) (`FileIO.populate`, without the GIL), on another core while the
 writer works; the pages are the mapping's too, so reput's reads of them do not fault either.
 The pages read as zeros, as the preallocated file does, so nothing a reader or recovery sees

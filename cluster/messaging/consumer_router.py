@@ -157,8 +157,12 @@ class ConsumerRouter:
                         return answer
             except V2Error as e:
                 return br.ReceiveMessagesResponse(status=e.status())
-        ack = await self.call_async("AckMessage", request.ack, **calls) \
-            if request.HasField("ack") else None
+        ack = None
+        if request.HasField("ack"):
+            ack = await self.call_async("AckMessage", request.ack, **calls)
+            remaining = time_remaining()
+            if remaining is not None:  # a forwarded receive gets what the ack left of it
+                calls["timeout"] = remaining
         answer = await self.receive_batch_async(request.receive, time_remaining=time_remaining,
                                                 **calls)
         if ack is not None:
