@@ -8,10 +8,11 @@ A batch is appended under one lock acquisition; one that fits the last file is p
 record, then written and made visible at once (`MappedFile.append_written`).
 
 The slave path (append_raw) writes replicated bytes verbatim at exactly the current end.
-Both paths write by pwritev into the file (MappedFile.append_written), not by copies into the
-mapping: the kernel allocates the fresh pages inside the call, without the GIL and without a
-page fault per 4 KiB page, and the mapping serves the readers (tests/perf/README.md, "The
-commitlog is written by pwrite").
+Both paths write through MappedFile.append_written: 64 KiB or more (a batch, a catch-up
+chunk) by one pwritev into the file, where the kernel allocates the fresh pages inside the
+call, without the GIL and without a page fault per 4 KiB page; less by a copy into the
+mapping, which costs less than giving up the GIL for a short call. The mapping serves the
+readers (tests/perf/README.md, "The commitlog is written by pwrite").
 Truncation is crash-safe (MappedFileQueue.truncate_to zeroes and syncs before it forgets).
 """
 from __future__ import annotations

@@ -22,6 +22,14 @@ from .errors import CreateFileError, DiskError
 from .fileio import PAGE_SIZE, FileIO
 
 
+# The smallest append written by pwritev (append_written). Below it a copy into the mapping
+# costs less: os.pwritev releases the GIL, and a caller that gives it up for a short write
+# waits for it to come back behind the node's other threads (16 µs per call for the consumer
+# state's records, against about 1 µs for the copy; tests/perf/README.md, "The commitlog is
+# written by pwrite").
+PWRITE_MIN_BYTES = 64 * 1024
+
+
 def worth_flushing(target: int, flushed: int, least_pages: int) -> bool:
     """RocketMQ's isAbleToFlush for a file that is not full: something to flush, and at least
     `least_pages` pages of it (0: any amount). Positions may be file or log offsets alike,
@@ -147,17 +155,18 @@ class MappedFile:
 
     def append_written(self, datas: Sequence[bytes | bytearray | memoryview],
                        stamp_ms: int = 0) -> int:
-        """append_many() by pwritev into the file instead of copies into the mapping
-        (write-through files; a write-buffer file takes them into its buffer): the bytes are in
-        the page cache when it returns, as with the mapping, mapped readers see them once the
-        position moves, and flush() msyncs the range as before (msync syncs the file's dirty
-        pages however they were written). The kernel allocates the fresh pages inside the
-        call, without the GIL and without a page fault per 4 KiB page (the commitlog's writes:
-        the put path and a slave's replicated chunks)."""
-        if not self.write_through_mmap:
+        """append_many(), by pwritev into the file instead of copies into the mapping when
+        the pieces add up to PWRITE_MIN_BYTES or more (write-through files; a write-buffer file
+        takes them into its buffer). The bytes are in the page cache when it returns, as with
+        the mapping, mapped readers see them once the position moves, and flush() msyncs the
+        range as before (msync syncs the file's dirty pages however they were written). The
+        kernel copies them and allocates the fresh pages inside the call, without the GIL and
+        without a page fault per 4 KiB page (the commitlog's writes: a batch of the put path,
+        a slave's replicated chunk)."""
+        n = sum(map(len, datas))
+        if not self.write_through_mmap or n < PWRITE_MIN_BYTES:
             return self.append_many(datas, stamp_ms)
         pos = self.wrote_position
-        n = sum(map(len, datas))
         if pos + n > self.file_size:
             raise ValueError(f"append of {n} bytes at {pos} overflows {self.path}")
         try:

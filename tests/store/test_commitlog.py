@@ -12,6 +12,7 @@ from store.dispatch import dispatch_hint
 from store.errors import CreateFileError, DiskError, OffsetOutOfRange
 from store.fileio import FileIO
 from store.layout import COMMITLOG_DIR
+from store import mapped_file
 from store.mapped_file_queue import MappedFileQueue
 from tests.faults import EIO, ENOSPC, FaultyFileIO
 
@@ -180,10 +181,11 @@ def test_truncate_on_a_file_boundary_drops_whole_files(tmp_path):
     assert r.wrote_offset == cut
 
 
-def test_a_failed_write_moves_nothing_and_leaves_no_dispatch_hint(tmp_path):
-    """The commitlog is written by pwritev: a write that fails refuses the batch, nothing of
-    it is readable, and reput finds no hint for bytes that are not there (the hints are left
-    before the bytes go in)."""
+def test_a_failed_write_moves_nothing_and_leaves_no_dispatch_hint(tmp_path, monkeypatch):
+    """The commitlog's batches are written by pwritev (here every append: the threshold is
+    off): a write that fails refuses the batch, nothing of it is readable, and reput finds no
+    hint for bytes that are not there (the hints are left before the bytes go in)."""
+    monkeypatch.setattr(mapped_file, "PWRITE_MIN_BYTES", 0)
     io = FaultyFileIO()
     log = new_log(tmp_path, io)
     log.dispatch_hints = {}

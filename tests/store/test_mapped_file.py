@@ -7,7 +7,7 @@ import pytest
 from store.errors import CreateFileError, DiskError
 from store.fileio import FileIO
 from store.layout import offset_file_name
-from store.mapped_file import MappedFile
+from store.mapped_file import PWRITE_MIN_BYTES, MappedFile
 from tests.faults import EIO, ENOSPC, FaultyFileIO
 
 
@@ -43,37 +43,44 @@ def test_positions_append_commit_flush(tmp_path, mmap):
 
 
 def test_append_written_is_read_through_the_mapping_and_flushed_by_msync(tmp_path):
-    """The commitlog's bytes go in by pwritev: the mapping's readers see them at once and
-    msync of the written range makes them durable, as if they had been copied in."""
+    """The commitlog's large appends go in by pwritev: the mapping's readers see them at once
+    and msync of the written range makes them durable, as if they had been copied in. Small
+    ones are copied into the mapping (no pwrite)."""
     io = FaultyFileIO()
-    mf = make(tmp_path, io)
-    assert mf.append_written([b"a" * 5000], stamp_ms=7) == 0
-    assert mf.append(b"b" * 100) == 5000  # a copy through the mapping after it
-    assert mf.append_written([b"c" * 20, bytearray(b"c" * 30)]) == 5100
-    assert mf.read_position == mf.committed_position == mf.wrote_position == 5150
-    assert mf.read(4990, 20) == b"a" * 10 + b"b" * 10 and bytes(mf.view[5100:5150]) == b"c" * 50
-    assert mf.last_modified_ms == 7 and io.calls["pwrite"] == 2
+    big = PWRITE_MIN_BYTES
+    mf = make(tmp_path, io, size=4 * big)
+    assert mf.append_written([b"a" * big], stamp_ms=7) == 0
+    assert io.calls.get("pwrite") == 1 and mf.last_modified_ms == 7
+    assert mf.append_written([b"b" * 100]) == big  # small: copied into the mapping
+    assert io.calls.get("pwrite") == 1
+    assert mf.append_written([b"c" * 20, bytearray(b"c" * (big - 20))]) == big + 100
+    assert io.calls.get("pwrite") == 2
+    end = 2 * big + 100
+    assert mf.read_position == mf.committed_position == mf.wrote_position == end
+    assert mf.read(big - 10, 20) == b"a" * 10 + b"b" * 10
+    assert bytes(mf.view[big + 100:end]) == b"c" * big
     io.fail("msync", EIO, times=1)  # the pwritten range is the mapping's to flush
     with pytest.raises(DiskError):
         mf.flush()
-    assert mf.flush() == 5150
+    assert mf.flush() == end
     with open(mf.path, "rb") as f:
-        assert f.read(5150) == b"a" * 5000 + b"b" * 100 + b"c" * 50
+        assert f.read(end) == b"a" * big + b"b" * 100 + b"c" * big
     mf.close()
 
 
 def test_failed_append_written_moves_nothing(tmp_path):
     io = FaultyFileIO()
-    mf = make(tmp_path, io)
+    big = PWRITE_MIN_BYTES
+    mf = make(tmp_path, io, size=4 * big)
     mf.append_written([b"a" * 100])
     io.fail("pwrite", ENOSPC, times=1)
     with pytest.raises(DiskError) as e:
-        mf.append_written([b"b" * 100])
+        mf.append_written([b"b" * big])
     assert e.value.cause.errno == ENOSPC
     assert mf.wrote_position == mf.read_position == 100
-    assert mf.append_written([b"c" * 100]) == 100 and mf.read(100, 100) == b"c" * 100
+    assert mf.append_written([b"c" * big]) == 100 and mf.read(100, big) == b"c" * big
     with pytest.raises(ValueError):
-        mf.append_written([b"x" * 9000])
+        mf.append_written([b"x" * 4 * big])
     mf.close()
 
 
