@@ -5,10 +5,10 @@ fields known there are patched (queue offset from the topic-queue table, physica
 timestamp) and the bytes copied into the last file. A record that does not fit, together with
 END_FILE_MIN_BLANK_LENGTH, makes the file end with a BLANK record and the next file start.
 A batch is appended under one lock acquisition; one that fits the last file is patched record by
-record, then written and made visible at once (`MappedFile.append_written`).
+record, then written and made visible at once (`MappedFile.append_many`).
 
 The slave path (append_raw) writes replicated bytes verbatim at exactly the current end.
-Both paths write through MappedFile.append_written: 64 KiB or more (a batch, a catch-up
+Both paths write through MappedFile.append_many: 64 KiB or more (a batch, a catch-up
 chunk) by one pwritev into the file, where the kernel allocates the fresh pages inside the
 call, without the GIL and without a page fault per 4 KiB page; less by a copy into the
 mapping, which costs less than giving up the GIL for a short call. The mapping serves the
@@ -149,7 +149,7 @@ class CommitLog:
                                now: int) -> list[AppendResult]:
         """`_append_locked` for a batch that fits `f`: every record patched and its hint left
         first, then the bytes copied and made visible together (readers see nothing of the
-        batch until `append_written` moves the file's position)."""
+        batch until `append_many` moves the file's position)."""
         phy = f.file_from_offset + f.wrote_position
         table = self.topic_queue_table
         nxt: dict[tuple[str, int], int] = {}  # the queues' next offsets, kept once the bytes are in
@@ -182,7 +182,7 @@ class CommitLog:
         (DiskError) moves nothing and takes back the dispatch hints left for these records:
         reput must never find one for bytes that are not there."""
         try:
-            f.append_written(datas, now)
+            f.append_many(datas, now)
         except DiskError:
             hints = self.dispatch_hints
             if hints is not None:
@@ -217,7 +217,7 @@ class CommitLog:
                 raise OffsetOutOfRange(f"raw append at {offset} but file {f.path} ends elsewhere")
             if len(data) > f.remaining:
                 raise OffsetOutOfRange(f"raw append of {len(data)} bytes at {offset} crosses a file")
-            f.append_written((data,), self.clock.now_ms())
+            f.append_many((data,), self.clock.now_ms())
 
     # -- reading -----------------------------------------------------------------------------
     def read(self, offset: int, size: int) -> bytes:

@@ -22,7 +22,7 @@ from .errors import CreateFileError, DiskError
 from .fileio import PAGE_SIZE, FileIO
 
 
-# The smallest append written by pwritev (append_written). Below it a copy into the mapping
+# The smallest append written by pwritev (append_many). Below it a copy into the mapping
 # costs less: os.pwritev releases the GIL, and a caller that gives it up for a short write
 # waits for it to come back behind the node's other threads (16 µs per call for the consumer
 # state's records, against about 1 µs for the copy; tests/perf/README.md, "The commitlog is
@@ -45,7 +45,7 @@ class MappedFile:
     readers holding it.
 
     Who may touch what:
-    - Appends (`append`, `append_written`, `write_at`, `zero_from`, `set_positions`) come
+    - Appends (`append`, `append_many`, `write_at`, `zero_from`, `set_positions`) come
       from one writer at a time, serialised by the owner (CommitLog.put_lock, a
       ConsumeQueue's write lock, the IndexService's write lock); written through (the
       mapping or pwritev) they take no lock here.
@@ -153,38 +153,29 @@ class MappedFile:
             self.last_modified_ms = stamp_ms
         return pos
 
-    def append_written(self, datas: Sequence[bytes | bytearray | memoryview],
-                       stamp_ms: int = 0) -> int:
-        """append_many(), by pwritev into the file instead of copies into the mapping when
-        the pieces add up to PWRITE_MIN_BYTES or more (write-through files; a write-buffer file
-        takes them into its buffer). The bytes are in the page cache when it returns, as with
-        the mapping, mapped readers see them once the position moves, and flush() msyncs the
-        range as before (msync syncs the file's dirty pages however they were written). The
-        kernel copies them and allocates the fresh pages inside the call, without the GIL and
-        without a page fault per 4 KiB page (the commitlog's writes: a batch of the put path,
-        a slave's replicated chunk)."""
-        n = sum(map(len, datas))
-        if not self.write_through_mmap or n < PWRITE_MIN_BYTES:
-            return self.append_many(datas, stamp_ms)
-        pos = self.wrote_position
-        if pos + n > self.file_size:
-            raise ValueError(f"append of {n} bytes at {pos} overflows {self.path}")
-        try:
-            self.io.pwritev(self.fd, datas, pos, self.path)
-        except OSError as e:
-            raise DiskError("pwrite", self.path, e) from e
-        self.wrote_position = self.committed_position = pos + n
-        if stamp_ms:
-            self.last_modified_ms = stamp_ms
-        return pos
-
-    def append_many(self, datas: Sequence[bytes | bytearray], stamp_ms: int = 0) -> int:
-        """append() of several pieces (they must fit together): each copied in place, the
-        position moved once, after the last, so a reader sees all of them or none."""
+    def append_many(self, datas: Sequence[bytes | bytearray | memoryview],
+                    stamp_ms: int = 0) -> int:
+        """append() of several pieces (they must fit together), the position moved once,
+        after the last, so a reader sees all of them or none. In a write-through file, pieces
+        adding up to PWRITE_MIN_BYTES or more (a commitlog batch, a slave's replicated chunk)
+        go in by one pwritev instead of copies into the mapping: the kernel copies them and
+        allocates the fresh pages inside the call, without the GIL and without a page fault
+        per 4 KiB page. Either way the bytes are in the page cache when it returns, mapped
+        readers see them once the position moves, and flush() msyncs the range (msync syncs
+        the file's dirty pages however they were written). A failed pwritev raises DiskError
+        and moves nothing."""
         pos = start = self.wrote_position
-        if pos + sum(map(len, datas)) > self.file_size:
-            raise ValueError(f"append of {len(datas)} pieces at {pos} overflows {self.path}")
-        if self.write_through_mmap:
+        n = sum(map(len, datas))
+        if pos + n > self.file_size:
+            raise ValueError(f"append of {len(datas)} pieces ({n} bytes) at {pos} overflows "
+                             f"{self.path}")
+        if self.write_through_mmap and n >= PWRITE_MIN_BYTES:
+            try:
+                self.io.pwritev(self.fd, datas, pos, self.path)
+            except OSError as e:
+                raise DiskError("pwrite", self.path, e) from e
+            self.wrote_position = self.committed_position = pos + n
+        elif self.write_through_mmap:
             mm = self.mm
             for data in datas:
                 end = pos + len(data)
@@ -196,8 +187,7 @@ class MappedFile:
                 pending = self._pending
                 for data in datas:
                     pending += data
-                    pos += len(data)
-                self.wrote_position = pos
+                self.wrote_position = pos + n
         if stamp_ms:
             self.last_modified_ms = stamp_ms
         return start

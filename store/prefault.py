@@ -1,7 +1,7 @@
 """Prefault: keep the pages just beyond the commitlog's write position allocated and mapped,
 so the writer finds them in place instead of allocating a fresh page per 4 KiB itself.
 
-The commitlog is written by pwritev into its files (MappedFile.append_written); the kernel
+The commitlog is written by pwritev into its files (MappedFile.append_many); the kernel
 allocates each fresh page of the file on its first write, inside the writer's call. This
 service does that ahead, for the next `prefault_ahead_bytes` of the last commitlog file, with
 madvise(MADV_POPULATE_WRITE) (`FileIO.populate`, without the GIL), on another core while the

@@ -42,18 +42,18 @@ def test_positions_append_commit_flush(tmp_path, mmap):
     mf.close()
 
 
-def test_append_written_is_read_through_the_mapping_and_flushed_by_msync(tmp_path):
+def test_append_many_is_read_through_the_mapping_and_flushed_by_msync(tmp_path):
     """The commitlog's large appends go in by pwritev: the mapping's readers see them at once
     and msync of the written range makes them durable, as if they had been copied in. Small
     ones are copied into the mapping (no pwrite)."""
     io = FaultyFileIO()
     big = PWRITE_MIN_BYTES
     mf = make(tmp_path, io, size=4 * big)
-    assert mf.append_written([b"a" * big], stamp_ms=7) == 0
+    assert mf.append_many([b"a" * big], stamp_ms=7) == 0
     assert io.calls.get("pwrite") == 1 and mf.last_modified_ms == 7
-    assert mf.append_written([b"b" * 100]) == big  # small: copied into the mapping
+    assert mf.append_many([b"b" * 100]) == big  # small: copied into the mapping
     assert io.calls.get("pwrite") == 1
-    assert mf.append_written([b"c" * 20, bytearray(b"c" * (big - 20))]) == big + 100
+    assert mf.append_many([b"c" * 20, bytearray(b"c" * (big - 20))]) == big + 100
     assert io.calls.get("pwrite") == 2
     end = 2 * big + 100
     assert mf.read_position == mf.committed_position == mf.wrote_position == end
@@ -68,19 +68,19 @@ def test_append_written_is_read_through_the_mapping_and_flushed_by_msync(tmp_pat
     mf.close()
 
 
-def test_failed_append_written_moves_nothing(tmp_path):
+def test_failed_append_many_moves_nothing(tmp_path):
     io = FaultyFileIO()
     big = PWRITE_MIN_BYTES
     mf = make(tmp_path, io, size=4 * big)
-    mf.append_written([b"a" * 100])
+    mf.append_many([b"a" * 100])
     io.fail("pwrite", ENOSPC, times=1)
     with pytest.raises(DiskError) as e:
-        mf.append_written([b"b" * big])
+        mf.append_many([b"b" * big])
     assert e.value.cause.errno == ENOSPC
     assert mf.wrote_position == mf.read_position == 100
-    assert mf.append_written([b"c" * big]) == 100 and mf.read(100, big) == b"c" * big
+    assert mf.append_many([b"c" * big]) == 100 and mf.read(100, big) == b"c" * big
     with pytest.raises(ValueError):
-        mf.append_written([b"x" * 4 * big])
+        mf.append_many([b"x" * 4 * big])
     mf.close()
 
 
