@@ -121,13 +121,10 @@ class ConsumerRouter:
             if master is not None:
                 return await self._receive_on_master(master, self.calls.receive_batch_async,
                                                      request, forwarded, time_remaining)
-            target = v2_route(self.service.role, forwarded=forwarded)
-            if isinstance(target, Forward):
-                check_names(request)
-                answer = await asyncio.to_thread(self._forward_batch, target.address, request,
-                                                 timeout, client_id)
-                if answer is not None:
-                    return answer
+            answer = await self._forward_as_is("ReceiveMessages", request, (request,),
+                                               forwarded, timeout, client_id)
+            if answer is not None:
+                return answer
         except V2Error as e:
             return br.ReceiveMessagesResponse(status=e.status())
         return folded(await self.call_async("ReceiveMessage", request, forwarded=forwarded,
@@ -144,19 +141,14 @@ class ConsumerRouter:
         ReceiveMessages, each answered as that call would be (proto/batch_receive.proto)."""
         calls = dict(forwarded=forwarded, timeout=timeout, client_id=client_id)
         if self.service.role.master is None:
+            named = (request.receive,) + ((request.ack,) if request.HasField("ack") else ())
             try:
-                target = v2_route(self.service.role, forwarded=forwarded)
-                if isinstance(target, Forward):
-                    check_names(request.receive)
-                    if request.HasField("ack"):
-                        check_names(request.ack)
-                    answer = await asyncio.to_thread(
-                        self.service.forwarder.call, target.address, "AckAndReceive", request,
-                        _limit(timeout), client_id, unimplemented=None)
-                    if answer is not None:
-                        return answer
+                answer = await self._forward_as_is("AckAndReceive", request, named, forwarded,
+                                                   timeout, client_id)
             except V2Error as e:
                 return br.ReceiveMessagesResponse(status=e.status())
+            if answer is not None:
+                return answer
         ack = None
         if request.HasField("ack"):
             ack = await self.call_async("AckMessage", request.ack, **calls)
@@ -191,11 +183,19 @@ class ConsumerRouter:
         except grpc.RpcError as e:
             raise forward_error(e, address, method) from None
 
-    def _forward_batch(self, address: str, request: s.ReceiveMessageRequest,
-                       timeout: float | None, client_id: str) -> br.ReceiveMessagesResponse | None:
-        """The master's ReceiveMessages answer; None when the master does not serve it."""
-        return self.service.forwarder.call(address, "ReceiveMessages", request, _limit(timeout),
-                                           client_id, unimplemented=None)
+    async def _forward_as_is(self, method: str, request, named: tuple, forwarded: bool,
+                             timeout: float | None, client_id: str):
+        """A BatchReceive call (`method`) on a node that is not master: the names in `named`
+        checked here, then the master's answer to the call as it is. None when the route says
+        this node answers itself, or when the master does not serve `method` (the caller
+        then makes the v2 calls). V2Error when refused here or the master cannot be reached."""
+        target = v2_route(self.service.role, forwarded=forwarded)
+        if not isinstance(target, Forward):
+            return None
+        for part in named:
+            check_names(part)
+        return await asyncio.to_thread(self.service.forwarder.call, target.address, method,
+                                       request, _limit(timeout), client_id, unimplemented=None)
 
     def query_assignment(self, request: s.QueryAssignmentRequest) -> s.QueryAssignmentResponse:
         try:

@@ -205,17 +205,19 @@ class BatchReceiveServicer(br_grpc.BatchReceiveServicer):
         self.service = service
 
     async def ReceiveMessages(self, request, context):  # noqa: N802
-        try:
-            return await self.service.consumer_router.receive_batch_async(
-                request, time_remaining=context.time_remaining,
-                **MessagingServicer._call_info(context))
-        except Exception as e:
-            return _failure(br.ReceiveMessagesResponse, e)
+        return await self._answer(self.service.consumer_router.receive_batch_async, request,
+                                  context)
 
     async def AckAndReceive(self, request, context):  # noqa: N802
+        return await self._answer(self.service.consumer_router.ack_and_receive_async, request,
+                                  context)
+
+    @staticmethod
+    async def _answer(route, request, context) -> br.ReceiveMessagesResponse:
+        """The router's answer; a call that raised answers its status (the client must not
+        hang or crash)."""
         try:
-            return await self.service.consumer_router.ack_and_receive_async(
-                request, time_remaining=context.time_remaining,
-                **MessagingServicer._call_info(context))
+            return await route(request, time_remaining=context.time_remaining,
+                               **MessagingServicer._call_info(context))
         except Exception as e:
             return _failure(br.ReceiveMessagesResponse, e)
