@@ -20,8 +20,11 @@ class FakeRecord:
 
 
 def reader(groups: list[str]):
-    records = [FakeRecord(i, g) for i, g in enumerate(groups)]
+    return reader_of([FakeRecord(i, g) for i, g in enumerate(groups)])
 
+
+def reader_of(records: list):
+    """(read_at, read_from) over `records`, the queue's messages from offset 0."""
     def read_from(offset: int, n: int) -> GetMessageResult:
         found = records[offset:offset + n]
         status = GetStatus.FOUND if found else GetStatus.NO_MESSAGE_IN_QUEUE
@@ -159,13 +162,7 @@ class SizedRecord(FakeRecord):
 
 
 def sized_reader(sizes: list[int]):
-    records = [SizedRecord(i, s) for i, s in enumerate(sizes)]
-
-    def read_from(offset: int, n: int) -> GetMessageResult:
-        found = records[offset:offset + n]
-        status = GetStatus.FOUND if found else GetStatus.NO_MESSAGE_IN_QUEUE
-        return GetMessageResult(status, offset + len(found), 0, len(records), list(found))
-    return (lambda offset: records[offset] if offset < len(records) else None), read_from
+    return reader_of([SizedRecord(i, s) for i, s in enumerate(sizes)])
 
 
 def test_a_byte_budget_stops_new_messages_and_the_cursor_at_the_first_left_out():
