@@ -28,8 +28,8 @@ import grpc
 import grpc.experimental
 
 from cluster.security.signature import sign
-from proto import batch_receive_pb2 as br
 from proto import batch_receive_pb2_grpc as br_grpc
+from proto.batch_receive_methods import BATCH_RECEIVE_METHODS
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
@@ -78,10 +78,6 @@ def _is_ipv4(host: str) -> bool:
         return isinstance(ipaddress.ip_address(host), ipaddress.IPv4Address)
     except ValueError:
         return False
-
-
-BATCH_RECEIVE_METHODS = frozenset(
-    m.name for m in br.DESCRIPTOR.services_by_name["BatchReceive"].methods)
 
 
 @dataclass(frozen=True)

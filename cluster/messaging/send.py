@@ -31,8 +31,8 @@ from typing import Awaitable, Callable, Sequence
 
 import grpc
 
-from proto import batch_receive_pb2 as br
 from proto import batch_receive_pb2_grpc as br_grpc
+from proto.batch_receive_methods import BATCH_RECEIVE_METHODS
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
@@ -200,7 +200,6 @@ def forward_error(e: grpc.RpcError, address: str, method: str) -> V2Error:
 
 
 _RAISE = object()  # MasterForwarder.call: no stand-in for UNIMPLEMENTED, raise as for any error
-BATCH_METHODS = frozenset(m.name for m in br.DESCRIPTOR.services_by_name["BatchReceive"].methods)
 
 
 class MasterForwarder:
@@ -247,7 +246,7 @@ class MasterForwarder:
         if not address:
             raise V2Error(d.INTERNAL_SERVER_ERROR, "this slave has no master to forward to")
         messaging, batch = self._stubs(address)
-        stub = batch if method in BATCH_METHODS else messaging
+        stub = batch if method in BATCH_RECEIVE_METHODS else messaging
         try:
             return getattr(stub, method)(request, timeout=max(timeout, 0.05),
                                          metadata=self.metadata(client_id))

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from proto import batch_receive_pb2 as br
+from proto.batch_receive_methods import BATCH_RECEIVE_METHODS
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 
@@ -41,9 +42,6 @@ def node(module_nodes):
     return node
 
 
-BATCH_METHODS = {m.name for m in br.DESCRIPTOR.services_by_name["BatchReceive"].methods}
-
-
 class Stubs:
     """The node's MessagingService stub, which also answers BatchReceive's methods (and is the
     stub assert_serving uses)."""
@@ -52,7 +50,7 @@ class Stubs:
         self.messaging, self.batch = nodes.stub(node), nodes.batch_stub(node)
 
     def __getattr__(self, method: str):
-        return getattr(self.batch if method in BATCH_METHODS else self.messaging, method)
+        return getattr(self.batch if method in BATCH_RECEIVE_METHODS else self.messaging, method)
 
 
 @pytest.fixture(scope="module")
