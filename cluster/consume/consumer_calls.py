@@ -39,7 +39,7 @@ from store.reader import TagFilter
 from cluster.consume import receipt
 from cluster.consume.dead_letter import dead_letter, dlq_topic, record_at
 from cluster.consume.consumer_service import ConsumerService
-from cluster.consume.planner import Delivery, plan_queue
+from cluster.consume.planner import AnswerRoom, Delivery, plan_queue
 from cluster.consume.settle_calls import OK, ConsumeSettings, SettleCalls, duration_ms, group_name
 from cluster.messaging.convert import record_to_v2
 from cluster.messaging.long_poll import (Attempt, DispatchWaiter, Interest, long_poll,
@@ -224,10 +224,10 @@ class ConsumerCalls(SettleCalls):
             handles = iter(range(state.next_handle, 2 ** 62))
             events, dead_letters = [], []
             deliveries = []
-            room = max_bytes  # bytes of records this answer may still carry (None: any)
+            room = AnswerRoom(max_bytes)  # what this answer may still carry
             for qid in queues:
                 want = batch - len(deliveries)
-                if want <= 0 or (room is not None and room <= 0):
+                if want <= 0 or room.full:
                     break
                 q = state.queue(group, topic, qid)
                 base = store.min_offset_in_queue(topic, qid) if q is None else 0
@@ -236,7 +236,7 @@ class ConsumerCalls(SettleCalls):
                     max_attempts=info.max_delivery_attempts, new_handle=lambda: next(handles),
                     read_at=lambda off, qid=qid: record_at(store, topic, qid, off),
                     read_from=lambda off, n, qid=qid: store.get_messages(topic, qid, off, n, filt),
-                    max_bytes=room, first_free=not deliveries)
+                    room=room)
                 if not plan.changes_state:
                     continue
                 key = {"group": group, "topic": topic, "queue": qid}
@@ -250,8 +250,6 @@ class ConsumerCalls(SettleCalls):
                 for offset, entry in plan.vanished:
                     events.append({"kind": "ack", **key, "offset": offset, "handle": entry.handle})
                 deliveries += [(qid, x) for x in plan.deliveries]
-                if room is not None:
-                    room -= sum(x.record.total_size for x in plan.deliveries)
             if dead_letters:
                 consumers.topics.ensure(dlq_topic(group), 1)
             if events:

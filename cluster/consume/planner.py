@@ -9,10 +9,11 @@ Order within a queue:
 FIFO groups: one message per message group in flight per queue. A new message whose group has
 one in flight (or was just handed out) stops the scan there, so later messages of that group
 never overtake it; the cursor stays at the blocked message.
-With `max_bytes`, the deliveries' records add up to at most that many bytes (one answer
-carrying them all must fit gRPC's message limits), except that the first delivery of a
-receive (`first_free`) goes out whatever its size; a new message left out for room stops the
-scan there like a blocked one, and an expired delivery left out stays in flight for the next.
+With an `AnswerRoom`, the deliveries' records add up to at most its bytes (one answer carrying
+them all must fit gRPC's message limits), except that the first delivery of the receive goes
+out whatever its size; the room is the receive's, shared by the plans of its queues. A new
+message left out for room stops the scan there like a blocked one, and an expired delivery
+left out stays in flight for the next.
 """
 from __future__ import annotations
 
@@ -55,10 +56,10 @@ def plan_queue(queue_id: int, q: QueueState | None, base: int, now_ms: int, want
                fifo: bool, max_attempts: int, new_handle: Callable[[], int],
                read_at: Callable[[int], MessageRecord | None],
                read_from: Callable[[int, int], GetMessageResult],
-               max_bytes: int | None = None, first_free: bool = False) -> QueuePlan:
+               room: "AnswerRoom | None" = None) -> QueuePlan:
     cursor = q.cursor if q is not None else base
     plan = QueuePlan(queue_id, base, cursor)
-    room = _Room(max_bytes, first_free)
+    room = room or _UNLIMITED
     inflight = q.inflight if q is not None else {}
     plan.skip_to = cursor
     # One pass over what is in flight finds the expired deliveries; only those are sorted
@@ -101,13 +102,14 @@ def plan_queue(queue_id: int, q: QueueState | None, base: int, now_ms: int, want
     return plan
 
 
-class _Room:
-    """The bytes an answer has left (None: no limit); the first record of a receive
-    (`first_free`) is taken whatever its size."""
+class AnswerRoom:
+    """The bytes of records one receive's answer has left (None: no limit), taken by the
+    deliveries the plans of its queues hand out; the first is taken whatever its size.
+    One per receive attempt, used by one thread."""
     __slots__ = ("left", "free")
 
-    def __init__(self, max_bytes: int | None, first_free: bool) -> None:
-        self.left, self.free = max_bytes, first_free
+    def __init__(self, max_bytes: int | None) -> None:
+        self.left, self.free = max_bytes, True
 
     @property
     def full(self) -> bool:
@@ -122,3 +124,6 @@ class _Room:
         self.left -= size
         self.free = False
         return True
+
+
+_UNLIMITED = AnswerRoom(None)  # take() never changes it

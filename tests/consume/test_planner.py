@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.consume.planner import Delivery, QueuePlan, plan_queue
+from cluster.consume.planner import AnswerRoom, Delivery, QueuePlan, plan_queue
 from cluster.consume.state import ConsumerState
 from store.get_result import GetMessageResult, GetStatus
 
@@ -167,10 +167,12 @@ def sized_reader(sizes: list[int]):
 
 def test_a_byte_budget_stops_new_messages_and_the_cursor_at_the_first_left_out():
     read_at, read_from = sized_reader([400, 400, 400, 100])
+    room = AnswerRoom(1000)
     plan = plan_queue(0, None, 0, 0, 10, fifo=False, max_attempts=17, new_handle=handles(),
-                      read_at=read_at, read_from=read_from, max_bytes=1000)
+                      read_at=read_at, read_from=read_from, room=room)
     assert [x.offset for x in plan.deliveries] == [0, 1]
     assert plan.skip_to == 2  # offset 2 did not fit: the next receive starts there
+    assert room.left == 200 and room.full is False  # what the receive's other queues get
     unlimited = plan_queue(0, None, 0, 0, 10, fifo=False, max_attempts=17,
                            new_handle=handles(), read_at=read_at, read_from=read_from)
     assert [x.offset for x in unlimited.deliveries] == [0, 1, 2, 3]
@@ -179,11 +181,13 @@ def test_a_byte_budget_stops_new_messages_and_the_cursor_at_the_first_left_out()
 def test_the_first_delivery_of_a_receive_goes_out_whatever_its_size():
     read_at, read_from = sized_reader([5000, 10])
     alone = plan_queue(0, None, 0, 0, 10, fifo=False, max_attempts=17, new_handle=handles(),
-                       read_at=read_at, read_from=read_from, max_bytes=1000, first_free=True)
+                       read_at=read_at, read_from=read_from, room=AnswerRoom(1000))
     assert [x.offset for x in alone.deliveries] == [0] and alone.skip_to == 1
-    # not first (another queue filled the answer before): nothing, the cursor stays
+    # not first (another queue of the receive took the room before): nothing, the cursor stays
+    used = AnswerRoom(1000)
+    assert used.take(SizedRecord(9, 600))
     later = plan_queue(0, None, 0, 0, 10, fifo=False, max_attempts=17, new_handle=handles(),
-                       read_at=read_at, read_from=read_from, max_bytes=1000)
+                       read_at=read_at, read_from=read_from, room=used)
     assert later.deliveries == [] and later.skip_to == 0 and not later.changes_state
 
 
@@ -195,7 +199,7 @@ def test_expired_deliveries_left_out_for_room_stay_in_flight():
                  "items": [[0, 1, 1, ""], [1, 1, 2, ""], [2, 1, 3, ""]]})
     q = state.queue("G", "T", 0)
     plan = plan_queue(0, q, 0, 200, 10, fifo=False, max_attempts=17, new_handle=handles(),
-                      read_at=read_at, read_from=read_from, max_bytes=1000, first_free=True)
+                      read_at=read_at, read_from=read_from, room=AnswerRoom(1000))
     assert [(x.offset, x.attempt) for x in plan.deliveries] == [(0, 2)]
     assert not plan.dead and not plan.vanished and plan.skip_to == 3
     assert sorted(q.inflight) == [0, 1, 2]  # 1 and 2 wait for the next receive
