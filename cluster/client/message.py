@@ -15,6 +15,7 @@ left empty and filled by the server from the connection's address.
 """
 from __future__ import annotations
 
+import functools
 import gzip
 import itertools
 import os
@@ -164,22 +165,96 @@ def to_v2(msg: Message, namespace: str = "", now_ms: int | None = None,
     return out
 
 
+def _body(m: d.Message) -> bytes:
+    if m.system_properties.body_encoding == d.GZIP:  # servers may compress; ours sends IDENTITY
+        return gzip.decompress(m.body)
+    return m.body
+
+
+def _optional(name: str, convert=lambda v: v):
+    """A system property that may be absent (None then)."""
+    def read(m: d.Message):
+        sp = m.system_properties
+        return convert(getattr(sp, name)) if sp.HasField(name) else None
+    return read
+
+
+# Each field of a ReceivedMessage read from its wire form (apache.rocketmq.v2.Message).
+_FROM_WIRE = {
+    "topic": lambda m: m.topic.name,
+    "body": _body,
+    "tag": _optional("tag"),
+    "keys": lambda m: tuple(m.system_properties.keys),
+    "properties": lambda m: dict(m.user_properties),
+    "message_group": _optional("message_group"),
+    "delivery_timestamp_ms": _optional("delivery_timestamp", _ms),
+    "message_id": lambda m: m.system_properties.message_id,
+    "queue_id": lambda m: m.system_properties.queue_id,
+    "queue_offset": lambda m: m.system_properties.queue_offset,
+    "born_timestamp_ms": lambda m: _ms(m.system_properties.born_timestamp),
+    "store_timestamp_ms": lambda m: _ms(m.system_properties.store_timestamp),
+    "born_host": lambda m: m.system_properties.born_host,
+    "store_host": lambda m: m.system_properties.store_host,
+    "delivery_attempt": lambda m: m.system_properties.delivery_attempt,
+    "receipt_handle": lambda m: m.system_properties.receipt_handle,
+    "invisible_duration_ms": lambda m: _ms(m.system_properties.invisible_duration),
+}
+assert set(_FROM_WIRE) == set(ReceivedMessage.__dataclass_fields__)
+
+
+class _WireMessage(ReceivedMessage):
+    """A ReceivedMessage that reads each field from its wire message when first asked for it,
+    then keeps it (a plain attribute from then on: set, compared and printed as any other).
+
+    Why: reading all 17 fields of a delivery out of protobuf cost the consumer about 10 µs a
+    message (tests/perf/README.md, "The consumer's own Python"), most of it for fields a
+    consumer loop never looks at; an ack needs only the topic, id and receipt handle. The
+    wire message keeps its response's memory alive until every field was read or the message
+    is dropped."""
+
+    def _fields(self) -> tuple:
+        return tuple(getattr(self, name) for name in _FROM_WIRE)
+
+    def __eq__(self, other: object) -> bool:  # equal to a ReceivedMessage with the same fields
+        if not isinstance(other, ReceivedMessage):
+            return NotImplemented
+        return self._fields() == tuple(getattr(other, name) for name in _FROM_WIRE)
+
+    __hash__ = None  # mutable, as ReceivedMessage
+
+    def __repr__(self) -> str:
+        return ReceivedMessage.__repr__(self).replace(type(self).__qualname__,
+                                                      ReceivedMessage.__qualname__, 1)
+
+    def __getstate__(self) -> dict:  # pickled whole: every field read, the wire left behind
+        return dict(zip(_FROM_WIRE, self._fields()))
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+
+def _wire_field(cls: type, name: str, read) -> None:
+    """Field `name` of `cls` read from the wire on first use: a cached_property, which stores
+    the value in the instance's __dict__, where later reads find it first."""
+    def get(self: _WireMessage):
+        return read(self._wire)
+    get.__name__ = name
+    prop = functools.cached_property(get)
+    prop.__set_name__(cls, name)
+    setattr(cls, name, prop)
+
+
+for _name, _read in _FROM_WIRE.items():
+    _wire_field(_WireMessage, _name, _read)
+_new = object.__new__
+
+
 def from_v2(m: d.Message) -> ReceivedMessage:
-    sp = m.system_properties
-    body = m.body
-    if sp.body_encoding == d.GZIP:  # servers may compress; ours sends IDENTITY
-        body = gzip.decompress(body)
-    return ReceivedMessage(
-        topic=m.topic.name, body=body, tag=sp.tag if sp.HasField("tag") else None,
-        keys=tuple(sp.keys), properties=dict(m.user_properties),
-        message_group=sp.message_group if sp.HasField("message_group") else None,
-        delivery_timestamp_ms=_ms(sp.delivery_timestamp) if sp.HasField("delivery_timestamp") else None,
-        message_id=sp.message_id, queue_id=sp.queue_id, queue_offset=sp.queue_offset,
-        born_timestamp_ms=_ms(sp.born_timestamp), store_timestamp_ms=_ms(sp.store_timestamp),
-        born_host=sp.born_host, store_host=sp.store_host, delivery_attempt=sp.delivery_attempt,
-        receipt_handle=sp.receipt_handle,
-        invisible_duration_ms=(sp.invisible_duration.seconds * 1000
-                               + sp.invisible_duration.nanos // 1_000_000))
+    """The delivered message `m` as a ReceivedMessage, each field read from `m` when first
+    used (_WireMessage)."""
+    msg = _new(_WireMessage)
+    msg.__dict__["_wire"] = m
+    return msg
 
 
 def receipts_of(entries: Sequence) -> list[SendReceipt]:

@@ -1,8 +1,12 @@
-"""The message model and official-client message ids."""
+"""The message model (a received message reads its fields from the wire when used) and
+official-client message ids."""
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -12,7 +16,7 @@ import uuid
 import pytest
 
 from cluster.client import Message, MessageIdGenerator, next_message_id
-from cluster.client.message import from_v2, to_v2
+from cluster.client.message import ReceivedMessage, from_v2, to_v2
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 
 ID = re.compile(r"^01[0-9A-F]{32}$")
@@ -72,3 +76,28 @@ def test_message_checks():
     with pytest.raises(TypeError):
         Message("T", "text")
     assert Message("T", bytearray(b"x"), keys=["a", "b"]).keys == ("a", "b")
+
+
+def test_a_received_message_reads_its_fields_from_the_wire_when_used():
+    wire = to_v2(Message("T", b"body", tag="a", properties={"p": "v"}), now_ms=1_600_000_000_456)
+    sp = wire.system_properties
+    sp.receipt_handle, sp.queue_id, sp.queue_offset, sp.delivery_attempt = "H1", 3, 17, 2
+    sp.invisible_duration.seconds = 30
+    every = {name: getattr(from_v2(wire), name) for name in ReceivedMessage.__dataclass_fields__}
+    plain = ReceivedMessage(**every)
+    assert (plain.receipt_handle, plain.queue_offset, plain.invisible_duration_ms) == ("H1", 17, 30_000)
+    assert (plain.message_group, plain.delivery_timestamp_ms) == (None, None)  # absent on the wire
+
+    lazy = from_v2(wire)
+    assert lazy == plain and plain == lazy and repr(lazy) == repr(plain)
+    lazy.receipt_handle = "H2"  # set before it was ever read: the wire's value is not used
+    assert lazy.receipt_handle == "H2" and lazy != plain
+    back = pickle.loads(pickle.dumps(lazy))
+    assert back == lazy and "_wire" not in vars(back)
+    assert dataclasses.replace(lazy, queue_id=5).queue_id == 5
+
+
+def test_a_gzip_body_is_inflated():
+    wire = to_v2(Message("T", gzip.compress(b"inflated")))
+    wire.system_properties.body_encoding = d.GZIP
+    assert from_v2(wire).body == b"inflated"
