@@ -15,7 +15,6 @@ left empty and filled by the server from the connection's address.
 """
 from __future__ import annotations
 
-import functools
 import gzip
 import itertools
 import os
@@ -233,19 +232,25 @@ class _WireMessage(ReceivedMessage):
         self.__dict__.update(state)
 
 
-def _wire_field(cls: type, name: str, read) -> None:
-    """Field `name` of `cls` read from the wire on first use: a cached_property, which stores
-    the value in the instance's __dict__, where later reads find it first."""
-    def get(self: _WireMessage):
-        return read(self._wire)
-    get.__name__ = name
-    prop = functools.cached_property(get)
-    prop.__set_name__(cls, name)
-    setattr(cls, name, prop)
+class _FromWire:
+    """A field of _WireMessage: read from the wire on first use and kept in the instance's
+    __dict__, where later reads find it first (a non-data descriptor, as cached_property, but
+    without the lock Python 3.11's takes on every first read)."""
+    __slots__ = ("name", "read")
+
+    def __init__(self, name: str, read) -> None:
+        self.name = name
+        self.read = read
+
+    def __get__(self, obj, cls=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.read(obj.__dict__["_wire"])
+        return value
 
 
 for _name, _read in _FROM_WIRE.items():
-    _wire_field(_WireMessage, _name, _read)
+    setattr(_WireMessage, _name, _FromWire(_name, _read))
 _new = object.__new__
 
 
