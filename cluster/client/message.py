@@ -208,8 +208,8 @@ class _WireMessage(ReceivedMessage):
     Why: reading all 17 fields of a delivery out of protobuf cost the consumer about 10 µs a
     message (tests/perf/README.md, "The consumer's own Python"), most of it for fields a
     consumer loop never looks at; an ack needs only the topic, id and receipt handle. The
-    wire message keeps its response's memory alive until every field was read or the message
-    is dropped."""
+    wire message (and with it its whole response) stays in memory as long as the message
+    does; pickling leaves it behind."""
 
     def _fields(self) -> tuple:
         return tuple(getattr(self, name) for name in _FROM_WIRE)
@@ -251,6 +251,7 @@ class _FromWire:
 
 for _name, _read in _FROM_WIRE.items():
     setattr(_WireMessage, _name, _FromWire(_name, _read))
+del _name, _read
 _new = object.__new__
 
 
