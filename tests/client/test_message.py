@@ -101,3 +101,16 @@ def test_a_gzip_body_is_inflated():
     wire = to_v2(Message("T", gzip.compress(b"inflated")))
     wire.system_properties.body_encoding = d.GZIP
     assert from_v2(wire).body == b"inflated"
+
+
+def test_a_field_is_not_read_until_it_is_used():
+    """A body marked GZIP that is not gzip fails only when the body is read: the topic, id
+    and receipt handle an ack needs are read without it (an eager conversion raised at once)."""
+    wire = to_v2(Message("T", b"not gzip"))
+    wire.system_properties.body_encoding = d.GZIP
+    wire.system_properties.receipt_handle = "H1"
+    m = from_v2(wire)
+    assert (m.topic, m.receipt_handle, m.message_id) == ("T", "H1", wire.system_properties.message_id)
+    assert set(vars(m)) == {"_wire", "topic", "receipt_handle", "message_id"}
+    with pytest.raises(OSError):  # gzip.BadGzipFile
+        m.body
