@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from cluster.consume import receipt
+from cluster.consume import handle_mac, receipt
 
 KEY = b"test-cluster-key"
 
@@ -34,6 +34,17 @@ def test_the_check_is_hmac_sha256_of_the_fields_truncated_to_16_bytes():
         check = receipt.encode(key, "T", "G", 3, 42, 7).rpartition(":")[2]
         expected = hmac.digest(key, b"R2:3:42:7\x00T\x00G", "sha256")[:16].hex().upper()
         assert check == expected
+
+
+def test_the_mac_is_hmac_sha256_for_keys_of_any_length():
+    """handle_mac builds HMAC from two keyed SHA-256 states: a key shorter than SHA-256's
+    64-byte block, exactly one block, and longer (hashed first, as RFC 2104 says) all give
+    hmac's bytes, for non-ASCII fields too."""
+    fields = ("R2:0:0:0", "Tópic", "gröup")
+    message = "\x00".join(fields).encode()
+    for key in (b"k", b"k" * 32, b"k" * 64, b"k" * 65, bytes(range(256))):
+        assert handle_mac.mac(key, *fields) == \
+            hmac.digest(key, message, "sha256")[:16].hex().upper()
 
 
 def test_a_handle_made_without_the_key_is_refused():
