@@ -40,7 +40,8 @@ from cluster.consume import receipt
 from cluster.consume.dead_letter import dead_letter, dlq_topic, record_at
 from cluster.consume.consumer_service import ConsumerService
 from cluster.consume.planner import AnswerRoom, Delivery, plan_queue
-from cluster.consume.settle_calls import OK, ConsumeSettings, SettleCalls, duration_ms, group_name
+from cluster.consume.settle_calls import (OK, CarriedAck, ConsumeSettings, SettleCalls,
+                                          ack_answer, duration_ms, group_name)
 from cluster.messaging.convert import record_to_v2
 from cluster.messaging.long_poll import (Attempt, DispatchWaiter, Interest, long_poll,
                                          long_poll_async)
@@ -102,31 +103,72 @@ class ConsumerCalls(SettleCalls):
                                                      attempts_inline,
                                                      self.settings.max_answer_bytes))
 
+    async def ack_and_receive_batch_async(
+            self, ack: s.AckMessageRequest, request: s.ReceiveMessageRequest,
+            time_remaining: Callable[[], float | None] = lambda: None, *, inline: bool = True,
+            attempts_inline: bool | None = None
+    ) -> tuple[s.AckMessageResponse, br.ReceiveMessagesResponse]:
+        """AckAndReceive on a master: the ack's entries are checked by the receive's first
+        attempt, under the same lock, and its `acks` record goes out in the same append as
+        that attempt's deliveries (one append, one dispatch, one replicated chunk per call, not
+        two); the plan treats the acked offsets as done (planner.py), so the answer is the
+        one of the ack applied first (a FIFO group's next message is free for the same call).
+        The ack's answer waits for that append under the flush/replication policy.
+        A receive refused before its first attempt leaves the ack to commit alone; an append
+        refused refuses both (nothing applied)."""
+        try:
+            carried = self._carried_ack(ack)
+        except V2Error as e:  # the ack's request refused: the receive runs on its own
+            return (s.AckMessageResponse(status=e.status()),
+                    await self.receive_batch_async(request, time_remaining, inline=inline,
+                                                   attempts_inline=attempts_inline))
+        try:
+            answer = self._batch(await self._handout_async(
+                request, time_remaining, inline, attempts_inline,
+                self.settings.max_answer_bytes, carried))
+        except V2Error as e:
+            if carried.checked and not carried.committed:  # its append was refused
+                return s.AckMessageResponse(status=e.status()), \
+                    br.ReceiveMessagesResponse(status=e.status())
+            answer = br.ReceiveMessagesResponse(status=e.status())
+        if not carried.checked:  # the receive was refused before it took the ack
+            try:
+                return await self.ack_async(ack), answer
+            except V2Error as e:
+                return s.AckMessageResponse(status=e.status()), answer
+        pending = carried.pending
+        status = OK if pending is None else \
+            await self.consumers.wait_async(carried.master, pending)
+        return ack_answer(carried.results, status), answer
+
     async def _handout_async(self, request: s.ReceiveMessageRequest,
                              time_remaining: Callable[[], float | None], inline: bool,
                              attempts_inline: bool | None,
-                             max_bytes: int | None = None) -> "Handout":
+                             max_bytes: int | None = None,
+                             carried: CarriedAck | None = None) -> "Handout":
         """The long poll on the server's event loop: the waits hold no thread (long_poll.py);
         the checks run on the loop when `inline` (the master answers at append), else in the
         thread pool (a new group is recorded and waited for). The attempts run on the loop when
         `attempts_inline` (default: `inline`): they append the deliveries' records and never
         wait for them (a master that waits for slaves or a flush runs them there too).
-        `max_bytes`: what the deliveries' records may add up to (planner.py)."""
+        `max_bytes`: what the deliveries' records may add up to (planner.py). `carried`: an
+        ack the first attempt commits with its deliveries (ack_and_receive_batch_async)."""
         if inline:
-            attempt, wait_s, interest = self._receive_plan(request, max_bytes)
+            attempt, wait_s, interest = self._receive_plan(request, max_bytes, carried)
         else:
             attempt, wait_s, interest = await asyncio.to_thread(self._receive_plan, request,
-                                                                max_bytes)
+                                                                max_bytes, carried)
         return await long_poll_async(
             attempt, interest, wait_s=wait_s, waiter=self.waiter, clock=self._clock,
             budget=self.async_budget,
             attempt_inline=inline if attempts_inline is None else attempts_inline,
             time_remaining=time_remaining)
 
-    def _receive_plan(self, request: s.ReceiveMessageRequest, max_bytes: int | None = None
+    def _receive_plan(self, request: s.ReceiveMessageRequest, max_bytes: int | None = None,
+                      carried: CarriedAck | None = None
                       ) -> tuple[Callable[[], Attempt["Handout"]], float, Interest]:
         """The request checked (V2Error when refused): one attempt, how long to poll, and what
-        to wait for."""
+        to wait for. The first attempt commits `carried` (see _take)."""
         group = group_name(request.group)
         topic, config = self._topic(request.message_queue.topic)
         filt = tag_expression(request.filter_expression)
@@ -157,11 +199,13 @@ class ConsumerCalls(SettleCalls):
         first = request.message_queue.id if 0 <= request.message_queue.id < count else 0
         queues = [(first + i) % count for i in range(count)]
         clock = self._clock
+        carry = [carried] if carried is not None else []  # for the first attempt only
 
         def attempt() -> Attempt[Handout]:
             master = consumers.ensure_loaded()  # the role may change while the call waits
             deliveries, next_expiry = self._take(master, group, info, topic, queues, filt,
-                                                 batch, invisible, max_bytes)
+                                                 batch, invisible, max_bytes,
+                                                 carry.pop() if carry else None)
             wake = None if next_expiry is None else (next_expiry - clock.now_ms()) / 1000.0
             return Attempt(Handout(topic, group, invisible, deliveries), bool(deliveries), wake)
 
@@ -210,14 +254,24 @@ class ConsumerCalls(SettleCalls):
         sp.invisible_duration.nanos = ms % 1000 * 1_000_000
 
     def _take(self, master, group: str, info, topic: str, queues: list[int], filt: str | None,
-              batch: int, invisible_ms: int, max_bytes: int | None = None
+              batch: int, invisible_ms: int, max_bytes: int | None = None,
+              carried: CarriedAck | None = None
               ) -> tuple[list[tuple[int, Delivery]], int | None]:
         """Plans and records the deliveries of one attempt; returns them (queue id, delivery)
         and, for an empty attempt, when a delivery in flight on these queues becomes visible
-        again."""
+        again. `carried`: an ack checked here and appended first, in the same append as the
+        deliveries (with none, alone); the plans treat its offsets as acked."""
         consumers = self.consumers
         store = consumers.store
         with consumers.lock:
+            carried_events = []  # the carried ack's event, applied before the plans' events
+            acked: dict[int, set[int]] = {}
+            if carried is not None:
+                event = carried.check()
+                if event is not None:
+                    carried_events.append(event)
+                    if (carried.group, carried.topic) == (group, topic):
+                        acked = carried.acked
             state = consumers.state
             now = self._clock.now_ms()
             until = now + invisible_ms
@@ -236,7 +290,7 @@ class ConsumerCalls(SettleCalls):
                     max_attempts=info.max_delivery_attempts, new_handle=lambda: next(handles),
                     read_at=lambda off, qid=qid: record_at(store, topic, qid, off),
                     read_from=lambda off, n, qid=qid: store.get_messages(topic, qid, off, n, filt),
-                    room=room)
+                    room=room, acked=acked.get(qid, ()))
                 if not plan.changes_state:
                     continue
                 key = {"group": group, "topic": topic, "queue": qid}
@@ -252,8 +306,10 @@ class ConsumerCalls(SettleCalls):
                 deliveries += [(qid, x) for x in plan.deliveries]
             if dead_letters:
                 consumers.topics.ensure(dlq_topic(group), 1)
-            if events:
-                consumers.commit(master, events, dead_letters)
+            events = carried_events + events
+            pending = consumers.commit(master, events, dead_letters) if events else None
+            if carried is not None:
+                carried.appended(master, pending if carried_events else None)
             # When the long poll waits for a delivery to become visible again. Only an empty
             # attempt waits, and only these queues can deliver: scanning every in-flight entry
             # of the state on each receive cost O(deliveries in flight) per call.

@@ -14,11 +14,14 @@ them all must fit gRPC's message limits), except that the first delivery of the 
 out whatever its size; the room is the receive's, shared by the plans of its queues. A new
 message left out for room stops the scan there like a blocked one, and an expired delivery
 left out stays in flight for the next.
+`acked`: offsets of this queue that the same commit acks first (AckAndReceive records its acks
+and its deliveries in one append): they are treated as done, neither redelivered nor blocking
+their message group, as if the acks had been applied before planning.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Collection
 
 from store.codec import MessageRecord
 from store.get_result import GetMessageResult
@@ -56,7 +59,7 @@ def plan_queue(queue_id: int, q: QueueState | None, base: int, now_ms: int, want
                fifo: bool, max_attempts: int, new_handle: Callable[[], int],
                read_at: Callable[[int], MessageRecord | None],
                read_from: Callable[[int, int], GetMessageResult],
-               room: "AnswerRoom | None" = None) -> QueuePlan:
+               room: "AnswerRoom | None" = None, acked: Collection[int] = ()) -> QueuePlan:
     cursor = q.cursor if q is not None else base
     plan = QueuePlan(queue_id, base, cursor)
     room = room or _UNLIMITED
@@ -64,8 +67,9 @@ def plan_queue(queue_id: int, q: QueueState | None, base: int, now_ms: int, want
     plan.skip_to = cursor
     # One pass over what is in flight finds the expired deliveries; only those are sorted
     # (every receive comes here, and a queue can hold thousands in flight).
-    expired = sorted(o for o, e in inflight.items() if e.invisible_until <= now_ms)
-    gone: set[int] = set()  # dead or vanished: no longer in flight, block nothing
+    gone: set[int] = set(acked)  # acked, dead or vanished: no longer in flight, block nothing
+    expired = sorted(o for o, e in inflight.items()
+                     if e.invisible_until <= now_ms and o not in gone)
     for offset in expired:
         if len(plan.deliveries) >= want:
             break  # the rest stay in flight (and block their groups, below)

@@ -104,42 +104,38 @@ class SettleCalls:
     def ack(self, request: s.AckMessageRequest) -> s.AckMessageResponse:
         master, results, pending = self._ack_commit(request)
         status = self.consumers.wait(master, pending) if pending is not None else OK
-        return _ack_answer(results, status)
+        return ack_answer(results, status)
 
     async def ack_async(self, request: s.AckMessageRequest) -> s.AckMessageResponse:
         """ack() on the event loop, for a master whose wait is awaitable there
         (MasterRole.puts_on_loop): the commit runs on the loop, the wait is awaited."""
         master, results, pending = self._ack_commit(request)
         status = await self.consumers.wait_async(master, pending) if pending is not None else OK
-        return _ack_answer(results, status)
+        return ack_answer(results, status)
 
     def _ack_commit(self, request: s.AckMessageRequest
                     ) -> tuple["MasterRole", list[tuple[s.AckMessageEntry, d.Status | None]],
                                Pending | None]:
         """The acks committed: (master, each entry with its refusal or None, what to wait for,
         None when no entry was valid)."""
+        carried = self._carried_ack(request)
+        consumers = self.consumers
+        master = consumers.ensure_loaded()
+        with consumers.lock:
+            event = carried.check()
+            # one record for every valid entry: one append, one dispatch by reput and one
+            # wait for the request, not one per entry
+            pending = consumers.commit(master, [event]) if event is not None else None
+        return master, carried.results, pending
+
+    def _carried_ack(self, request: s.AckMessageRequest) -> "CarriedAck":
+        """The request's own checks (V2Error when refused); its entries are checked later,
+        under the lock, by CarriedAck.check."""
         group = group_name(request.group)
         topic, _ = self._topic(request.topic)
         if not request.entries:
             raise V2Error(d.BAD_REQUEST, "no entries to acknowledge")
-        consumers = self.consumers
-        master = consumers.ensure_loaded()
-        results: list[tuple[s.AckMessageEntry, d.Status | None]] = []
-        items = []
-        with consumers.lock:
-            for entry in request.entries:
-                try:
-                    r = self._current(group, topic, entry.receipt_handle)
-                except V2Error as e:
-                    results.append((entry, e.status()))
-                    continue
-                items.append([r.queue_id, r.offset, r.handle])
-                results.append((entry, None))
-            # one record for every valid entry: one append, one dispatch by reput and one
-            # wait for the request, not one per entry
-            pending = consumers.commit(master, [{"kind": "acks", "group": group, "topic": topic,
-                                                 "items": items}]) if items else None
-        return master, results, pending
+        return CarriedAck(self, request, group, topic)
 
     def _current(self, group: str, topic: str, text: str) -> receipt.Receipt:
         """The receipt of a delivery still in flight (call with the lock held)."""
@@ -226,7 +222,45 @@ class SettleCalls:
         return master, pending
 
 
-def _ack_answer(results: list[tuple[s.AckMessageEntry, d.Status | None]], status: d.Status
+class CarriedAck:
+    """An AckMessage whose request passed its own checks, on its way to a commit: AckMessage
+    commits it alone, AckAndReceive in the same append as its receive's deliveries
+    (ConsumerCalls). `check()`, with the consumer service's lock held, checks each entry's
+    handle against the state and returns the one `acks` event of the valid ones (None when
+    none is); `results` then holds each entry with its refusal or None. Used by one call."""
+
+    def __init__(self, calls: SettleCalls, request: s.AckMessageRequest, group: str,
+                 topic: str) -> None:
+        self.calls, self.request, self.group, self.topic = calls, request, group, topic
+        self.results: list[tuple[s.AckMessageEntry, d.Status | None]] = []
+        self.acked: dict[int, set[int]] = {}  # queue id -> offsets of the valid entries
+        self.checked = False  # check() ran (the entries were looked at under the lock)
+        self.committed = False  # its event (if any) was appended and applied
+        self.master: "MasterRole | None" = None  # the master that appended it
+        self.pending: "Pending | None" = None  # what to wait for; None: nothing appended
+
+    def check(self) -> dict | None:
+        self.checked = True
+        items = []
+        for entry in self.request.entries:
+            try:
+                r = self.calls._current(self.group, self.topic, entry.receipt_handle)
+            except V2Error as e:
+                self.results.append((entry, e.status()))
+                continue
+            items.append([r.queue_id, r.offset, r.handle])
+            self.acked.setdefault(r.queue_id, set()).add(r.offset)
+            self.results.append((entry, None))
+        if not items:
+            return None
+        return {"kind": "acks", "group": self.group, "topic": self.topic, "items": items}
+
+    def appended(self, master: "MasterRole", pending: "Pending | None") -> None:
+        """Its event (if check() made one) was appended, by `master`, as `pending`."""
+        self.master, self.pending, self.committed = master, pending, True
+
+
+def ack_answer(results: list[tuple[s.AckMessageEntry, d.Status | None]], status: d.Status
                 ) -> s.AckMessageResponse:
     """Each entry with its refusal, or the commit's status; the call's status is theirs when
     they agree, MULTIPLE_RESULTS otherwise."""

@@ -18,6 +18,7 @@ with the group's endpoints: every queue is consumed through ReceiveMessage on th
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import TYPE_CHECKING, Callable
 
 import grpc
@@ -136,11 +137,24 @@ class ConsumerRouter:
                                     client_id: str = "",
                                     time_remaining: Callable[[], float | None] = lambda: None
                                     ) -> br.ReceiveMessagesResponse:
-        """AckAndReceive: the request's ack as AckMessage (applied and waited for in full
-        first, so a FIFO group's next message is free for the receive), then its receive as
-        ReceiveMessages, each answered as that call would be (proto/batch_receive.proto)."""
+        """AckAndReceive: the request's ack as AckMessage, then its receive as
+        ReceiveMessages, each answered as that call would be (proto/batch_receive.proto); the
+        receive sees the ack applied (a FIFO group's next message is free for it). A master
+        appends the ack's record with the receive's deliveries
+        (ConsumerCalls.ack_and_receive_batch_async); a slave forwards the call whole."""
         calls = dict(forwarded=forwarded, timeout=timeout, client_id=client_id)
-        if self.service.role.master is None:
+        master = self.service.role.master
+        if master is not None and request.HasField("ack"):
+            try:
+                ack, answer = await self._receive_on_master(
+                    master, partial(self.calls.ack_and_receive_batch_async, request.ack),
+                    request.receive, forwarded, time_remaining)
+            except V2Error as e:  # not the master any more: nothing was applied
+                ack = s.AckMessageResponse(status=e.status())
+                answer = br.ReceiveMessagesResponse(status=e.status())
+            answer.ack.CopyFrom(ack)
+            return answer
+        if master is None:
             named = (request.receive,) + ((request.ack,) if request.HasField("ack") else ())
             try:
                 answer = await self._forward_as_is("AckAndReceive", request, named, forwarded,

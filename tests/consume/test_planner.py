@@ -70,6 +70,32 @@ def test_fifo_plan_hands_out_one_message_per_group_and_never_skips_a_blocked_one
     assert [x.offset for x in again.deliveries] == [2, 3]  # B (4) still blocked by offset 1
 
 
+def test_offsets_acked_by_the_same_commit_are_neither_redelivered_nor_blocking():
+    """AckAndReceive appends its acks with its deliveries: the plan treats the acked offsets
+    as the applied acks would leave them, not in flight."""
+    read_at, read_from = reader([""] * 4)
+    state = ConsumerState()
+    key = {"group": "G", "topic": "T", "queue": 0}
+    state.apply({"kind": "pop", **key, "base": 0, "until": 100, "skip_to": 2,
+                 "items": [[0, 1, 1, ""], [1, 1, 2, ""]]})
+    q = state.queue("G", "T", 0)
+    plans = [plan_queue(0, q, 0, 200, 10, fifo=False, max_attempts=17, new_handle=handles(),
+                        read_at=read_at, read_from=read_from, acked=acked)
+             for acked in ((), {0})]
+    assert [[(x.offset, x.attempt) for x in p.deliveries] for p in plans] == [
+        [(0, 2), (1, 2), (2, 1), (3, 1)], [(1, 2), (2, 1), (3, 1)]]
+    # FIFO: the acked delivery (not yet expired) no longer blocks its message group
+    read_at, read_from = reader(["A", "A"])
+    state = ConsumerState()
+    state.apply({"kind": "pop", **key, "base": 0, "until": 100, "skip_to": 1,
+                 "items": [[0, 1, 1, "A"]]})
+    q = state.queue("G", "T", 0)
+    plans = [plan_queue(0, q, 0, 50, 10, fifo=True, max_attempts=17, new_handle=handles(),
+                        read_at=read_at, read_from=read_from, acked=acked)
+             for acked in ((), {0})]
+    assert [[x.offset for x in p.deliveries] for p in plans] == [[], [1]]
+
+
 def test_nothing_to_hand_out_changes_nothing():
     """A queue the group already read to its end: the plan delivers nothing and writes no
     state (an empty pop record would wake a long poll by its own dispatch, again and again)."""

@@ -19,6 +19,7 @@ from cluster.security.signature import sign
 from proto import batch_receive_pb2 as br
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
+from store import running_flags as rf
 from tests.support.files import replace_file
 from tests.support.nodes import MethodLog, methods_called, settle
 from tests.support.v2 import G, bodies, msg, receive_request, send
@@ -88,6 +89,51 @@ def test_the_ack_frees_a_fifo_groups_next_message_for_the_same_call(nodes, clock
     answer = ack_and_receive(bstub, first.messages, ack_topic="F", topic="F", n=32)
     assert answer.ack.status.code == d.OK
     assert bodies(answer.messages) == [b"A2"]
+
+
+def test_the_ack_and_the_deliveries_are_one_append(nodes, node, monkeypatch):
+    """A master appends the ack's record and the receive's in one batch: one append, one
+    dispatch and one replicated chunk per call."""
+    bstub = nodes.batch_stub(node)
+    first = receive_now(bstub, n=2)
+    master = node.role.master
+    appends, append = [], master.append
+    monkeypatch.setattr(master, "append", lambda msgs, **kw: appends.append(
+        [m.properties["TAGS"] for m in msgs]) or append(msgs, **kw))
+    answer = ack_and_receive(bstub, first.messages, n=32)
+    assert answer.ack.status.code == d.OK and len(answer.messages) == 2
+    assert appends == [["acks", "pop"]]
+
+
+def test_an_expired_delivery_acked_by_the_call_is_not_handed_out_by_it(nodes, node, clock):
+    """The receive plans as if the ack were applied first: a delivery whose invisibility ran
+    out (the next receive would hand it out again first) is done once the call acks it."""
+    bstub = nodes.batch_stub(node)
+    first = receive_now(bstub, n=1)
+    clock.advance(INVISIBLE + 1)
+    answer = ack_and_receive(bstub, first.messages, n=32)
+    assert answer.ack.status.code == d.OK
+    rest = sorted({b"m0", b"m1", b"m2", b"m3"} - {first.messages[0].body})
+    assert sorted(bodies(answer.messages)) == rest
+    assert all(m.system_properties.delivery_attempt == 1 for m in answer.messages)
+    clock.advance(INVISIBLE + 1)
+    assert sorted(bodies(receive_now(bstub, n=32).messages)) == rest
+
+
+def test_an_append_refused_refuses_the_ack_and_the_receive(nodes, node):
+    """The ack's record and the deliveries' are one append: refused, neither is applied, and
+    both parts say so; the same ack then works once the store writes again."""
+    bstub = nodes.batch_stub(node)
+    first = receive_now(bstub, n=1)
+    before = node.store.max_phy_offset()
+    node.store.flags.set(rf.CREATE_FILE_FAILED, "the next commitlog file could not be created")
+    refused = ack_and_receive(bstub, first.messages, n=32)
+    assert refused.ack.status.code == refused.status.code == d.INTERNAL_SERVER_ERROR
+    assert "consumer state" in refused.ack.status.message and not refused.messages
+    assert node.store.max_phy_offset() == before
+    node.store.flags.clear(rf.CREATE_FILE_FAILED)
+    again = ack_and_receive(bstub, first.messages, n=32)
+    assert again.ack.status.code == d.OK and len(again.messages) == 3
 
 
 def test_a_refused_receive_keeps_the_ack_and_hands_out_nothing(nodes, node, clock):
