@@ -147,14 +147,18 @@ class ConsumerCalls(SettleCalls):
                              max_bytes: int | None = None,
                              carried: CarriedAck | None = None) -> "Handout":
         """The long poll on the server's event loop: the waits hold no thread (long_poll.py);
-        the checks run on the loop when `inline` (the master answers at append), else in the
-        thread pool (a new group is recorded and waited for). The attempts run on the loop when
+        the checks run on the loop when `inline` (the master answers at append) or when they
+        cannot write (a known group on a loaded state), else in the thread pool (a new group is
+        recorded and waited for, which a master that waits for slaves must not do on the loop
+        that carries their acks). The attempts run on the loop when
         `attempts_inline` (default: `inline`): they append the deliveries' records and never
         wait for them (a master that waits for slaves or a flush runs them there too).
         `max_bytes`: what the deliveries' records may add up to (planner.py). `carried`: an
         ack the first attempt commits with its deliveries (ack_and_receive_batch_async)."""
-        if inline:
-            attempt, wait_s, interest = self._receive_plan(request, max_bytes, carried)
+        if inline or self._group_ready(request):
+            # not inline: a group deleted since _group_ready is refused, not made on the loop
+            attempt, wait_s, interest = self._receive_plan(request, max_bytes, carried,
+                                                           create_group=inline)
         else:
             attempt, wait_s, interest = await asyncio.to_thread(self._receive_plan, request,
                                                                 max_bytes, carried)
@@ -164,11 +168,19 @@ class ConsumerCalls(SettleCalls):
             attempt_inline=inline if attempts_inline is None else attempts_inline,
             time_remaining=time_remaining)
 
+    def _group_ready(self, request: s.ReceiveMessageRequest) -> bool:
+        """The receive's checks would not write: the consumer state is loaded for this master
+        and has the request's group (an unknown one is created: recorded and waited for)."""
+        consumers = self.consumers
+        return (consumers.table.loaded_for_current_master() is not None
+                and request.group.name in consumers.state.groups)
+
     def _receive_plan(self, request: s.ReceiveMessageRequest, max_bytes: int | None = None,
-                      carried: CarriedAck | None = None
+                      carried: CarriedAck | None = None, *, create_group: bool = True
                       ) -> tuple[Callable[[], Attempt["Handout"]], float, Interest]:
         """The request checked (V2Error when refused): one attempt, how long to poll, and what
-        to wait for. The first attempt commits `carried` (see _take)."""
+        to wait for. The first attempt commits `carried` (see _take). `create_group` False:
+        an unknown group is CONSUMER_GROUP_NOT_FOUND instead of created."""
         group = group_name(request.group)
         topic, config = self._topic(request.message_queue.topic)
         filt = tag_expression(request.filter_expression)
@@ -190,7 +202,7 @@ class ConsumerCalls(SettleCalls):
                           f"long_polling_timeout {poll_ms} ms is not in [0, {st.max_long_polling_ms}]")
         consumers = self.consumers
         consumers.ensure_loaded()
-        info = consumers.group(group)
+        info = consumers.group(group, create=create_group)
         if not info.consume_enable:
             raise V2Error(d.FORBIDDEN, f"consumer group {group} may not consume (consumeEnable=false)")
         count = config.read_queue_nums
