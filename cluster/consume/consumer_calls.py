@@ -36,7 +36,6 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.reader import TagFilter
 
-from cluster.consume import receipt
 from cluster.consume.dead_letter import dead_letter, dlq_topic, record_at
 from cluster.consume.consumer_service import ConsumerService
 from cluster.consume.planner import AnswerRoom, Delivery, plan_queue
@@ -258,8 +257,8 @@ class ConsumerCalls(SettleCalls):
         """One delivered message, written into `message`: the record, its receipt handle,
         delivery attempt and invisible duration."""
         sp = record_to_v2(x.record, out=message).system_properties
-        sp.receipt_handle = receipt.encode(self.receipt_key, handout.topic, handout.group, qid,
-                                           x.offset, x.handle)
+        sp.receipt_handle = self.handles.encode(handout.topic, handout.group, qid, x.offset,
+                                                x.handle)
         sp.delivery_attempt = x.attempt
         ms = handout.invisible_ms
         sp.invisible_duration.seconds = ms // 1000

@@ -18,6 +18,7 @@ MAC) is INVALID_RECEIPT_HANDLE.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from typing import NamedTuple
 
 from cluster.consume.handle_mac import mac, verify
@@ -54,6 +55,40 @@ def decode(key: bytes, text: str, topic: str, group: str) -> Receipt:
         raise BadReceiptHandle(f"receipt handle {text!r} does not belong to topic {topic} and "
                                f"group {group} (or was altered)")
     return Receipt(int(match[1]), int(match[2]), int(match[3]))
+
+
+class IssuedHandles:
+    """encode() and decode() under one key, remembering the handles this node issued most
+    recently (text -> topic, group, receipt), so that the ack of one skips its parse and MAC
+    check (about 2.7 of a consumed message's ~50 us on the node): the text is one this node
+    made under this key for that topic and group, which is all the check proves. A handle it
+    does not remember (evicted, issued by another node before a failover, forged) is decoded
+    and checked as before. Owns the dict; its operations are single C calls (OrderedDict), safe
+    from the loop and the pool's threads without a lock. `capacity` bounds it (oldest
+    dropped first): about 0.5 KiB a handle."""
+
+    def __init__(self, key: bytes, capacity: int = 16384) -> None:
+        if capacity < 0:
+            raise ValueError(f"capacity {capacity} must be >= 0")
+        self.key, self.capacity = key, capacity
+        self._issued: OrderedDict[str, tuple[str, str, Receipt]] = OrderedDict()
+
+    def encode(self, topic: str, group: str, queue_id: int, offset: int, handle: int) -> str:
+        text = encode(self.key, topic, group, queue_id, offset, handle)
+        if self.capacity:
+            issued = self._issued
+            issued[text] = (topic, group, Receipt(queue_id, offset, handle))
+            if len(issued) > self.capacity:
+                issued.popitem(last=False)
+        return text
+
+    def decode(self, text: str, topic: str, group: str) -> Receipt:
+        known = self._issued.pop(text, None)
+        if known is not None:
+            if known[0] == topic and known[1] == group:
+                return known[2]
+            self._issued[text] = known  # another topic or group's: refused below, kept
+        return decode(self.key, text, topic, group)
 
 
 def _malformed(text: str) -> str:

@@ -72,6 +72,7 @@ class SettleCalls:
                  settings: ConsumeSettings, *, receipt_key: bytes) -> None:
         self.consumers = consumers
         self.receipt_key = receipt_key  # the group's shared key: handles survive failover
+        self.handles = receipt.IssuedHandles(receipt_key)
         self.waiter = waiter
         self.settings = settings
 
@@ -140,7 +141,7 @@ class SettleCalls:
     def _current(self, group: str, topic: str, text: str) -> receipt.Receipt:
         """The receipt of a delivery still in flight (call with the lock held)."""
         try:
-            r = receipt.decode(self.receipt_key, text, topic, group)
+            r = self.handles.decode(text, topic, group)
         except receipt.BadReceiptHandle as e:
             raise V2Error(d.INVALID_RECEIPT_HANDLE, str(e)) from None
         q = self.consumers.state.queue(group, topic, r.queue_id)
@@ -184,8 +185,7 @@ class SettleCalls:
                 "until": self._clock.now_ms() + invisible}])
         # a waiting receive planned its wake-up from the old expiry: let one recompute it
         self.waiter.poke(topic, group)
-        return master, pending, receipt.encode(self.receipt_key, topic, group, r.queue_id,
-                                               r.offset, new)
+        return master, pending, self.handles.encode(topic, group, r.queue_id, r.offset, new)
 
     # -- ForwardMessageToDeadLetterQueue ------------------------------------------------------
     def forward_to_dlq(self, request: s.ForwardMessageToDeadLetterQueueRequest

@@ -73,3 +73,33 @@ GOOD = receipt.encode(KEY, "T", "G", 3, 42, 7)
 def test_malformed_or_altered_handles_are_refused(text):
     with pytest.raises(receipt.BadReceiptHandle):
         receipt.decode(KEY, text, "T", "G")
+
+
+def test_issued_handles_skip_the_check_for_a_handle_this_node_just_issued(monkeypatch):
+    """IssuedHandles remembers what it encoded: acking one of them needs no parse and no MAC
+    (the text is this node's, for that topic and group); anything else is checked in full."""
+    checked = []
+    full_decode = receipt.decode
+    monkeypatch.setattr(receipt, "decode", lambda *a: checked.append(a[1]) or full_decode(*a))
+    handles = receipt.IssuedHandles(KEY, capacity=2)
+    first = handles.encode("T", "G", 3, 42, 7)
+    assert first == receipt.encode(KEY, "T", "G", 3, 42, 7)  # the same text as ever
+    assert handles.decode(first, "T", "G") == (3, 42, 7) and checked == []
+    # used once: a second ack of it (a retry) is checked in full, and still valid
+    assert handles.decode(first, "T", "G") == (3, 42, 7) and checked == [first]
+    # bound to its topic and group like the MAC: another's is refused, and stays known
+    second = handles.encode("T", "G", 0, 1, 8)
+    for topic, group in (("Other", "G"), ("T", "Other")):
+        with pytest.raises(receipt.BadReceiptHandle):
+            handles.decode(second, topic, group)
+    checked.clear()
+    assert handles.decode(second, "T", "G") == (0, 1, 8) and checked == []
+    # bounded: the oldest is dropped, then checked in full when it comes back
+    oldest = [handles.encode("T", "G", 0, i, 100 + i) for i in range(3)][0]
+    assert handles.decode(oldest, "T", "G") == (0, 0, 100) and checked == [oldest]
+    # a forged handle, or one made under another key, is refused as before
+    forged = receipt.encode(b"another-key", "T", "G", 0, 2, 102)
+    with pytest.raises(receipt.BadReceiptHandle):
+        handles.decode(forged, "T", "G")
+    with pytest.raises(ValueError):
+        receipt.IssuedHandles(KEY, capacity=-1)
