@@ -69,28 +69,32 @@ class MessageReader:
         result = GetMessageResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
         next_offset = offset
         removing = False
-        for index, phy, size, tcode in cq.iter_units(offset, max(max_count * 4, 64)):
-            next_offset = index + 1
-            if max_physical_offset is not None and phy + size > max_physical_offset:
-                next_offset = index
-                break
-            if phy < commit_min:
-                removing = True
-                continue
-            if codes is not None and tcode not in codes:
-                continue
-            decoded = self._decode_at(phy, size)
-            if not isinstance(decoded, MessageRecord):
-                continue
-            if not tag_filter.matches(decoded):
-                continue
-            if result.messages and result.buffer_total_size + size > max_bytes:
-                next_offset = index
-                break
-            result.messages.append(decoded)
-            result.buffer_total_size += size
-            if len(result.messages) >= max_count:
-                break
+        with self.commitlog.records() as records:  # a queue's run is mostly in one file
+            for index, phy, size, tcode in cq.iter_units(offset, max(max_count * 4, 64)):
+                next_offset = index + 1
+                if max_physical_offset is not None and phy + size > max_physical_offset:
+                    next_offset = index
+                    break
+                if phy < commit_min:
+                    removing = True
+                    continue
+                if codes is not None and tcode not in codes:
+                    continue
+                try:
+                    decoded = records.get(phy, size)
+                except OffsetOutOfRange:
+                    continue
+                if not isinstance(decoded, MessageRecord):
+                    continue
+                if not tag_filter.matches(decoded):
+                    continue
+                if result.messages and result.buffer_total_size + size > max_bytes:
+                    next_offset = index
+                    break
+                result.messages.append(decoded)
+                result.buffer_total_size += size
+                if len(result.messages) >= max_count:
+                    break
         result.next_begin_offset = next_offset
         if result.messages:
             result.status = GetStatus.FOUND

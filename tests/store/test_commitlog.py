@@ -121,6 +121,32 @@ def test_read_and_get_message_and_store_time(tmp_path):
         log.read(10 * FILE, 10)
 
 
+def test_a_record_reader_holds_each_file_once_for_its_run(tmp_path):
+    """records(): a run of reads across files gives what get_message gives, holds one file at
+    a time (moving on releases the last) and nothing once closed; an offset no file has is
+    OffsetOutOfRange and leaves nothing held."""
+    log = new_log(tmp_path)
+    offsets = [log.put(*rec(TAGS=f"t{i}")).wrote_offset for i in range(30)]
+    files = log.files()
+    assert len(files) >= 3
+    idle = [f._refs for f in files]
+    with log.records() as records:
+        for offset in offsets:
+            assert records.get(offset) == log.get_message(offset)
+            held = [f._refs - base for f, base in zip(files, idle)]
+            assert sorted(held) == [0] * (len(files) - 1) + [1]
+            assert held[offsets_file(files, offset)] == 1
+        with pytest.raises(OffsetOutOfRange):
+            records.get(10 * FILE * len(files))
+        assert [f._refs for f in files] == idle
+    assert [f._refs for f in files] == idle
+
+
+def offsets_file(files, offset: int) -> int:
+    return next(i for i, f in enumerate(files)
+                if f.file_from_offset <= offset < f.file_from_offset + FILE)
+
+
 def test_read_chunk_never_crosses_a_file(tmp_path):
     log = new_log(tmp_path)
     for _ in range(20):
