@@ -8,7 +8,7 @@ was on the broker). A live store's files must follow each other; here a file may
 so lookups bisect the list of bases instead of dividing by the file size.
 
 It offers what store.reader.MessageReader asks of a commitlog (min_offset, max_offset,
-get_message, store_time_of), so the store's reader, consume queues and index serve the
+get_message, records, store_time_of), so the store's reader, consume queues and index serve the
 archive's queries unchanged.
 
 Locking: `_lock` guards the list and the mappings; a read decodes under it (a record is
@@ -96,6 +96,11 @@ class ArchivedCommitLog:
             limit = f.size if size is None else min(f.size, pos + size)
             return codec.decode(f.view, pos, limit, check_crc=check_crc)
 
+    def records(self) -> "ArchivedRecords":
+        """A run of reads (store.commitlog.CommitLog.records' interface): each one is a
+        get_message, under the lock, so no file is held between them."""
+        return ArchivedRecords(self)
+
     def store_time_of(self, offset: int, size: int) -> int | None:
         with self._lock:
             f = self._file_at(offset)
@@ -112,3 +117,20 @@ class ArchivedCommitLog:
 
     def __iter__(self) -> Iterator[ROFile]:
         return iter(self.files())
+
+
+class ArchivedRecords:
+    """ArchivedCommitLog.records(): get() reads one record like get_message; close() has
+    nothing to release. Used by one caller."""
+
+    def __init__(self, log: ArchivedCommitLog) -> None:
+        self.get = log.get_message
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> "ArchivedRecords":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
