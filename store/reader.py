@@ -80,10 +80,7 @@ class MessageReader:
                     continue
                 if codes is not None and tcode not in codes:
                     continue
-                try:
-                    decoded = records.get(phy, size)
-                except OffsetOutOfRange:
-                    continue
+                decoded = _record_at(records, phy, size)
                 if not isinstance(decoded, MessageRecord):
                     continue
                 if not tag_filter.matches(decoded):
@@ -102,14 +99,9 @@ class MessageReader:
             result.status = GetStatus.MESSAGE_WAS_REMOVING
         return result
 
-    def _decode_at(self, phy: int, size: int | None) -> codec.DecodeResult | None:
-        try:
-            return self.commitlog.get_message(phy, size)
-        except OffsetOutOfRange:
-            return None
-
     def look_message_by_offset(self, phy: int, size: int | None = None) -> MessageRecord | None:
-        decoded = self._decode_at(phy, size)
+        with self.commitlog.records() as records:
+            decoded = _record_at(records, phy, size)
         return decoded if isinstance(decoded, MessageRecord) else None
 
     def look_message_by_id(self, msg_id: str) -> MessageRecord | None:
@@ -162,6 +154,15 @@ class MessageReader:
                                                               check_crc=check_crc)
             except OffsetOutOfRange:  # the file went away meanwhile
                 return
+
+
+def _record_at(records, phy: int, size: int | None) -> codec.DecodeResult | None:
+    """What lies at `phy` (a run's reader: CommitLog.records()), None when no file holds it
+    any more (retention) or yet."""
+    try:
+        return records.get(phy, size)
+    except OffsetOutOfRange:
+        return None
 
 
 def record_decoder(check_crc: bool) -> Callable[[Any, int, int], tuple[int, MessageRecord] | None]:

@@ -8,7 +8,7 @@ whose waits can be awaited there, MasterRole.puts_on_loop).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from google.protobuf.duration_pb2 import Duration
 
@@ -136,7 +136,7 @@ class SettleCalls:
         topic, _ = self._topic(request.topic)
         if not request.entries:
             raise V2Error(d.BAD_REQUEST, "no entries to acknowledge")
-        return CarriedAck(self, request, group, topic)
+        return CarriedAck(self._current, request, group, topic)
 
     def _current(self, group: str, topic: str, text: str) -> receipt.Receipt:
         """The receipt of a delivery still in flight (call with the lock held)."""
@@ -229,9 +229,10 @@ class CarriedAck:
     handle against the state and returns the one `acks` event of the valid ones (None when
     none is); `results` then holds each entry with its refusal or None. Used by one call."""
 
-    def __init__(self, calls: SettleCalls, request: s.AckMessageRequest, group: str,
-                 topic: str) -> None:
-        self.calls, self.request, self.group, self.topic = calls, request, group, topic
+    def __init__(self, current: Callable[[str, str, str], receipt.Receipt],
+                 request: s.AckMessageRequest, group: str, topic: str) -> None:
+        self.current = current  # SettleCalls._current: a handle's delivery still in flight
+        self.request, self.group, self.topic = request, group, topic
         self.results: list[tuple[s.AckMessageEntry, d.Status | None]] = []
         self.acked: dict[int, set[int]] = {}  # queue id -> offsets of the valid entries
         self.checked = False  # check() ran (the entries were looked at under the lock)
@@ -244,7 +245,7 @@ class CarriedAck:
         items = []
         for entry in self.request.entries:
             try:
-                r = self.calls._current(self.group, self.topic, entry.receipt_handle)
+                r = self.current(self.group, self.topic, entry.receipt_handle)
             except V2Error as e:
                 self.results.append((entry, e.status()))
                 continue
@@ -261,7 +262,7 @@ class CarriedAck:
 
 
 def ack_answer(results: list[tuple[s.AckMessageEntry, d.Status | None]], status: d.Status
-                ) -> s.AckMessageResponse:
+               ) -> s.AckMessageResponse:
     """Each entry with its refusal, or the commit's status; the call's status is theirs when
     they agree, MULTIPLE_RESULTS otherwise."""
     answer = s.AckMessageResponse()
