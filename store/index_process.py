@@ -37,6 +37,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .dispatch import DispatchRequest
 from .index_service import DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, index_entries
 from .index_wire import IndexProcessError, ok_value, read_frame, write_frame
+from .pipe_frames import PipeError
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ class IndexProcess:
         try:
             write_frame(proc.stdin, request)
             reply = read_frame(proc.stdout)
-        except (OSError, ValueError, IndexProcessError) as e:  # broken pipe, torn frame
+        except (OSError, ValueError, PipeError) as e:  # broken pipe, torn frame
             self._lost(proc, e)
         if reply is None:
             self._lost(proc, None)
@@ -217,7 +218,7 @@ class IndexProcess:
                 if reply is None:
                     raise IndexProcessError("the index process ended without answering close")
                 ok_value(reply)
-            except (OSError, ValueError, IndexProcessError) as e:
+            except (OSError, ValueError, PipeError) as e:
                 log.warning("closing the index process (pid %d): %s", proc.pid, e)
             finally:
                 self._reap(proc, kill=False)

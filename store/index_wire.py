@@ -2,12 +2,7 @@
 index_worker.py, the child's). Both ends run the same interpreter from the same checkout,
 so a payload is `marshal` of plain tuples, lists, str, int, bool and None.
 
-One frame per request and per reply, read and written whole:
-
-    offset  size    field
-    ------  ------  ---------------------------------------------------------------
-    0       4       length   u32 big-endian: bytes of the payload that follows
-    4       length  payload  marshal.dumps of a tuple
+One frame (store/pipe_frames.py) per request and per reply.
 
 Requests (parent -> child), one at a time, each answered before the next is sent:
 
@@ -26,46 +21,17 @@ kind names a store error the parent raises again as the same type (`raise_error`
 """
 from __future__ import annotations
 
-import marshal
-import struct
-from typing import Any, BinaryIO
+from typing import Any
 
-from .errors import CorruptFile, CreateFileError, DiskError, StoreError
+from .errors import CorruptFile, CreateFileError, DiskError
+from .pipe_frames import PipeError, read_frame, write_frame
 
-FRAME_HEADER = struct.Struct(">I")  # the length field of the table above
-MAX_FRAME = 1 << 30  # a length past this is a broken pipe, not a request
+__all__ = ["IndexProcessError", "error_reply", "ok_value", "raise_error", "read_frame",
+           "write_frame"]
 
-
-class IndexProcessError(StoreError):
+class IndexProcessError(PipeError):
     """The index process died, could not start, or failed in a way that is not a store error
     of its own (its message says which)."""
-
-
-def write_frame(out: BinaryIO, value: tuple) -> None:
-    payload = marshal.dumps(value)
-    out.write(FRAME_HEADER.pack(len(payload)) + payload)
-    out.flush()
-
-
-def read_frame(src: BinaryIO) -> tuple | None:
-    """The next frame's tuple; None at a clean end of the stream (nothing of a frame read).
-    Raises IndexProcessError for a torn or impossible frame."""
-    head = src.read(FRAME_HEADER.size)
-    if not head:
-        return None
-    if len(head) < FRAME_HEADER.size:
-        raise IndexProcessError("index pipe closed inside a frame header")
-    (length,) = FRAME_HEADER.unpack(head)
-    if length > MAX_FRAME:
-        raise IndexProcessError(f"index pipe frame of {length} bytes: the stream is broken")
-    payload = src.read(length)
-    if len(payload) < length:
-        raise IndexProcessError(f"index pipe closed inside a frame ({len(payload)} of "
-                                f"{length} bytes)")
-    value = marshal.loads(payload)
-    if not isinstance(value, tuple) or not value:
-        raise IndexProcessError(f"index pipe frame is not a request or reply: {value!r:.80}")
-    return value
 
 
 def error_reply(e: BaseException) -> tuple:

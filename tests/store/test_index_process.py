@@ -4,7 +4,6 @@ files as in one process, a child killed by pid, truncation and retention through
 and a child that exits with its store process."""
 from __future__ import annotations
 
-import io
 import os
 import signal
 import subprocess
@@ -19,8 +18,7 @@ from store.codec import Message
 from store.config import StoreConfig
 from store.errors import CorruptFile, CreateFileError, DiskError
 from store.index_process import IndexProcess
-from store.index_wire import (IndexProcessError, error_reply, ok_value, raise_error, read_frame,
-                              write_frame)
+from store.index_wire import IndexProcessError, error_reply, ok_value, raise_error
 from store.index_worker import IndexWorker
 from store.layout import INDEX_DIR, index_file_name
 from store.message_store import MessageStore
@@ -96,22 +94,6 @@ def test_the_worker_names_files_by_the_time_each_request_brings(tmp_path):
     w.handle(("put", [("T#a", 0, T0)], 1_700_000_123_456))
     assert [os.path.basename(f[0]) for f in w.handle(("files",))[1]] \
         == [index_file_name(1_700_000_123_456)]
-
-
-def test_frames_round_trip_and_a_torn_frame_is_an_error():
-    buf = io.BytesIO()
-    write_frame(buf, ("put", [("T#k", 1, 2)], 3))
-    write_frame(buf, ("ok", None))
-    raw = buf.getvalue()
-    src = io.BytesIO(raw)
-    assert read_frame(src) == ("put", [("T#k", 1, 2)], 3)
-    assert read_frame(src) == ("ok", None)
-    assert read_frame(src) is None  # a clean end
-    for cut in (2, 10):
-        with pytest.raises(IndexProcessError, match="closed inside a frame"):
-            read_frame(io.BytesIO(raw[:cut]))
-    with pytest.raises(IndexProcessError, match="is broken"):
-        read_frame(io.BytesIO(b"\xff\xff\xff\xff" + b"x"))
 
 
 def test_store_errors_cross_the_pipe_as_their_own_types():

@@ -1,0 +1,148 @@
+"""A receive's answer written as protobuf bytes from per-message parts, so the part that does
+not depend on the delivery (the record's v2 form) can be built elsewhere: in the conversion
+process (conversion_process.py), off the serving process's GIL.
+
+A delivered v2 Message is the record's form plus three fields of its SystemProperties that
+only the master knows at delivery: the receipt handle, the delivery attempt and the invisible
+duration. `message_parts` splits the record's form into what goes before, inside and after
+those fields; `message_entry` joins them with the delivery's fields. Every field is written
+once (the record's `delivery_attempt` is left out of its part), so the result parses as the
+same Message whatever a client's protobuf library does with repeated fields; fields 12, 15 and
+16 follow the others inside SystemProperties, which protobuf parsers accept in any order.
+
+    Message (definition.proto)                    bytes
+    --------------------------------------------  -------------------------------------------
+    1 topic, 2 user_properties                    head            (the record's, serialized)
+    3 system_properties (length-delimited):       0x1A varint(len(sp) + len(delivery)), then
+        1..11, 13, 14, 17.. of the record         sp              (the record's, serialized)
+        12 receipt_handle   string                0x62 varint(len) utf-8
+        15 invisible_duration Duration            0x7A varint(len) [0x08 seconds] [0x10 nanos]
+        16 delivery_attempt int32                 0x80 0x01 varint(attempt)
+    4 body                                        body_field      0x22 varint(len) body
+
+    ReceiveMessagesResponse (batch_receive.proto)  bytes
+    --------------------------------------------  -------------------------------------------
+    1 status          Status                      0x0A varint(len) Status
+    2 delivery_timestamp Timestamp                0x12 varint(len) [0x08 seconds] [0x10 nanos]
+    3 messages        repeated Message            0x1A varint(len) Message, per delivery
+    4 ack             AckMessageResponse          0x22 varint(len) AckMessageResponse
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from proto import batch_receive_pb2 as br
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from store.codec import MessageRecord
+
+from cluster.messaging.convert import record_to_v2
+
+
+class MessageParts(NamedTuple):
+    """The record's v2 form around the delivery's fields (the module's table)."""
+    head: bytes
+    sp: bytes
+    body_field: bytes
+
+
+def varint(value: int) -> bytes:
+    """Protobuf's base-128 varint of a non-negative int."""
+    if value < 0x80:
+        return bytes((value,))
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(tag: bytes, payload: bytes) -> bytes:
+    return tag + varint(len(payload)) + payload
+
+
+def _seconds_nanos(seconds: int, nanos: int) -> bytes:
+    """A Timestamp's or Duration's fields (a zero is absent, as protobuf writes it)."""
+    return (b"\x08" + varint(seconds) if seconds else b"") + \
+        (b"\x10" + varint(nanos) if nanos else b"")
+
+
+def message_parts(record: MessageRecord) -> MessageParts:
+    """The record's delivered form (convert.record_to_v2) without the delivery's fields:
+    serialized once and cut at its fields (written in field order, topic first)."""
+    message = record_to_v2(record)
+    message.system_properties.ClearField("delivery_attempt")
+    data = message.SerializeToString()
+    pos, end, cuts = 0, len(data), {}
+    while pos < end:  # each top-level field: tag byte (fields 1-4), varint length, payload
+        tag = data[pos]
+        length, start = _read_varint(data, pos + 1)
+        cuts[tag] = (pos, start, start + length)
+        pos = start + length
+    sp_at = cuts.get(0x1A)
+    if sp_at is None:  # record_to_v2 always sets some system property
+        raise ValueError("a delivered message without system properties")
+    return MessageParts(data[:sp_at[0]], data[sp_at[1]:sp_at[2]], data[sp_at[2]:])
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """(value, position after it)."""
+    value = shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+
+
+def message_entry(parts: MessageParts, handle: str, attempt: int, invisible_ms: int) -> bytes:
+    """One `messages` entry of a ReceiveMessagesResponse: the message with its delivery's
+    receipt handle, attempt and invisible duration."""
+    delivery = (_field(b"\x62", handle.encode())
+                + _field(b"\x7A", _seconds_nanos(invisible_ms // 1000,
+                                                 invisible_ms % 1000 * 1_000_000))
+                + b"\x80\x01" + varint(attempt))
+    sp = parts.sp
+    message = (parts.head + b"\x1A" + varint(len(sp) + len(delivery)) + sp + delivery
+               + parts.body_field)
+    return b"\x1A" + varint(len(message)) + message
+
+
+class EncodedAnswer:
+    """A ReceiveMessagesResponse kept as its bytes: status, delivery timestamp and the
+    `messages` entries (message_entry), plus the AckAndReceive `ack` when set. The server
+    sends `SerializeToString()`; a reader of its fields in this process (the router, tests)
+    gets them from the message parsed once (`parsed`)."""
+
+    __slots__ = ("status", "timestamp_ms", "entries", "_ack", "_parsed")
+
+    def __init__(self, status: d.Status, timestamp_ms: int, entries: list[bytes]) -> None:
+        self.status = status
+        self.timestamp_ms = timestamp_ms
+        self.entries = entries
+        self._ack: bytes = b""
+        self._parsed: br.ReceiveMessagesResponse | None = None
+
+    def set_ack(self, ack) -> None:
+        """The AckAndReceive answer's `ack` (an AckMessageResponse)."""
+        self._ack = _field(b"\x22", ack.SerializeToString())
+        self._parsed = None
+
+    def SerializeToString(self) -> bytes:  # noqa: N802 (protobuf's name: the serializer's)
+        ms = self.timestamp_ms
+        return b"".join((_field(b"\x0A", self.status.SerializeToString()),
+                         _field(b"\x12", _seconds_nanos(ms // 1000, ms % 1000 * 1_000_000)),
+                         *self.entries, self._ack))
+
+    @property
+    def parsed(self) -> br.ReceiveMessagesResponse:
+        if self._parsed is None:
+            self._parsed = br.ReceiveMessagesResponse.FromString(self.SerializeToString())
+        return self._parsed
+
+    def __getattr__(self, name: str):
+        # the parsed message's fields and methods (messages, HasField, ...) for in-process
+        # readers; never reached on the server's path, which only serializes
+        return getattr(self.parsed, name)
