@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 from .codec import MessageRecord
 
@@ -19,13 +20,21 @@ class GetStatus(Enum):
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
 
 
+class QueueRef(NamedTuple):
+    """A message as its consume queue unit has it (get_messages(decoded=False)): where its
+    record is, not the record."""
+    queue_offset: int
+    physical_offset: int
+    total_size: int
+
+
 @dataclass
 class GetMessageResult:
     status: GetStatus
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    messages: list[MessageRecord] = field(default_factory=list)
+    messages: list[MessageRecord | QueueRef] = field(default_factory=list)
     buffer_total_size: int = 0
 
     @property

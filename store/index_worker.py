@@ -14,13 +14,13 @@ checkpoint, as after any crash).
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import BinaryIO
 
 from .clock import Clock
 from .index_service import IndexService
 from .index_wire import error_reply, read_frame, write_frame
+from .pipe_frames import child_replies
 from .errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -96,12 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m store.index_worker INDEX_DIR HASH_SLOT_NUM INDEX_NUM",
               file=sys.stderr)
         return 2
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format="%(asctime)s index-worker %(levelname)s %(message)s")
-    # The replies own the real stdout; anything else printed goes to stderr instead of
-    # corrupting a frame.
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
+    out = child_replies("index-worker")
     worker = IndexWorker(args[0], int(args[1]), int(args[2]))
     try:
         serve(worker, sys.stdin.buffer, out)

@@ -270,9 +270,12 @@ class MessageStore(StoreWrites):
 
     # -- reading ----------------------------------------------------------------------------
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
-                     tag_expression: str | None = None, max_bytes: int | None = None) -> GetMessageResult:
+                     tag_expression: str | None = None, max_bytes: int | None = None, *,
+                     decoded: bool = True) -> GetMessageResult:
+        """`decoded` False: QueueRefs instead of records (MessageReader.get_messages)."""
         result = self.reader.get_messages(topic, queue_id, offset, max_count,
-                                          TagFilter.parse(tag_expression), max_bytes)
+                                          TagFilter.parse(tag_expression), max_bytes,
+                                          decoded=decoded)
         self.stats.get_messages += len(result.messages)
         return result
 

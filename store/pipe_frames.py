@@ -13,8 +13,11 @@ non-blocking read returned and hands back the frames completed so far.
 """
 from __future__ import annotations
 
+import logging
 import marshal
+import os
 import struct
+import sys
 from typing import BinaryIO
 
 from .errors import StoreError
@@ -28,6 +31,16 @@ class PipeError(StoreError):
     not a frame."""
 
 
+def child_replies(name: str) -> BinaryIO:
+    """In a child process: log to stderr as `name`, and take stdout for the replies (whatever
+    else prints goes to stderr instead of corrupting a frame)."""
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format=f"%(asctime)s {name} %(levelname)s %(message)s")
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    return out
+
+
 def encode_frame(value: tuple) -> bytes:
     payload = marshal.dumps(value)
     return FRAME_HEADER.pack(len(payload)) + payload
@@ -38,7 +51,7 @@ def write_frame(out: BinaryIO, value: tuple) -> None:
     out.flush()
 
 
-def _payload(length: int, payload: bytes) -> tuple:
+def _payload(length: int, payload) -> tuple:
     value = marshal.loads(payload)
     if not isinstance(value, tuple) or not value:
         raise PipeError(f"pipe frame is not a request or reply: {value!r:.80}")
@@ -81,14 +94,17 @@ class FrameDecoder:
 
     def feed(self, data: bytes) -> list[tuple]:
         buffer = self._buffer
-        buffer += data
-        frames, pos, end = [], 0, len(buffer)
+        if buffer:
+            buffer += data
+            data = bytes(buffer)
+        view = memoryview(data)  # the payloads are unmarshalled in place, not copied out
+        frames, pos, end = [], 0, len(data)
         while end - pos >= FRAME_HEADER.size:
-            length = _checked_length(bytes(buffer[pos:pos + FRAME_HEADER.size]))
+            length = _checked_length(data[pos:pos + FRAME_HEADER.size])
             start = pos + FRAME_HEADER.size
             if end - start < length:
                 break
-            frames.append(_payload(length, bytes(buffer[start:start + length])))
+            frames.append(_payload(length, view[start:start + length]))
             pos = start + length
-        del buffer[:pos]
+        self._buffer = bytearray(view[pos:])
         return frames

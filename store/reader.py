@@ -10,7 +10,7 @@ from .codec import MessageRecord
 from .commitlog import CommitLog
 from .commitlog_walk import CommitLogWalk
 from .errors import OffsetOutOfRange
-from .get_result import GetMessageResult, GetStatus
+from .get_result import GetMessageResult, GetStatus, QueueRef
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,14 @@ class MessageReader:
 
     def get_messages(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
                      tag_filter: TagFilter = TagFilter(), max_bytes: int | None = None,
-                     max_physical_offset: int | None = None) -> GetMessageResult:
-        """Messages of one queue from `offset` (RocketMQ DefaultMessageStore.getMessage)."""
+                     max_physical_offset: int | None = None, *,
+                     decoded: bool = True) -> GetMessageResult:
+        """Messages of one queue from `offset` (RocketMQ DefaultMessageStore.getMessage).
+        `decoded` False: the consume queue's QueueRefs of the same messages, no record read
+        (for a reader that has them read elsewhere: the conversion process); only without
+        tags to filter on, which the records would have to be read for."""
+        if not decoded and tag_filter.tags is not None:
+            raise ValueError("a tag filter needs the records: decoded=False takes none")
         cq = self.cq_store.find(topic, queue_id)
         if cq is None:
             return GetMessageResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -80,15 +86,16 @@ class MessageReader:
                     continue
                 if codes is not None and tcode not in codes:
                     continue
-                decoded = _record_at(records, phy, size)
-                if not isinstance(decoded, MessageRecord):
-                    continue
-                if not tag_filter.matches(decoded):
-                    continue
+                if decoded:
+                    record = _record_at(records, phy, size)
+                    if not isinstance(record, MessageRecord) or not tag_filter.matches(record):
+                        continue
+                else:
+                    record = QueueRef(index, phy, size)
                 if result.messages and result.buffer_total_size + size > max_bytes:
                     next_offset = index
                     break
-                result.messages.append(decoded)
+                result.messages.append(record)
                 result.buffer_total_size += size
                 if len(result.messages) >= max_count:
                     break

@@ -34,10 +34,16 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from proto import batch_receive_pb2 as br
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
+from store.codec import MessageRecord
+from store.errors import OffsetOutOfRange
+from store.get_result import QueueRef
 from store.reader import TagFilter
 
 from cluster.consume.dead_letter import dead_letter, dlq_topic, record_at
 from cluster.consume.consumer_service import ConsumerService
+from cluster.consume.conversion_process import ConversionProcess
+from cluster.consume.delivery_bytes import (DeliveryFields, EncodedAnswer, MessageParts,
+                                            message_parts)
 from cluster.consume.planner import AnswerRoom, Delivery, plan_queue
 from cluster.consume.settle_calls import (OK, CarriedAck, ConsumeSettings, SettleCalls,
                                           ack_answer, duration_ms, group_name)
@@ -70,10 +76,13 @@ class ConsumerCalls(SettleCalls):
 
     def __init__(self, consumers: ConsumerService, waiter: "DispatchWaiter",
                  budget: "StreamBudget | None", settings: ConsumeSettings = ConsumeSettings(),
-                 *, receipt_key: bytes, async_budget: "StreamBudget | None" = None) -> None:
+                 *, receipt_key: bytes, async_budget: "StreamBudget | None" = None,
+                 conversion: ConversionProcess | None = None) -> None:
         super().__init__(consumers, waiter, settings, receipt_key=receipt_key)
         self.budget = budget  # long polls holding a thread
         self.async_budget = async_budget  # long polls waiting on the event loop
+        # builds the ReceiveMessages answers' messages in a child process (None: here)
+        self.conversion = conversion
 
     # -- ReceiveMessage -----------------------------------------------------------------------
     def receive(self, request: s.ReceiveMessageRequest,
@@ -98,9 +107,9 @@ class ConsumerCalls(SettleCalls):
                                   inline: bool = True, attempts_inline: bool | None = None
                                   ) -> br.ReceiveMessagesResponse:
         """The same receive answered in one ReceiveMessagesResponse (proto/batch_receive.proto)."""
-        return self._batch(await self._handout_async(request, time_remaining, inline,
-                                                     attempts_inline,
-                                                     self.settings.max_answer_bytes))
+        return await self._batch_async(await self._handout_async(
+            request, time_remaining, inline, attempts_inline, self.settings.max_answer_bytes,
+            refs=self.conversion is not None))
 
     async def ack_and_receive_batch_async(
             self, ack: s.AckMessageRequest, request: s.ReceiveMessageRequest,
@@ -122,9 +131,9 @@ class ConsumerCalls(SettleCalls):
                     await self.receive_batch_async(request, time_remaining, inline=inline,
                                                    attempts_inline=attempts_inline))
         try:
-            answer = self._batch(await self._handout_async(
+            answer = await self._batch_async(await self._handout_async(
                 request, time_remaining, inline, attempts_inline,
-                self.settings.max_answer_bytes, carried))
+                self.settings.max_answer_bytes, carried, refs=self.conversion is not None))
         except V2Error as e:
             if carried.checked and not carried.committed:  # its append was refused
                 return s.AckMessageResponse(status=e.status()), \
@@ -144,7 +153,8 @@ class ConsumerCalls(SettleCalls):
                              time_remaining: Callable[[], float | None], inline: bool,
                              attempts_inline: bool | None,
                              max_bytes: int | None = None,
-                             carried: CarriedAck | None = None) -> "Handout":
+                             carried: CarriedAck | None = None, *, refs: bool = False
+                             ) -> "Handout":
         """The long poll on the server's event loop: the waits hold no thread (long_poll.py);
         the checks run on the loop when `inline` (the master answers at append) or when they
         cannot write (a known group on a loaded state), else in the thread pool (a new group is
@@ -153,14 +163,15 @@ class ConsumerCalls(SettleCalls):
         `attempts_inline` (default: `inline`): they append the deliveries' records and never
         wait for them (a master that waits for slaves or a flush runs them there too).
         `max_bytes`: what the deliveries' records may add up to (planner.py). `carried`: an
-        ack the first attempt commits with its deliveries (ack_and_receive_batch_async)."""
+        ack the first attempt commits with its deliveries (ack_and_receive_batch_async).
+        `refs`: new messages may be handed out as QueueRefs (see _receive_plan)."""
         if inline or self._group_ready(request):
             # not inline: a group deleted since _group_ready is refused, not made on the loop
             attempt, wait_s, interest = self._receive_plan(request, max_bytes, carried,
-                                                           create_group=inline)
+                                                           create_group=inline, refs=refs)
         else:
-            attempt, wait_s, interest = await asyncio.to_thread(self._receive_plan, request,
-                                                                max_bytes, carried)
+            attempt, wait_s, interest = await asyncio.to_thread(
+                self._receive_plan, request, max_bytes, carried, refs=refs)
         return await long_poll_async(
             attempt, interest, wait_s=wait_s, waiter=self.waiter, clock=self._clock,
             budget=self.async_budget,
@@ -175,11 +186,15 @@ class ConsumerCalls(SettleCalls):
                 and request.group.name in consumers.state.groups)
 
     def _receive_plan(self, request: s.ReceiveMessageRequest, max_bytes: int | None = None,
-                      carried: CarriedAck | None = None, *, create_group: bool = True
+                      carried: CarriedAck | None = None, *, create_group: bool = True,
+                      refs: bool = False
                       ) -> tuple[Callable[[], Attempt["Handout"]], float, Interest]:
         """The request checked (V2Error when refused): one attempt, how long to poll, and what
         to wait for. The first attempt commits `carried` (see _take). `create_group` False:
-        an unknown group is CONSUMER_GROUP_NOT_FOUND instead of created."""
+        an unknown group is CONSUMER_GROUP_NOT_FOUND instead of created. `refs`: new
+        messages are planned from their consume queue units (QueueRefs: no record read) when
+        nothing needs the records to plan, i.e. no tag filter and not a FIFO group; whoever
+        answers reads them (_batch_async)."""
         group = group_name(request.group)
         topic, config = self._topic(request.message_queue.topic)
         filt = tag_expression(request.filter_expression)
@@ -211,12 +226,13 @@ class ConsumerCalls(SettleCalls):
         queues = [(first + i) % count for i in range(count)]
         clock = self._clock
         carry = [carried] if carried is not None else []  # for the first attempt only
+        refs = refs and not info.fifo and TagFilter.parse(filt).tags is None
 
         def attempt() -> Attempt[Handout]:
             master = consumers.ensure_loaded()  # the role may change while the call waits
             deliveries, next_expiry = self._take(master, group, info, topic, queues, filt,
                                                  batch, invisible, max_bytes,
-                                                 carry.pop() if carry else None)
+                                                 carry.pop() if carry else None, refs)
             wake = None if next_expiry is None else (next_expiry - clock.now_ms()) / 1000.0
             return Attempt(Handout(topic, group, invisible, deliveries), bool(deliveries), wake)
 
@@ -246,6 +262,66 @@ class ConsumerCalls(SettleCalls):
             self._fill(add(), handout, qid, x)
         return out
 
+    async def _batch_async(self, handout: "Handout"
+                           ) -> br.ReceiveMessagesResponse | EncodedAnswer:
+        """`_batch`, its messages built by the conversion process when there is one; what it
+        cannot build (a record it could not read; all while it cannot serve) is built here,
+        and a record gone meanwhile (retention) is left out of the answer: its delivery
+        expires and is then dropped (planner.py). The process is also told which records
+        the next receives of these queues will most likely hand out (`_next_refs`)."""
+        conversion = self.conversion
+        deliveries = handout.deliveries
+        if conversion is None or not deliveries:
+            return self._batch(handout)
+        commitlog = self.consumers.store.commitlog
+        parts = await conversion.parts(
+            [(x.record.physical_offset, x.record.total_size) for _, x in deliveries],
+            self._next_refs(handout), commitlog.min_offset())
+        topic, group = handout.topic, handout.group
+        encode = self.handles.encode
+        fields = DeliveryFields(handout.invisible_ms)
+        entries = []
+        for i, (qid, x) in enumerate(deliveries):
+            p = parts[i] if parts is not None else None
+            if p is None:
+                p = self._parts_here(commitlog, x.record)
+                if p is None:
+                    continue
+            entries.append(fields.entry(p, encode(topic, group, qid, x.offset, x.handle),
+                                        x.attempt))
+        return EncodedAnswer(OK, self._clock.now_ms(), entries)
+
+    def _next_refs(self, handout: "Handout", most: int = 256) -> list[tuple[int, int]]:
+        """(offset, size) of the messages after the new ones each queue handed out: as many
+        as it handed out (the next receive of that queue most likely asks for those)."""
+        last: dict[int, tuple[int, int]] = {}  # qid -> (last new offset, how many)
+        for qid, x in handout.deliveries:
+            if type(x.record) is QueueRef:
+                offset, n = last.get(qid, (-1, 0))
+                last[qid] = (max(offset, x.offset), n + 1)
+        store = self.consumers.store
+        out: list[tuple[int, int]] = []
+        for qid, (offset, n) in last.items():
+            refs = store.get_messages(handout.topic, qid, offset + 1, min(n, most - len(out)),
+                                      decoded=False).messages
+            out += [(r.physical_offset, r.total_size) for r in refs]
+            if len(out) >= most:
+                break
+        return out
+
+    @staticmethod
+    def _parts_here(commitlog, record) -> MessageParts | None:
+        """The record's parts built in this process (read first for a QueueRef); None when it
+        is gone or not a record any more."""
+        if type(record) is QueueRef:
+            try:
+                record = commitlog.get_message(record.physical_offset, record.total_size)
+            except OffsetOutOfRange:
+                return None
+            if not isinstance(record, MessageRecord):
+                return None
+        return message_parts(record)
+
     def _now(self) -> Timestamp:
         # delivery_timestamp: the clients' consume-latency metrics need it (the official push
         # consumer fails on every batch without it)
@@ -266,7 +342,7 @@ class ConsumerCalls(SettleCalls):
 
     def _take(self, master, group: str, info, topic: str, queues: list[int], filt: str | None,
               batch: int, invisible_ms: int, max_bytes: int | None = None,
-              carried: CarriedAck | None = None
+              carried: CarriedAck | None = None, refs: bool = False
               ) -> tuple[list[tuple[int, Delivery]], int | None]:
         """Plans and records the deliveries of one attempt; returns them (queue id, delivery)
         and, for an empty attempt, when a delivery in flight on these queues becomes visible
@@ -300,7 +376,8 @@ class ConsumerCalls(SettleCalls):
                     qid, q, base, now, want, fifo=info.fifo,
                     max_attempts=info.max_delivery_attempts, new_handle=lambda: next(handles),
                     read_at=lambda off, qid=qid: record_at(store, topic, qid, off),
-                    read_from=lambda off, n, qid=qid: store.get_messages(topic, qid, off, n, filt),
+                    read_from=lambda off, n, qid=qid: store.get_messages(topic, qid, off, n, filt,
+                                                                         decoded=not refs),
                     room=room, acked=acked.get(qid, ()))
                 if not plan.changes_state:
                     continue

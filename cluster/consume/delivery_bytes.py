@@ -49,6 +49,8 @@ def varint(value: int) -> bytes:
     """Protobuf's base-128 varint of a non-negative int."""
     if value < 0x80:
         return bytes((value,))
+    if value < 0x4000:  # a message's length mostly: two bytes
+        return bytes((value & 0x7F | 0x80, value >> 7))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -97,17 +99,31 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
+class DeliveryFields:
+    """The delivery's fields of one answer's messages (its invisible duration is the same for
+    all of them, so it is encoded once)."""
+
+    __slots__ = ("invisible",)
+
+    def __init__(self, invisible_ms: int) -> None:
+        self.invisible = _field(b"\x7A", _seconds_nanos(invisible_ms // 1000,
+                                                        invisible_ms % 1000 * 1_000_000))
+
+    def entry(self, parts: MessageParts, handle: str, attempt: int) -> bytes:
+        """One `messages` entry of a ReceiveMessagesResponse: the message with its
+        delivery's receipt handle, attempt and invisible duration."""
+        handle_bytes = handle.encode()
+        delivery = b"".join((b"\x62", varint(len(handle_bytes)), handle_bytes, self.invisible,
+                             b"\x80\x01", varint(attempt)))
+        head, sp, body_field = parts
+        message = b"".join((head, b"\x1A", varint(len(sp) + len(delivery)), sp, delivery,
+                            body_field))
+        return b"\x1A" + varint(len(message)) + message
+
+
 def message_entry(parts: MessageParts, handle: str, attempt: int, invisible_ms: int) -> bytes:
-    """One `messages` entry of a ReceiveMessagesResponse: the message with its delivery's
-    receipt handle, attempt and invisible duration."""
-    delivery = (_field(b"\x62", handle.encode())
-                + _field(b"\x7A", _seconds_nanos(invisible_ms // 1000,
-                                                 invisible_ms % 1000 * 1_000_000))
-                + b"\x80\x01" + varint(attempt))
-    sp = parts.sp
-    message = (parts.head + b"\x1A" + varint(len(sp) + len(delivery)) + sp + delivery
-               + parts.body_field)
-    return b"\x1A" + varint(len(message)) + message
+    """DeliveryFields(invisible_ms).entry(parts, handle, attempt)."""
+    return DeliveryFields(invisible_ms).entry(parts, handle, attempt)
 
 
 class EncodedAnswer:
@@ -146,3 +162,11 @@ class EncodedAnswer:
         # the parsed message's fields and methods (messages, HasField, ...) for in-process
         # readers; never reached on the server's path, which only serializes
         return getattr(self.parsed, name)
+
+
+def set_ack(answer: "br.ReceiveMessagesResponse | EncodedAnswer", ack) -> None:
+    """Set an AckAndReceive answer's `ack`, whichever form the answer has."""
+    if isinstance(answer, EncodedAnswer):
+        answer.set_ack(ack)
+    else:
+        answer.ack.CopyFrom(ack)

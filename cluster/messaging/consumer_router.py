@@ -28,6 +28,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 
 from cluster.consume.consumer_calls import ConsumerCalls
+from cluster.consume.delivery_bytes import set_ack
 from cluster.messaging.convert import check_group_resource, check_topic_resource
 from cluster.messaging.route import endpoints, message_queues
 from cluster.messaging.send import forward_error
@@ -152,7 +153,7 @@ class ConsumerRouter:
             except V2Error as e:  # not the master any more: nothing was applied
                 ack = s.AckMessageResponse(status=e.status())
                 answer = br.ReceiveMessagesResponse(status=e.status())
-            answer.ack.CopyFrom(ack)
+            set_ack(answer, ack)
             return answer
         if master is None:
             named = (request.receive,) + ((request.ack,) if request.HasField("ack") else ())
@@ -172,7 +173,7 @@ class ConsumerRouter:
         answer = await self.receive_batch_async(request.receive, time_remaining=time_remaining,
                                                 **calls)
         if ack is not None:
-            answer.ack.CopyFrom(ack)
+            set_ack(answer, ack)
         return answer
 
     async def _receive_on_master(self, master, receive, request, forwarded: bool,

@@ -33,6 +33,7 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.errors import StoreError
 
 from cluster.consume.consumer_calls import ConsumeSettings, ConsumerCalls
+from cluster.consume.conversion_process import ConversionProcess
 from cluster.consume.consumer_service import ConsumerService
 from cluster.messaging.consumer_router import ConsumerRouter
 from cluster.messaging.convert import SendLimits, check_topic_resource, to_store_messages
@@ -111,7 +112,9 @@ class MessagingService:
         self.tables = TableService([self.consumers.table, self.topics.table.replicated])
         self.consumer_router = ConsumerRouter(self, ConsumerCalls(
             self.consumers, self.reader.waiter, self.budget,
-            consume_settings(c), receipt_key=key, async_budget=self.async_budget))
+            consume_settings(c), receipt_key=key, async_budget=self.async_budget,
+            conversion=ConversionProcess(store.commitlog.queue.directory)
+            if c.receive_conversion_process else None))
 
     @property
     def config(self) -> "NodeConfig":
@@ -129,6 +132,9 @@ class MessagingService:
         self.tables.stop()
         self.reader.detach()
         self.forwarder.close()
+        conversion = self.consumer_router.calls.conversion
+        if conversion is not None:
+            conversion.close()
 
     # -- settings -----------------------------------------------------------------------------
     def limits(self) -> SendLimits:

@@ -221,3 +221,25 @@ class BatchReceiveServicer(br_grpc.BatchReceiveServicer):
                                **MessagingServicer._call_info(context))
         except Exception as e:
             return _failure(br.ReceiveMessagesResponse, e)
+
+
+def _serialized(answer) -> bytes:
+    """A ReceiveMessagesResponse, or the same kept as its bytes (delivery_bytes.EncodedAnswer)."""
+    return answer.SerializeToString()
+
+
+def add_batch_receive_to_server(servicer: BatchReceiveServicer, server) -> None:
+    """add_BatchReceiveServicer_to_server, with answers that may be built as bytes: the
+    generated code serializes with ReceiveMessagesResponse's own method, which takes only an
+    instance of that class."""
+    handlers = {
+        "ReceiveMessages": grpc.unary_unary_rpc_method_handler(
+            servicer.ReceiveMessages, request_deserializer=s.ReceiveMessageRequest.FromString,
+            response_serializer=_serialized),
+        "AckAndReceive": grpc.unary_unary_rpc_method_handler(
+            servicer.AckAndReceive, request_deserializer=br.AckAndReceiveRequest.FromString,
+            response_serializer=_serialized),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        br.DESCRIPTOR.services_by_name["BatchReceive"].full_name, handlers),))
+

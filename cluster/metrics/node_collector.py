@@ -16,6 +16,10 @@ Names (all prefixed `rmqstore_`; offsets are commitlog byte offsets):
     put_messages_total, put_bytes_total, put_failures_total, get_messages_total   counters
     index_process_restarts_total                   with messageIndexProcessEnable (a node's
                                                    default): index processes started again
+    receive_conversion_starts_total, receive_conversion_fallbacks_total   with
+                                                   receiveConversionProcessEnable (default):
+                                                   conversion processes started, receives
+                                                   built in the node instead
     consumer_lag_messages{group,topic,queue}, consumer_inflight_messages{group,topic,queue}
     retention_deleted_files_total, retention_unarchived_deleted_files_total,
     retention_unconsumed_deleted_total{group}
@@ -104,6 +108,14 @@ class NodeCollector:
         if isinstance(index, IndexProcess):
             yield counter("index_process_restarts", "Index processes started again after "
                           "the last one died (messageIndexProcessEnable)", index.restarts)
+        messaging = node.messaging
+        conversion = messaging.consumer_router.calls.conversion if messaging else None
+        if conversion is not None:
+            yield counter("receive_conversion_starts", "Conversion processes started "
+                          "(receiveConversionProcessEnable)", conversion.starts)
+            yield counter("receive_conversion_fallbacks", "Receives whose messages were "
+                          "built in the node because the conversion process could not serve "
+                          "them", conversion.fallbacks)
         yield from self._consumers(s)
         yield from self._retention()
         yield from self._archive()

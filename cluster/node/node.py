@@ -22,7 +22,6 @@ from master.master_role import MasterRole
 from master.write_lease import WriteLease
 from proto import admin_pb2 as apb
 from proto import admin_pb2_grpc
-from proto import batch_receive_pb2_grpc
 from proto import controller_pb2 as cpb
 from proto import membership_pb2_grpc
 from proto.apache.rocketmq.v2 import service_pb2_grpc as messaging_pb2_grpc
@@ -48,7 +47,8 @@ from cluster.metrics.node_collector import NodeCollector
 from cluster.admin.admin_servicer import AdminServicer
 from cluster.admin.admin_token import BearerTokenInterceptor, resolve_token
 from cluster.messaging.messaging_service import SERVICE_NAME as MESSAGING_SERVICE, MessagingService
-from cluster.messaging.messaging_servicer import BatchReceiveServicer, MessagingServicer
+from cluster.messaging.messaging_servicer import (BatchReceiveServicer, MessagingServicer,
+                                                  add_batch_receive_to_server)
 from cluster.messaging.v2_access import V2AccessInterceptor
 from cluster.controller.election import Assignment
 from cluster.node.assignment_plan import plan_assignment
@@ -178,8 +178,7 @@ class Node:
         server.add(lambda s: admin_pb2_grpc.add_AdminServicer_to_server(AdminServicer(admin), s))
         server.add(lambda s: messaging_pb2_grpc.add_MessagingServiceServicer_to_server(
             MessagingServicer(self.messaging), s))
-        server.add(lambda s: batch_receive_pb2_grpc.add_BatchReceiveServicer_to_server(
-            BatchReceiveServicer(self.messaging), s))
+        server.add(lambda s: add_batch_receive_to_server(BatchReceiveServicer(self.messaging), s))
         server.add(lambda s: health_pb2_grpc.add_HealthServicer_to_server(self.health, s))
         self.port = server.add_port(c.listen_address, c.tls)
         if self.port == 0:

@@ -52,6 +52,10 @@ The commitlog archive (archiveAddress, archiveShipFrom, ...): cluster/archive/sh
                        cluster/metrics/node_collector.py lists the metrics); empty: none
     serverEventLoop    uvloop (default) | asyncio: the event loop of the node's gRPC server
                        (cluster/node/grpc_server.py)
+    receiveConversionProcessEnable  true (default): a master builds the messages of its
+                       ReceiveMessages answers in a child process that reads the commitlog
+                       files itself (cluster/consume/conversion_process.py); false: in the
+                       serving process
 Client limits (maxUserPropertySize, userPropertyMaxNum, maxBatchMessageCount,
 grpcMaxInboundMessageSize, ...): cluster/node/client_limits.py.
 Every other key is a StoreConfig key; unknown keys are logged and ignored, as RocketMQ does.
@@ -84,7 +88,8 @@ NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToke
                        "minInvisibleTimeMillsForRecv", "transactionTimeOut",
                        "transactionCheckMax", "transactionCheckInterval", "controllerAddr",
                        "controllerHeartbeatInterval", "brokerElectionPriority", "clusterSecret",
-                       "clusterSecretFile", "metricsListenAddress", "serverEventLoop"}) | ACL_KEYS | TLS_KEYS | CLIENT_LIMIT_KEYS | SHIPPING_KEYS
+                       "clusterSecretFile", "metricsListenAddress", "serverEventLoop",
+                       "receiveConversionProcessEnable"}) | ACL_KEYS | TLS_KEYS | CLIENT_LIMIT_KEYS | SHIPPING_KEYS
 
 
 def check_ipv4_address(key: str, value: str) -> str:
@@ -129,6 +134,7 @@ class NodeConfig:
     shipping: ShippingConfig = field(default_factory=ShippingConfig)
     metrics_listen_address: str = ""
     server_event_loop: str = "uvloop"
+    receive_conversion_process: bool = True
     store: StoreConfig = field(default_factory=StoreConfig)
 
     def __post_init__(self) -> None:
@@ -222,16 +228,13 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
     if unknown:
         log.warning("ignoring unknown config keys: %s", ", ".join(unknown))
     broker_id = _int(props, "brokerId", 0)
-    auto_create = props.get("autoCreateTopicEnable", "true").strip().lower()
-    if auto_create not in ("true", "false"):
-        raise ConfigError(f"autoCreateTopicEnable={auto_create!r}: must be true or false")
     groups = tuple(a.strip() for a in props.get("groupAddresses", "").split(",") if a.strip())
     return NodeConfig(cluster_name=props.get("brokerClusterName", "DefaultCluster").strip(),
                       broker_name=props.get("brokerName", "broker-a").strip(),
                       broker_id=broker_id, admin_token=props.get("adminToken", "").strip(),
                       admin_token_file=props.get("adminTokenFile", "").strip(),
                       advertised_address=props.get("advertisedAddress", "").strip(),
-                      group_addresses=groups, auto_create_topic_enable=auto_create == "true",
+                      group_addresses=groups, auto_create_topic_enable=_bool(props, "autoCreateTopicEnable", True),
                       default_topic_queue_nums=_int(props, "defaultTopicQueueNums", 4),
                       access_key=props.get("accessKey", "").strip(),
                       secret_key=props.get("secretKey", "").strip(),
@@ -251,7 +254,16 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
                       shipping=shipping_config_from_properties(props),
                       metrics_listen_address=props.get("metricsListenAddress", "").strip(),
                       server_event_loop=props.get("serverEventLoop", "uvloop").strip(),
+                      receive_conversion_process=_bool(props, "receiveConversionProcessEnable",
+                                                       True),
                       store=store)
+
+
+def _bool(props: dict[str, str], key: str, default: bool) -> bool:
+    value = props.get(key, str(default)).strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"{key}={value!r}: must be true or false")
+    return value == "true"
 
 
 def _int(props: dict[str, str], key: str, default: int) -> int:

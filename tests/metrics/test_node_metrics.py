@@ -13,7 +13,7 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.harness import ROOT, messages, wait_until
-from tests.support.processes import index_process_pid
+from tests.support.processes import conversion_process_pid, index_process_pid
 
 
 def scrape(node) -> dict[tuple[str, tuple], float]:
@@ -138,3 +138,31 @@ def test_a_killed_index_process_is_started_again_and_counted(group):
     second = index_process_pid(node.pid)
     assert second not in (None, first) and not psutil.pid_exists(first)
     assert scrape(node)[("rmqstore_writable", ())] == 1
+
+
+def test_a_killed_conversion_process_is_started_again_and_counted(group):
+    """A node's conversion process (receiveConversionProcessEnable, on by default) killed by
+    pid: receives go on (built in the node meanwhile), another starts, the metrics count."""
+    node = group.master("ASYNC_MASTER", metricsListenAddress="127.0.0.1:0")
+    assert node.admin().send(messages("Orders", 200)).status == "PUT_OK"
+
+    def receive(count: int) -> str:
+        out = subprocess.run([sys.executable, "-m", "cluster", "receive", "--address",
+                              node.address, "--topic", "Orders", "--group", "Billing",
+                              "--count", str(count)], cwd=ROOT, capture_output=True, text=True,
+                             timeout=60, env={**os.environ, "PYTHONPATH": ROOT})
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    receive(10)
+    first = wait_until(lambda: conversion_process_pid(node.pid), 20, "the conversion process")
+    assert scrape(node)[("rmqstore_receive_conversion_starts_total", ())] == 1
+    os.kill(first, signal.SIGKILL)
+    wait_until(lambda: not psutil.pid_exists(first) or
+               psutil.Process(first).status() == psutil.STATUS_ZOMBIE, 10, "the kill")
+    for _ in range(3):
+        receive(10)
+    wait_until(lambda: scrape(node)[("rmqstore_receive_conversion_starts_total", ())] == 2, 20,
+               "the restart")
+    assert scrape(node)[("rmqstore_receive_conversion_fallbacks_total", ())] >= 1
+    assert conversion_process_pid(node.pid) not in (None, first)

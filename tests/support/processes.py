@@ -8,9 +8,20 @@ def index_process_pid(node_pid: int) -> int | None:
     """The pid of a node's index process (store/index_process.py: a child running
     store.index_worker), None when the node builds its index itself. Its CPU belongs to the
     node's figures: the work moved there, it did not go away."""
+    return child_running(node_pid, "store.index_worker")
+
+
+def conversion_process_pid(node_pid: int) -> int | None:
+    """The pid of a node's conversion process (cluster/consume/conversion_process.py), None
+    before its first delivery or with receiveConversionProcessEnable=false."""
+    return child_running(node_pid, "cluster.consume.conversion_worker")
+
+
+def child_running(node_pid: int, module: str) -> int | None:
+    """The pid of the child of `node_pid` running `python -m module`, or None."""
     for child in psutil.Process(node_pid).children():
         try:
-            if "store.index_worker" in child.cmdline():
+            if module in child.cmdline():
                 return child.pid
         except psutil.Error:
             continue

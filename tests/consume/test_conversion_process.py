@@ -1,0 +1,226 @@
+"""The conversion process (cluster/consume/conversion_worker.py, conversion_process.py) and the
+bytes it answers (delivery_bytes.py): the parts of a record are the same message record_to_v2
+builds, a record the worker cannot read is answered None, a cached record is never served
+after its bytes changed, and a real child serves the parent on an event loop, is replaced
+when killed and never decides what is delivered (its caller converts what it cannot)."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from proto import batch_receive_pb2 as br
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from proto.apache.rocketmq.v2 import service_pb2 as s
+from store import codec
+from store.clock import ManualClock
+from store.codec import Message
+from store.config import StoreConfig
+from store.message_store import MessageStore
+
+from cluster.consume.conversion_process import ConversionProcess
+from cluster.consume.conversion_worker import ConversionWorker
+from cluster.consume.delivery_bytes import (EncodedAnswer, message_entry, message_parts,
+                                            set_ack, varint)
+from cluster.messaging.convert import record_to_v2
+
+FILE_SIZE = 64 * 1024
+
+
+@pytest.fixture
+def store(tmp_path):
+    st = MessageStore(StoreConfig(store_path_root_dir=str(tmp_path / "store"),
+                                  mapped_file_size_commit_log=FILE_SIZE,
+                                  mapped_file_size_consume_queue=20 * 256),
+                      clock=ManualClock())
+    st.start()
+    yield st
+    st.shutdown()
+
+
+def put(store, n: int, start: int = 0, body_size: int = 900) -> list:
+    """n records of topic T (bodies of body_size bytes, a few with user properties), read
+    back decoded."""
+    for i in range(start, start + n):
+        props = {"TAGS": f"tag{i % 3}", "KEYS": f"k{i} shared", "UNIQ_KEY": f"U{i:030d}"}
+        if i % 2:
+            props["color"] = "blue"
+        result = store.put_message(Message("T", b"%06d" % i + b"x" * body_size, i % 2, props,
+                                           0, 0, 1_700_000_000_000 + i, "10.0.0.9:4242"))
+        assert result.ok, result
+    store.reput.catch_up()
+    out = []
+    for qid in (0, 1):
+        out += store.get_messages("T", qid, 0, 1024).messages
+    return sorted((r for r in out if r.queue_offset >= 0), key=lambda r: r.physical_offset)[
+        -n:]
+
+
+def delivered(record, handle="R2:0:1:2:" + "A" * 32, attempt=2, invisible_ms=30_250):
+    """What ConsumerCalls._fill builds for one delivery."""
+    message = d.Message()
+    sp = record_to_v2(record, out=message).system_properties
+    sp.receipt_handle = handle
+    sp.delivery_attempt = attempt
+    sp.invisible_duration.seconds = invisible_ms // 1000
+    sp.invisible_duration.nanos = invisible_ms % 1000 * 1_000_000
+    return message
+
+
+# -- the bytes -------------------------------------------------------------------------------
+def test_an_answer_built_from_parts_parses_as_the_one_built_in_place(store):
+    records = put(store, 6)
+    status = d.Status(code=d.OK, message="OK")
+    entries = [message_entry(message_parts(r), f"R2:{r.queue_id}:{r.queue_offset}:9:" + "B" * 32,
+                             r.queue_offset + 1, 12_001) for r in records]
+    answer = EncodedAnswer(status, 1_700_000_123_456, entries)
+    expected = br.ReceiveMessagesResponse(status=status)
+    expected.delivery_timestamp.FromMilliseconds(1_700_000_123_456)
+    for r in records:
+        expected.messages.append(delivered(
+            r, f"R2:{r.queue_id}:{r.queue_offset}:9:" + "B" * 32, r.queue_offset + 1, 12_001))
+    assert br.ReceiveMessagesResponse.FromString(answer.SerializeToString()) == expected
+    assert answer.messages[1].user_properties["color"] == "blue"  # read in process: parsed
+    ack = s.AckMessageResponse(status=d.Status(code=d.OK, message="OK"))
+    set_ack(answer, ack)
+    expected.ack.CopyFrom(ack)
+    assert br.ReceiveMessagesResponse.FromString(answer.SerializeToString()) == expected
+    assert answer.ack == ack
+    # whole seconds and zero nanos are left out as protobuf leaves them out
+    entry = message_entry(message_parts(records[0]), "h", 1, 60_000)
+    message = d.Message.FromString(entry[1 + len(varint(len(entry) - 2)):])
+    assert message.system_properties.invisible_duration.seconds == 60
+    assert message == delivered(records[0], "h", 1, 60_000)
+
+
+@pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 16_383, 16_384, 2 ** 31, 2 ** 63 - 1])
+def test_varint(value):
+    from google.protobuf.internal.encoder import _VarintBytes
+    assert varint(value) == _VarintBytes(value)
+
+
+# -- the worker, without a process -----------------------------------------------------------
+def test_the_worker_answers_each_record_as_message_parts_reads_it(store):
+    records = put(store, 150)  # across commitlog files
+    assert len({r.physical_offset // FILE_SIZE for r in records}) >= 2
+    worker = ConversionWorker(store.commitlog.queue.directory)
+    items = [(r.physical_offset, r.total_size) for r in records]
+    kind, request_id, answers = worker.handle(("parts", 7, items, [], 0))
+    assert (kind, request_id) == ("parts", 7)
+    assert answers == [message_parts(r) for r in records]
+    assert worker.converted == len(items) > 100 and worker.hits == 0
+    # asked again: from the cache
+    assert worker.handle(("parts", 8, items[:3], [], 0))[2] == answers[:3]
+    assert worker.hits == 3
+    worker.close()
+
+
+def test_a_record_the_worker_cannot_read_is_answered_none(store):
+    records = put(store, 3)
+    worker = ConversionWorker(store.commitlog.queue.directory)
+    r = records[1]
+    answers = worker.handle(("parts", 1, [(r.physical_offset, r.total_size + 1),  # wrong size
+                                          (r.physical_offset + 4, r.total_size),  # not a record
+                                          (10 * FILE_SIZE, 100),  # no such file
+                                          (r.physical_offset, r.total_size)], [], 0))[2]
+    assert answers == [None, None, None, message_parts(r)]
+    worker.close()
+
+
+def test_a_cached_record_is_not_served_once_its_bytes_changed(tmp_path, store):
+    """A commitlog truncated and written again holds another record at the same offset: the
+    cache keys on the record's first bytes, and a file replaced under its name is mapped
+    again."""
+    first = put(store, 4)
+    directory = store.commitlog.queue.directory
+    worker = ConversionWorker(directory)
+    item = (first[2].physical_offset, first[2].total_size)
+    worker.prefetch(*item)
+    assert worker.cache
+    pos = item[0] % FILE_SIZE
+    path = os.path.join(directory, sorted(os.listdir(directory))[0])
+
+    def with_store_timestamp(ms: int):
+        """Record 2 with another store timestamp, written into the file as `path` holds it."""
+        with open(path, "r+b") as f:
+            os.pwrite(f.fileno(), ms.to_bytes(8, "big"), pos + 56)
+            f.seek(pos)
+            changed = codec.decode(f.read(item[1]), 0)
+        assert changed.store_timestamp == ms
+        return changed
+
+    changed = with_store_timestamp(1_800_000_000_000)  # in place: the same file
+    assert worker.handle(("parts", 1, [item], [], 0))[2][0] == message_parts(changed) \
+        != message_parts(first[2])
+    replacement = path + ".new"  # a new file under the same name, its record changed again
+    with open(path, "rb") as src, open(replacement, "wb") as dst:
+        dst.write(src.read())
+    os.replace(replacement, path)
+    again = with_store_timestamp(1_900_000_000_000)
+    assert worker.handle(("parts", 2, [item], [], 0))[2][0] == message_parts(again)
+    worker.close()
+
+
+# -- the child process ----------------------------------------------------------------------
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def until_ready(conversion: ConversionProcess, items) -> list:
+    """Ask until the child answers (it answers None until it is ready)."""
+    for _ in range(500):
+        answers = await conversion.parts(items)
+        if answers is not None:
+            return answers
+        await asyncio.sleep(0.01)
+    raise AssertionError("the conversion process never became ready")
+
+
+def test_a_child_answers_many_requests_in_flight_and_is_replaced_when_killed(store):
+    records = put(store, 40)
+    items = [(r.physical_offset, r.total_size) for r in records]
+    expected = [message_parts(r) for r in records]
+
+    async def scenario():
+        conversion = ConversionProcess(store.commitlog.queue.directory, restart_after_s=0.0)
+        try:
+            assert await conversion.parts(items) is None  # not ready yet: convert yourself
+            assert await until_ready(conversion, items[:1]) == expected[:1]
+            answers = await asyncio.gather(*(conversion.parts(items[i:i + 4], items[i + 4:i + 8])
+                                             for i in range(0, 40, 4)))
+            assert [p for a in answers for p in a] == expected
+            pid = conversion.pid
+            os.kill(pid, signal.SIGKILL)
+            lost = await conversion.parts(items)  # the dead child answers nothing
+            if lost is not None:  # it answered before the kill landed: the next one sees it
+                lost = await conversion.parts(items)
+            assert lost is None
+            assert await until_ready(conversion, items) == expected
+            assert conversion.pid != pid and conversion.starts == 2
+        finally:
+            conversion.close()
+        assert conversion.pid is None
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    run(scenario())
+
+
+def test_a_child_that_does_not_answer_in_time_is_replaced(store):
+    records = put(store, 2)
+    items = [(r.physical_offset, r.total_size) for r in records]
+
+    async def scenario():
+        conversion = ConversionProcess(store.commitlog.queue.directory, timeout_s=0.3,
+                                       restart_after_s=0.0)
+        try:
+            await until_ready(conversion, items)
+            stopped = conversion.pid
+            os.kill(stopped, signal.SIGSTOP)  # alive, answering nothing
+            assert await conversion.parts(items) is None
+            assert conversion.pid is None or conversion.pid != stopped
+            assert await until_ready(conversion, items) == [message_parts(r) for r in records]
+        finally:
+            conversion.close()
+    run(scenario())
