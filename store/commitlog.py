@@ -67,6 +67,11 @@ class CommitLog:
     def min_offset(self) -> int:
         return self.queue.min_offset()
 
+    @property
+    def truncations(self) -> int:
+        """Cuts so far that may bring a file back under a name it had (MappedFileQueue)."""
+        return self.queue.truncations
+
     def max_offset(self) -> int:
         """End of the bytes readers may see (committed)."""
         return self.queue.max_offset()

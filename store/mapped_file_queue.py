@@ -30,6 +30,9 @@ class MappedFileQueue:
         self.flushed_where = 0
         self.committed_where = 0
         self._ready: list[MappedFile] = []  # created ahead by prepare_files, not yet written
+        # Cuts that may bring a file back under a name it had (truncate_to, delete_all): a
+        # process mapping the files itself (the conversion process) maps them again then.
+        self.truncations = 0
         self._lock = threading.RLock()  # guards the list of files, not their contents
 
     # -- loading ---------------------------------------------------------------------------
@@ -201,6 +204,7 @@ class MappedFileQueue:
             if drop:
                 self.io.fsync_dir(self.directory)
             self.files = keep
+            self.truncations += 1
             self.flushed_where = min(self.flushed_where, offset)
             self.committed_where = min(self.committed_where, offset)
 
@@ -229,6 +233,7 @@ class MappedFileQueue:
             for f in reversed(self.files):
                 f.destroy(0, 0)
             self.files = []
+            self.truncations += 1
             self.flushed_where = self.committed_where = 0
 
     def close(self) -> None:

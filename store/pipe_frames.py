@@ -24,6 +24,7 @@ from .errors import StoreError
 
 FRAME_HEADER = struct.Struct(">I")  # the length field of the table above
 MAX_FRAME = 1 << 30  # a length past this is a broken pipe, not a request
+PIPE_READ = 65536  # a pipe holds 64 KiB: a larger non-blocking read only allocates more
 
 
 class PipeError(StoreError):

@@ -276,7 +276,7 @@ class ConsumerCalls(SettleCalls):
         commitlog = self.consumers.store.commitlog
         parts = await conversion.parts(
             [(x.record.physical_offset, x.record.total_size) for _, x in deliveries],
-            self._next_refs(handout), commitlog.min_offset())
+            self._next_refs(handout), commitlog.min_offset(), commitlog.truncations)
         topic, group = handout.topic, handout.group
         encode = self.handles.encode
         fields = DeliveryFields(handout.invisible_ms)

@@ -9,7 +9,7 @@ event loop of the server: written without blocking (what the pipe does not take 
 written when it can), replies read as they come and matched to their request by id, so the
 receives of many consumers are in flight at once:
 
-    ("parts", id, [(phy, size), ...], [(phy, size), ...] prefetch, min_offset)
+    ("parts", id, [(phy, size), ...], [(phy, size), ...] prefetch, min_offset, truncations)
         -> ("parts", id, [(head, sp, body_field) or None, ...] or None)
     child, once started: ("ready",)
 
@@ -32,7 +32,7 @@ import sys
 import time
 from typing import Callable
 
-from store.pipe_frames import FrameDecoder, PipeError, encode_frame
+from store.pipe_frames import PIPE_READ, FrameDecoder, PipeError, encode_frame
 
 from cluster.consume.delivery_bytes import MessageParts
 
@@ -76,18 +76,20 @@ class ConversionProcess:
         return self._ready
 
     async def parts(self, items: list[tuple[int, int]], prefetch: list[tuple[int, int]] = (),
-                    min_offset: int = 0) -> list[MessageParts | None] | None:
+                    min_offset: int = 0, truncations: int = 0
+                    ) -> list[MessageParts | None] | None:
         """The parts of the records at `items` ((offset, size) each), or None (the module
         doc). `prefetch`: records the next receives will likely ask for, which the child
         converts while it waits; `min_offset`: the commitlog's first offset (the child lets
-        go of the files before it)."""
+        go of the files before it); `truncations`: CommitLog.truncations (when it changed,
+        the child maps the files again and forgets what it converted)."""
         if not self._usable():
             self.fallbacks += 1
             return None
         request_id = next(self._ids)
         future = self._loop.create_future()
         self._waiting[request_id] = future
-        self._send(("parts", request_id, items, list(prefetch), min_offset))
+        self._send(("parts", request_id, items, list(prefetch), min_offset, truncations))
         try:
             answers = await asyncio.wait_for(future, self.timeout_s)
         except asyncio.TimeoutError:
@@ -150,7 +152,7 @@ class ConversionProcess:
         if proc is not self._proc:
             return
         try:
-            data = os.read(proc.stdout.fileno(), 1 << 20)
+            data = os.read(proc.stdout.fileno(), PIPE_READ)
         except BlockingIOError:
             return
         except OSError as e:

@@ -12,9 +12,11 @@ The files are the interface, as between RocketMQ's writer and its reput: a recor
 asks for was dispatched, so its bytes are complete in the page cache the mapping shares. A
 record that is not there or not whole (a file deleted by retention, a torn or corrupt record)
 is answered None and the parent reads it itself. A cached record is served only while the
-bytes at its offset still start with the header it was converted from, so a commitlog
-truncated and written again (a former master that became a slave and a master again) never
-serves the old record; a file replaced under its name (a new inode) is mapped again.
+bytes at its offset still start with the header it was converted from. A commitlog cut
+(truncated, or deleted whole) may later hold another file under a name it mapped, as a
+former master that became a slave and a master again does: each request carries the parent's
+count of such cuts (`CommitLog.truncations`), and when it changed the worker lets go of every
+mapping and everything it cached.
 
 It never writes a byte and takes no lock. It exits when its input ends: the parent closed the
 pipe or died.
@@ -31,7 +33,7 @@ from typing import BinaryIO
 from store import codec
 from store.codec import MessageRecord
 from store.layout import is_offset_file_name
-from store.pipe_frames import FrameDecoder, PipeError, child_replies, write_frame
+from store.pipe_frames import PIPE_READ, FrameDecoder, PipeError, child_replies, write_frame
 from store.readonly.files import ROFile, numbered_files
 
 from cluster.consume.delivery_bytes import MessageParts, message_parts
@@ -49,7 +51,8 @@ class ConversionWorker:
 
     def __init__(self, commitlog_dir: str, cache_entries: int = CACHE_ENTRIES) -> None:
         self.directory = commitlog_dir
-        self.files: dict[int, tuple[ROFile, int]] = {}  # base -> (file, its inode)
+        self.files: dict[int, ROFile] = {}  # base -> file
+        self.truncations = 0  # the parent's count the mappings were made under
         self.file_size = 0
         self.cache: OrderedDict[int, tuple[int, bytes, MessageParts]] = OrderedDict()
         self.cache_entries = cache_entries
@@ -57,25 +60,26 @@ class ConversionWorker:
 
     # -- requests ---------------------------------------------------------------------------
     def handle(self, request: tuple) -> tuple:
-        """The reply to ("parts", id, items, prefetch, min_offset): ("parts", id, answers),
-        an answer per item, (head, sp, body_field) or None. `prefetch` is taken by `serve`."""
+        """The reply to ("parts", id, items, prefetch, min_offset, truncations): ("parts", id,
+        answers), an answer per item, (head, sp, body_field) or None. `prefetch` is taken by
+        `serve`."""
         op = request[0]
         if op == "stats":
             return ("stats", request[1], [self.hits, self.converted, self.prefetched])
         if op != "parts":
             raise ValueError(f"unknown conversion request {op!r}")
-        _, request_id, items, _prefetch, min_offset = request
+        _, request_id, items, _prefetch, min_offset, truncations = request
+        if truncations != self.truncations:
+            self.close()
+            self.truncations = truncations
         self._forget_before(min_offset)
-        checked: set[int] = set()
-        answers = [self.parts_at(phy, size, checked) for phy, size in items]
+        answers = [self.parts_at(phy, size) for phy, size in items]
         # plain tuples: marshal does not take a NamedTuple
         return ("parts", request_id, [None if p is None else tuple(p) for p in answers])
 
-    def parts_at(self, phy: int, size: int, checked: set[int] | None = None
-                 ) -> MessageParts | None:
-        """The parts of the record at `phy` of `size` bytes, None when it is not there whole.
-        `checked`: bases whose file identity this request already checked."""
-        located = self._locate(phy, checked)
+    def parts_at(self, phy: int, size: int) -> MessageParts | None:
+        """The parts of the record at `phy` of `size` bytes, None when it is not there whole."""
+        located = self._locate(phy)
         if located is None:
             return None
         view, pos = located
@@ -102,7 +106,7 @@ class ConversionWorker:
             self.parts_at(phy, size)
 
     # -- files ------------------------------------------------------------------------------
-    def _locate(self, phy: int, checked: set[int] | None) -> tuple[memoryview, int] | None:
+    def _locate(self, phy: int) -> tuple[memoryview, int] | None:
         if not self.file_size:
             self._scan()
             if not self.file_size:
@@ -114,22 +118,7 @@ class ConversionWorker:
             entry = self.files.get(base)
             if entry is None:
                 return None
-        f, inode = entry
-        if checked is None or base not in checked:
-            try:
-                same = os.stat(f.path).st_ino == inode
-            except OSError:
-                same = False
-            if not same:  # deleted, or replaced by a new file of that name
-                self._drop(base)
-                self._scan()
-                entry = self.files.get(base)
-                if entry is None:
-                    return None
-                f = entry[0]
-            if checked is not None:
-                checked.add(base)
-        return f.view, phy - base
+        return entry.view, phy - base
 
     def _scan(self) -> None:
         """Map the files that appeared (a new file is only added, never changed in place)."""
@@ -138,21 +127,19 @@ class ConversionWorker:
                 continue
             try:
                 f = ROFile(path, base)
-                inode = os.stat(path).st_ino
             except OSError:
                 continue
             if not self.file_size:
                 self.file_size = f.size
             if f.size == self.file_size:  # a file being created may not have its size yet
-                self.files[base] = (f, inode)
+                self.files[base] = f
 
     def _forget_before(self, min_offset: int) -> None:
         for base in [b for b in self.files if b + self.file_size <= min_offset]:
             self._drop(base)
 
     def _drop(self, base: int) -> None:
-        f, _ = self.files.pop(base)
-        f.close()
+        self.files.pop(base).close()
 
     def close(self) -> None:
         for base in list(self.files):
@@ -170,12 +157,13 @@ class RequestReader:
         self.ready: deque[tuple] = deque()
 
     def waiting(self) -> bool:
+        """A request is there to be read (a select: ask between pieces of work, not often)."""
         return bool(self.ready) or bool(select.select([self.fd], [], [], 0)[0])
 
     def next(self) -> tuple | None:
         """The next request, waiting for it; None once the pipe is closed."""
         while not self.ready:
-            data = os.read(self.fd, 1 << 20)
+            data = os.read(self.fd, PIPE_READ)
             if not data:
                 if self.decoder.inside_frame:
                     raise PipeError("pipe closed inside a frame")
@@ -191,7 +179,8 @@ def serve(worker: ConversionWorker, requests: RequestReader, out: BinaryIO) -> N
     pending: list[tuple[int, int]] = []  # popped from the end: the newest request's first
     while True:
         while pending and not requests.waiting():
-            worker.prefetch(*pending.pop())
+            for _ in range(min(4, len(pending))):  # a select per few records, not each
+                worker.prefetch(*pending.pop())
         request = requests.next()
         if request is None:  # the parent is gone: nothing more will come
             worker.close()
@@ -202,7 +191,7 @@ def serve(worker: ConversionWorker, requests: RequestReader, out: BinaryIO) -> N
             log.exception("conversion request failed")
             reply = ("parts", request[1] if len(request) > 1 else None, None)
         write_frame(out, reply)
-        if len(request) == 5 and request[3]:
+        if len(request) == 6 and request[3]:
             pending = (pending + list(reversed(request[3])))[-worker.cache_entries:]
 
 
@@ -213,6 +202,12 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     out = child_replies("conversion-worker")
+    # SCHED_BATCH: woken by a request, the child does not preempt the node that wrote it (it
+    # would, being mostly idle): the node goes on answering while the child converts
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (AttributeError, OSError) as e:
+        log.warning("cannot use SCHED_BATCH: %s", e)
     worker = ConversionWorker(args[0])
     try:
         serve(worker, RequestReader(0), out)

@@ -107,12 +107,12 @@ def test_the_worker_answers_each_record_as_message_parts_reads_it(store):
     assert len({r.physical_offset // FILE_SIZE for r in records}) >= 2
     worker = ConversionWorker(store.commitlog.queue.directory)
     items = [(r.physical_offset, r.total_size) for r in records]
-    kind, request_id, answers = worker.handle(("parts", 7, items, [], 0))
+    kind, request_id, answers = worker.handle(("parts", 7, items, [], 0, 0))
     assert (kind, request_id) == ("parts", 7)
     assert answers == [message_parts(r) for r in records]
     assert worker.converted == len(items) > 100 and worker.hits == 0
     # asked again: from the cache
-    assert worker.handle(("parts", 8, items[:3], [], 0))[2] == answers[:3]
+    assert worker.handle(("parts", 8, items[:3], [], 0, 0))[2] == answers[:3]
     assert worker.hits == 3
     worker.close()
 
@@ -124,15 +124,15 @@ def test_a_record_the_worker_cannot_read_is_answered_none(store):
     answers = worker.handle(("parts", 1, [(r.physical_offset, r.total_size + 1),  # wrong size
                                           (r.physical_offset + 4, r.total_size),  # not a record
                                           (10 * FILE_SIZE, 100),  # no such file
-                                          (r.physical_offset, r.total_size)], [], 0))[2]
+                                          (r.physical_offset, r.total_size)], [], 0, 0))[2]
     assert answers == [None, None, None, message_parts(r)]
     worker.close()
 
 
 def test_a_cached_record_is_not_served_once_its_bytes_changed(tmp_path, store):
     """A commitlog truncated and written again holds another record at the same offset: the
-    cache keys on the record's first bytes, and a file replaced under its name is mapped
-    again."""
+    cache keys on the record's first bytes, and after a cut the parent counted (a file that
+    may be back under its old name) every file is mapped again."""
     first = put(store, 4)
     directory = store.commitlog.queue.directory
     worker = ConversionWorker(directory)
@@ -152,14 +152,19 @@ def test_a_cached_record_is_not_served_once_its_bytes_changed(tmp_path, store):
         return changed
 
     changed = with_store_timestamp(1_800_000_000_000)  # in place: the same file
-    assert worker.handle(("parts", 1, [item], [], 0))[2][0] == message_parts(changed) \
+    assert worker.handle(("parts", 1, [item], [], 0, 0))[2][0] == message_parts(changed) \
         != message_parts(first[2])
-    replacement = path + ".new"  # a new file under the same name, its record changed again
+    # a commitlog cut and written again: a new file under the same name (the parent counts
+    # the cut), its record changed again
+    replacement = path + ".new"
     with open(path, "rb") as src, open(replacement, "wb") as dst:
         dst.write(src.read())
     os.replace(replacement, path)
+    before = store.commitlog.truncations  # what the parent sends: a cut counts
+    store.commitlog.queue.truncate_to(store.commitlog.max_offset())
+    assert store.commitlog.truncations == before + 1
     again = with_store_timestamp(1_900_000_000_000)
-    assert worker.handle(("parts", 2, [item], [], 0))[2][0] == message_parts(again)
+    assert worker.handle(("parts", 2, [item], [], 0, 1))[2][0] == message_parts(again)
     worker.close()
 
 
