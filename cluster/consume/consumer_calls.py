@@ -42,8 +42,8 @@ from store.reader import TagFilter
 from cluster.consume.dead_letter import dead_letter, dlq_topic, record_at
 from cluster.consume.consumer_service import ConsumerService
 from cluster.consume.conversion_process import ConversionProcess
-from cluster.consume.delivery_bytes import (DeliveryFields, EncodedAnswer, MessageParts,
-                                            message_parts)
+from cluster.consume.delivery_bytes import (DeliveryFields, EncodedAnswer,
+                                            EncodedMessageResponse, MessageParts, message_parts)
 from cluster.consume.planner import AnswerRoom, Delivery, plan_queue
 from cluster.consume.settle_calls import (OK, CarriedAck, ConsumeSettings, SettleCalls,
                                           ack_answer, duration_ms, group_name)
@@ -99,8 +99,8 @@ class ConsumerCalls(SettleCalls):
                             inline: bool = True, attempts_inline: bool | None = None
                             ) -> list[s.ReceiveMessageResponse]:
         """ReceiveMessage on the server's event loop, answered as the v2 stream's responses."""
-        return self._stream(await self._handout_async(request, time_remaining, inline,
-                                                      attempts_inline))
+        return await self._stream_async(await self._handout_async(
+            request, time_remaining, inline, attempts_inline, refs=self.conversion is not None))
 
     async def receive_batch_async(self, request: s.ReceiveMessageRequest,
                                   time_remaining: Callable[[], float | None] = lambda: None, *,
@@ -194,7 +194,7 @@ class ConsumerCalls(SettleCalls):
         an unknown group is CONSUMER_GROUP_NOT_FOUND instead of created. `refs`: new
         messages are planned from their consume queue units (QueueRefs: no record read) when
         nothing needs the records to plan, i.e. no tag filter and not a FIFO group; whoever
-        answers reads them (_batch_async)."""
+        answers reads them (_messages_async)."""
         group = group_name(request.group)
         topic, config = self._topic(request.message_queue.topic)
         filt = tag_expression(request.filter_expression)
@@ -264,15 +264,32 @@ class ConsumerCalls(SettleCalls):
 
     async def _batch_async(self, handout: "Handout"
                            ) -> br.ReceiveMessagesResponse | EncodedAnswer:
-        """`_batch`, its messages built by the conversion process when there is one; what it
-        cannot build (a record it could not read; all while it cannot serve) is built here,
-        and a record gone meanwhile (retention) is left out of the answer: its delivery
-        expires and is then dropped (planner.py). The process is also told which records
-        the next receives of these queues will most likely hand out (`_next_refs`)."""
+        """`_batch`, its messages built by the conversion process when there is one."""
+        messages = await self._messages_async(handout)
+        if messages is None:
+            return self._batch(handout)
+        return EncodedAnswer(OK, self._clock.now_ms(), messages)
+
+    async def _stream_async(self, handout: "Handout") -> list:
+        """`_stream`, its messages built by the conversion process when there is one."""
+        messages = await self._messages_async(handout)
+        if messages is None:
+            return self._stream(handout)
+        return [s.ReceiveMessageResponse(status=OK),
+                s.ReceiveMessageResponse(delivery_timestamp=self._now()),
+                *map(EncodedMessageResponse, messages)]
+
+    async def _messages_async(self, handout: "Handout") -> list[bytes] | None:
+        """The delivered messages' bytes, built by the conversion process (None: there is
+        none, or nothing to deliver); what it cannot build (a record it could not read; all
+        while it cannot serve) is built here, and a record gone meanwhile (retention) is left
+        out: its delivery expires and is then dropped (planner.py). The process is also told
+        which records the next receives of these queues will most likely hand out
+        (`_next_refs`)."""
         conversion = self.conversion
         deliveries = handout.deliveries
         if conversion is None or not deliveries:
-            return self._batch(handout)
+            return None
         commitlog = self.consumers.store.commitlog
         parts = await conversion.parts(
             [(x.record.physical_offset, x.record.total_size) for _, x in deliveries],
@@ -280,16 +297,16 @@ class ConsumerCalls(SettleCalls):
         topic, group = handout.topic, handout.group
         encode = self.handles.encode
         fields = DeliveryFields(handout.invisible_ms)
-        entries = []
+        messages = []
         for i, (qid, x) in enumerate(deliveries):
             p = parts[i] if parts is not None else None
             if p is None:
                 p = self._parts_here(commitlog, x.record)
                 if p is None:
                     continue
-            entries.append(fields.entry(p, encode(topic, group, qid, x.offset, x.handle),
-                                        x.attempt))
-        return EncodedAnswer(OK, self._clock.now_ms(), entries)
+            messages.append(fields.message(p, encode(topic, group, qid, x.offset, x.handle),
+                                           x.attempt))
+        return messages
 
     def _next_refs(self, handout: "Handout", most: int = 256) -> list[tuple[int, int]]:
         """(offset, size) of the messages after the new ones each queue handed out: as many

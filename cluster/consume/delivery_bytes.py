@@ -5,7 +5,7 @@ process (conversion_process.py), off the serving process's GIL.
 A delivered v2 Message is the record's form plus three fields of its SystemProperties that
 only the master knows at delivery: the receipt handle, the delivery attempt and the invisible
 duration. `message_parts` splits the record's form into what goes before, inside and after
-those fields; `message_entry` joins them with the delivery's fields. Every field is written
+those fields; `DeliveryFields.message` joins them with the delivery's fields. Every field is written
 once (the record's `delivery_attempt` is left out of its part), so the result parses as the
 same Message whatever a client's protobuf library does with repeated fields; fields 12, 15 and
 16 follow the others inside SystemProperties, which protobuf parsers accept in any order.
@@ -26,6 +26,10 @@ same Message whatever a client's protobuf library does with repeated fields; fie
     2 delivery_timestamp Timestamp                0x12 varint(len) [0x08 seconds] [0x10 nanos]
     3 messages        repeated Message            0x1A varint(len) Message, per delivery
     4 ack             AckMessageResponse          0x22 varint(len) AckMessageResponse
+
+    ReceiveMessageResponse (service.proto, the v2 stream: one per delivered message)
+    --------------------------------------------  -------------------------------------------
+    2 message         Message                     0x12 varint(len) Message
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from typing import NamedTuple
 
 from proto import batch_receive_pb2 as br
 from proto.apache.rocketmq.v2 import definition_pb2 as d
+from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.codec import MessageRecord
 
 from cluster.messaging.convert import record_to_v2
@@ -109,35 +114,73 @@ class DeliveryFields:
         self.invisible = _field(b"\x7A", _seconds_nanos(invisible_ms // 1000,
                                                         invisible_ms % 1000 * 1_000_000))
 
-    def entry(self, parts: MessageParts, handle: str, attempt: int) -> bytes:
-        """One `messages` entry of a ReceiveMessagesResponse: the message with its
-        delivery's receipt handle, attempt and invisible duration."""
+    def message(self, parts: MessageParts, handle: str, attempt: int) -> bytes:
+        """The delivered Message: its record's parts with the delivery's receipt handle,
+        attempt and invisible duration."""
         handle_bytes = handle.encode()
         delivery = b"".join((b"\x62", varint(len(handle_bytes)), handle_bytes, self.invisible,
                              b"\x80\x01", varint(attempt)))
         head, sp, body_field = parts
-        message = b"".join((head, b"\x1A", varint(len(sp) + len(delivery)), sp, delivery,
-                            body_field))
-        return b"\x1A" + varint(len(message)) + message
+        return b"".join((head, b"\x1A", varint(len(sp) + len(delivery)), sp, delivery,
+                         body_field))
 
 
-def message_entry(parts: MessageParts, handle: str, attempt: int, invisible_ms: int) -> bytes:
-    """DeliveryFields(invisible_ms).entry(parts, handle, attempt)."""
-    return DeliveryFields(invisible_ms).entry(parts, handle, attempt)
+def delivered_message(parts: MessageParts, handle: str, attempt: int,
+                      invisible_ms: int) -> bytes:
+    """DeliveryFields(invisible_ms).message(parts, handle, attempt)."""
+    return DeliveryFields(invisible_ms).message(parts, handle, attempt)
 
 
-class EncodedAnswer:
+class _Parsed:
+    """A response kept as its bytes: the server sends `SerializeToString()`; a reader of its
+    fields in this process (the router, tests) gets them from the message parsed once."""
+
+    __slots__ = ("_parsed",)
+    RESPONSE: type
+
+    def __init__(self) -> None:
+        self._parsed = None
+
+    @property
+    def parsed(self):
+        if self._parsed is None:
+            self._parsed = self.RESPONSE.FromString(self.SerializeToString())
+        return self._parsed
+
+    def __getattr__(self, name: str):
+        # the parsed message's fields and methods (messages, HasField, ...) for in-process
+        # readers; never reached on the server's path, which only serializes
+        return getattr(self.parsed, name)
+
+
+class EncodedMessageResponse(_Parsed):
+    """A v2 stream's ReceiveMessageResponse carrying one delivered Message's bytes."""
+
+    __slots__ = ("message_bytes",)
+    RESPONSE = s.ReceiveMessageResponse
+
+    def __init__(self, message_bytes: bytes) -> None:
+        super().__init__()
+        self.message_bytes = message_bytes
+
+    def SerializeToString(self) -> bytes:  # noqa: N802 (protobuf's name: the serializer's)
+        return _field(b"\x12", self.message_bytes)
+
+
+class EncodedAnswer(_Parsed):
     """A ReceiveMessagesResponse kept as its bytes: status, delivery timestamp and the
-    `messages` entries (message_entry), plus the AckAndReceive `ack` when set. The server
-    sends `SerializeToString()`; a reader of its fields in this process (the router, tests)
-    gets them from the message parsed once (`parsed`)."""
+    delivered messages' bytes (DeliveryFields.message), plus the AckAndReceive `ack` when
+    set."""
 
-    __slots__ = ("status", "timestamp_ms", "entries", "_ack", "_parsed")
+    __slots__ = ("status", "timestamp_ms", "messages_bytes", "_ack")
+    RESPONSE = br.ReceiveMessagesResponse
 
-    def __init__(self, status: d.Status, timestamp_ms: int, entries: list[bytes]) -> None:
+    def __init__(self, status: d.Status, timestamp_ms: int, messages_bytes: list[bytes]
+                 ) -> None:
+        super().__init__()
         self.status = status
         self.timestamp_ms = timestamp_ms
-        self.entries = entries
+        self.messages_bytes = messages_bytes
         self._ack: bytes = b""
         self._parsed: br.ReceiveMessagesResponse | None = None
 
@@ -148,20 +191,12 @@ class EncodedAnswer:
 
     def SerializeToString(self) -> bytes:  # noqa: N802 (protobuf's name: the serializer's)
         ms = self.timestamp_ms
-        return b"".join((_field(b"\x0A", self.status.SerializeToString()),
-                         _field(b"\x12", _seconds_nanos(ms // 1000, ms % 1000 * 1_000_000)),
-                         *self.entries, self._ack))
-
-    @property
-    def parsed(self) -> br.ReceiveMessagesResponse:
-        if self._parsed is None:
-            self._parsed = br.ReceiveMessagesResponse.FromString(self.SerializeToString())
-        return self._parsed
-
-    def __getattr__(self, name: str):
-        # the parsed message's fields and methods (messages, HasField, ...) for in-process
-        # readers; never reached on the server's path, which only serializes
-        return getattr(self.parsed, name)
+        parts = [_field(b"\x0A", self.status.SerializeToString()),
+                 _field(b"\x12", _seconds_nanos(ms // 1000, ms % 1000 * 1_000_000))]
+        for message in self.messages_bytes:
+            parts += (b"\x1A", varint(len(message)), message)
+        parts.append(self._ack)
+        return b"".join(parts)
 
 
 def set_ack(answer: "br.ReceiveMessagesResponse | EncodedAnswer", ack) -> None:

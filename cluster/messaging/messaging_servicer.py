@@ -14,6 +14,8 @@ import asyncio
 import logging
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message_factory import GetMessageClass
 
 from proto import batch_receive_pb2 as br
 from proto import batch_receive_pb2_grpc as br_grpc
@@ -53,6 +55,8 @@ def _failure(response_cls, e: Exception):
 
 
 class MessagingServicer(s_grpc.MessagingServiceServicer):
+    SERVICE = s.DESCRIPTOR.services_by_name["MessagingService"]
+
     def __init__(self, service: MessagingService) -> None:
         self.service = service
 
@@ -200,6 +204,7 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
 class BatchReceiveServicer(br_grpc.BatchReceiveServicer):
     """gRPC adapter of rmqstore.messaging.v1.BatchReceive (proto/batch_receive.proto), on the
     event loop like ReceiveMessage. Checked by the same interceptors (v2_access.py)."""
+    SERVICE = br.DESCRIPTOR.services_by_name["BatchReceive"]
 
     def __init__(self, service: MessagingService) -> None:
         self.service = service
@@ -223,23 +228,27 @@ class BatchReceiveServicer(br_grpc.BatchReceiveServicer):
             return _failure(br.ReceiveMessagesResponse, e)
 
 
-def _serialized(answer) -> bytes:
-    """A ReceiveMessagesResponse, or the same kept as its bytes (delivery_bytes.EncodedAnswer)."""
-    return answer.SerializeToString()
+_HANDLERS = {(False, False): grpc.unary_unary_rpc_method_handler,
+             (False, True): grpc.unary_stream_rpc_method_handler,
+             (True, False): grpc.stream_unary_rpc_method_handler,
+             (True, True): grpc.stream_stream_rpc_method_handler}
 
 
-def add_batch_receive_to_server(servicer: BatchReceiveServicer, server) -> None:
-    """add_BatchReceiveServicer_to_server, with answers that may be built as bytes: the
-    generated code serializes with ReceiveMessagesResponse's own method, which takes only an
-    instance of that class."""
+def _serialized(response) -> bytes:
+    """A response message, or one kept as its bytes (cluster/consume/delivery_bytes.py)."""
+    return response.SerializeToString()
+
+
+def add_to_server(servicer: "MessagingServicer | BatchReceiveServicer", server) -> None:
+    """What generated add_XServicer_to_server code does for the servicer's SERVICE, with
+    responses that may be built as bytes (the receives' answers): the generated code
+    serializes with each response class's own method, which takes only an instance of it."""
+    service: ServiceDescriptor = servicer.SERVICE
     handlers = {
-        "ReceiveMessages": grpc.unary_unary_rpc_method_handler(
-            servicer.ReceiveMessages, request_deserializer=s.ReceiveMessageRequest.FromString,
-            response_serializer=_serialized),
-        "AckAndReceive": grpc.unary_unary_rpc_method_handler(
-            servicer.AckAndReceive, request_deserializer=br.AckAndReceiveRequest.FromString,
-            response_serializer=_serialized),
-    }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-        br.DESCRIPTOR.services_by_name["BatchReceive"].full_name, handlers),))
-
+        m.name: _HANDLERS[(m.client_streaming, m.server_streaming)](
+            getattr(servicer, m.name),
+            request_deserializer=GetMessageClass(m.input_type).FromString,
+            response_serializer=_serialized)
+        for m in service.methods}
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name,
+                                                                          handlers),))

@@ -24,7 +24,6 @@ from proto import admin_pb2 as apb
 from proto import admin_pb2_grpc
 from proto import controller_pb2 as cpb
 from proto import membership_pb2_grpc
-from proto.apache.rocketmq.v2 import service_pb2_grpc as messaging_pb2_grpc
 from slave.replication_client import GRPC_OPTIONS, ReplicationClient
 from store import running_flags
 from store.broker_role import BrokerRole
@@ -48,7 +47,7 @@ from cluster.admin.admin_servicer import AdminServicer
 from cluster.admin.admin_token import BearerTokenInterceptor, resolve_token
 from cluster.messaging.messaging_service import SERVICE_NAME as MESSAGING_SERVICE, MessagingService
 from cluster.messaging.messaging_servicer import (BatchReceiveServicer, MessagingServicer,
-                                                  add_batch_receive_to_server)
+                                                  add_to_server)
 from cluster.messaging.v2_access import V2AccessInterceptor
 from cluster.controller.election import Assignment
 from cluster.node.assignment_plan import plan_assignment
@@ -176,9 +175,8 @@ class Node:
         server.add(lambda s: membership_pb2_grpc.add_MembershipServicer_to_server(
             MembershipServicer(self.gate), s))
         server.add(lambda s: admin_pb2_grpc.add_AdminServicer_to_server(AdminServicer(admin), s))
-        server.add(lambda s: messaging_pb2_grpc.add_MessagingServiceServicer_to_server(
-            MessagingServicer(self.messaging), s))
-        server.add(lambda s: add_batch_receive_to_server(BatchReceiveServicer(self.messaging), s))
+        server.add(lambda s: add_to_server(MessagingServicer(self.messaging), s))
+        server.add(lambda s: add_to_server(BatchReceiveServicer(self.messaging), s))
         server.add(lambda s: health_pb2_grpc.add_HealthServicer_to_server(self.health, s))
         self.port = server.add_port(c.listen_address, c.tls)
         if self.port == 0:

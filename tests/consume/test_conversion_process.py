@@ -22,7 +22,7 @@ from store.message_store import MessageStore
 
 from cluster.consume.conversion_process import ConversionProcess
 from cluster.consume.conversion_worker import ConversionWorker
-from cluster.consume.delivery_bytes import (EncodedAnswer, message_entry, message_parts,
+from cluster.consume.delivery_bytes import (EncodedAnswer, delivered_message, message_parts,
                                             set_ack, varint)
 from cluster.messaging.convert import record_to_v2
 
@@ -73,8 +73,8 @@ def delivered(record, handle="R2:0:1:2:" + "A" * 32, attempt=2, invisible_ms=30_
 def test_an_answer_built_from_parts_parses_as_the_one_built_in_place(store):
     records = put(store, 6)
     status = d.Status(code=d.OK, message="OK")
-    entries = [message_entry(message_parts(r), f"R2:{r.queue_id}:{r.queue_offset}:9:" + "B" * 32,
-                             r.queue_offset + 1, 12_001) for r in records]
+    entries = [delivered_message(message_parts(r), f"R2:{r.queue_id}:{r.queue_offset}:9:"
+                                 + "B" * 32, r.queue_offset + 1, 12_001) for r in records]
     answer = EncodedAnswer(status, 1_700_000_123_456, entries)
     expected = br.ReceiveMessagesResponse(status=status)
     expected.delivery_timestamp.FromMilliseconds(1_700_000_123_456)
@@ -89,8 +89,7 @@ def test_an_answer_built_from_parts_parses_as_the_one_built_in_place(store):
     assert br.ReceiveMessagesResponse.FromString(answer.SerializeToString()) == expected
     assert answer.ack == ack
     # whole seconds and zero nanos are left out as protobuf leaves them out
-    entry = message_entry(message_parts(records[0]), "h", 1, 60_000)
-    message = d.Message.FromString(entry[1 + len(varint(len(entry) - 2)):])
+    message = d.Message.FromString(delivered_message(message_parts(records[0]), "h", 1, 60_000))
     assert message.system_properties.invisible_duration.seconds == 60
     assert message == delivered(records[0], "h", 1, 60_000)
 

@@ -170,3 +170,27 @@ def test_a_killed_child_loses_no_delivery(nodes, node):
             break
     assert sorted(got) == bodies  # each once, none lost
     assert conversion.fallbacks > 0 and conversion.starts >= 2 and conversion.pid != pid
+
+
+def test_the_v2_stream_delivers_the_same_messages(nodes, node):
+    """ReceiveMessage (what the official clients call): a status, the delivery timestamp,
+    then a response per message, each the message the node builds itself."""
+    stub, bstub = nodes.stub(node), nodes.batch_stub(node)
+    until_ready(node, stub, bstub)
+    send_all(stub, "S", [msg("S", b"s%d" % i, user={"n": str(i)}) for i in range(5)])
+    settle(node)
+    before = stats(node)
+    responses = list(stub.ReceiveMessage(receive_request("S", n=32, invisible=INVISIBLE),
+                                         timeout=10))
+    assert responses[0].status.code == d.OK and responses[1].HasField("delivery_timestamp")
+    messages = [r.message for r in responses[2:]]
+    assert sorted(m.body for m in messages) == [b"s%d" % i for i in range(5)]
+    for m in messages:
+        assert m == built_here(node, "S", m, INVISIBLE * 1000)
+    after = stats(node)
+    assert after[0] + after[1] - before[0] - before[1] >= 5  # built by the child
+    acked = stub.AckMessage(s.AckMessageRequest(group=G, topic=d.Resource(name="S"), entries=[
+        s.AckMessageEntry(message_id=m.system_properties.message_id,
+                          receipt_handle=m.system_properties.receipt_handle)
+        for m in messages]), timeout=10)
+    assert acked.status.code == d.OK
