@@ -1,7 +1,7 @@
-"""Frames on the pipe between a process and a child of the same checkout (the index process,
-store/index_wire.py; the conversion process, cluster/consume/conversion_wire.py). Both ends run
-the same interpreter, so a payload is `marshal` of plain tuples, lists, bytes, str, int, bool
-and None.
+"""Frames on the pipe between a process and a child of the same checkout (the index
+process, store/index_wire.py; the conversion process, cluster/consume/conversion_process.py).
+Both ends run the same interpreter, so a payload is `marshal` of plain tuples, lists, bytes,
+str, int, bool and None.
 
     offset  size    field
     ------  ------  ---------------------------------------------------------------

@@ -81,7 +81,7 @@ class ConsumerCalls(SettleCalls):
         super().__init__(consumers, waiter, settings, receipt_key=receipt_key)
         self.budget = budget  # long polls holding a thread
         self.async_budget = async_budget  # long polls waiting on the event loop
-        # builds the ReceiveMessages answers' messages in a child process (None: here)
+        # builds the messages of the receives' answers in a child process (None: here)
         self.conversion = conversion
 
     # -- ReceiveMessage -----------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The conversion process, the parent's end: a receive's records turned into their delivered
 v2 form (`delivery_bytes.MessageParts`) by a child process (conversion_worker.py) that reads
 them from the commitlog files itself, on the other core, instead of under the GIL that serves
-the clients. A master's profile under consumers spent over half its time reading records and
-building their messages (tests/perf/README).
+the clients. Reading the records and building their messages were 27-57% of a master's
+samples under consumers (tests/perf/README).
 
 Requests and replies are frames (store/pipe_frames.py) on the child's stdin and stdout, on the
 event loop of the server: written without blocking (what the pipe does not take yet is
@@ -11,6 +11,7 @@ receives of many consumers are in flight at once:
 
     ("parts", id, [(phy, size), ...], [(phy, size), ...] prefetch, min_offset, truncations)
         -> ("parts", id, [(head, sp, body_field) or None, ...] or None)
+    ("stats", id) -> ("stats", id, [cache hits, records converted, of them prefetched])
     child, once started: ("ready",)
 
 `parts` answers None when the child cannot serve the call: not started yet (until its

@@ -1,7 +1,7 @@
 """The child's end of the conversion process: reads commitlog records by offset from its own
 read-only mappings of the store's files and answers their delivered v2 form as
 `delivery_bytes.MessageParts`, so the serving process does not decode or convert them under
-its GIL (conversion_process.py is the parent's end; conversion_wire.py the requests).
+its GIL (conversion_process.py is the parent's end and lists the requests).
 
 `ConversionWorker.handle` is the protocol without I/O; `serve` reads frames from one stream,
 writes the replies to another and, between requests, converts the records the parent expects

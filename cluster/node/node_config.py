@@ -53,7 +53,7 @@ The commitlog archive (archiveAddress, archiveShipFrom, ...): cluster/archive/sh
     serverEventLoop    uvloop (default) | asyncio: the event loop of the node's gRPC server
                        (cluster/node/grpc_server.py)
     receiveConversionProcessEnable  true (default): a master builds the messages of its
-                       ReceiveMessages answers in a child process that reads the commitlog
+                       receives' answers in a child process that reads the commitlog
                        files itself (cluster/consume/conversion_process.py); false: in the
                        serving process
 Client limits (maxUserPropertySize, userPropertyMaxNum, maxBatchMessageCount,
