@@ -57,6 +57,9 @@ if TYPE_CHECKING:
     from cluster.messaging.telemetry import StreamBudget
 
 NOT_FOUND = d.Status(code=d.MESSAGE_NOT_FOUND, message="no new message")
+# Fewer deliveries are built here: a round trip to the conversion process costs the loop
+# about what building one or two messages does (tests/perf/README, bench_long_poll).
+CHILD_MIN_DELIVERIES = 4
 
 
 @dataclass(frozen=True)
@@ -281,7 +284,8 @@ class ConsumerCalls(SettleCalls):
 
     async def _messages_async(self, handout: "Handout") -> list[bytes] | None:
         """The delivered messages' bytes, built by the conversion process (None: there is
-        none, or nothing to deliver); what it cannot build (a record it could not read; all
+        none, or nothing to deliver) when there are CHILD_MIN_DELIVERIES or more; what it
+        cannot build (a record it could not read; all
         while it cannot serve) is built here, and a record gone meanwhile (retention) is left
         out: its delivery expires and is then dropped (planner.py). The process is also told
         which records the next receives of these queues will most likely hand out
@@ -291,9 +295,11 @@ class ConsumerCalls(SettleCalls):
         if conversion is None or not deliveries:
             return None
         commitlog = self.consumers.store.commitlog
-        parts = await conversion.parts(
-            [(x.record.physical_offset, x.record.total_size) for _, x in deliveries],
-            self._next_refs(handout), commitlog.min_offset(), commitlog.truncations)
+        parts = None
+        if len(deliveries) >= CHILD_MIN_DELIVERIES:
+            parts = await conversion.parts(
+                [(x.record.physical_offset, x.record.total_size) for _, x in deliveries],
+                self._next_refs(handout), commitlog.min_offset(), commitlog.truncations)
         topic, group = handout.topic, handout.group
         encode = self.handles.encode
         fields = DeliveryFields(handout.invisible_ms)

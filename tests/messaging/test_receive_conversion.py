@@ -17,6 +17,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.get_result import QueueRef
 
+from cluster.consume.consumer_calls import CHILD_MIN_DELIVERIES
 from cluster.consume.conversion_process import ConversionProcess
 from cluster.messaging.convert import record_to_v2
 from tests.support.nodes import settle
@@ -38,10 +39,11 @@ def stats(node) -> list[int]:
 
 def until_ready(node, stub, bstub, topic: str = "warm") -> None:
     """Start the child with a delivery and wait until it serves (a real process starting)."""
-    send_all(stub, topic, [msg(topic, b"warm")])
+    send_all(stub, topic, [msg(topic, b"warm%d" % i) for i in range(CHILD_MIN_DELIVERIES)])
     settle(node)
-    answer = bstub.ReceiveMessages(receive_request(topic, n=1, invisible=INVISIBLE), timeout=10)
-    assert [m.body for m in answer.messages] == [b"warm"]
+    answer = bstub.ReceiveMessages(receive_request(topic, n=32, invisible=INVISIBLE),
+                                   timeout=10)
+    assert len(answer.messages) == CHILD_MIN_DELIVERIES
     deadline = time.monotonic() + 30
     while not conversion_of(node).ready:
         assert time.monotonic() < deadline, "the conversion process never became ready"
@@ -110,7 +112,7 @@ def test_the_next_receive_is_served_from_what_the_child_converted_ahead(nodes):
 
 def test_fifo_groups_and_tag_filters_are_planned_from_the_records(nodes, node):
     """The planner needs a FIFO message's group and a filtered message's tag: those receives
-    read the records (no QueueRefs); the answers are still built by the child."""
+    read the records (no QueueRefs)."""
     stub, bstub = nodes.stub(node), nodes.batch_stub(node)
     calls = node.messaging.consumer_router.calls
     taken = []
@@ -194,3 +196,19 @@ def test_the_v2_stream_delivers_the_same_messages(nodes, node):
                           receipt_handle=m.system_properties.receipt_handle)
         for m in messages]), timeout=10)
     assert acked.status.code == d.OK
+
+
+def test_a_small_answer_is_built_by_the_node(nodes, node):
+    """Fewer than CHILD_MIN_DELIVERIES messages cost the loop less built here than a round
+    trip to the child."""
+    stub, bstub = nodes.stub(node), nodes.batch_stub(node)
+    until_ready(node, stub, bstub)
+    send_all(stub, "Small", [msg("Small", b"x%d" % i) for i in range(CHILD_MIN_DELIVERIES - 1)])
+    settle(node)
+    before, fallbacks = stats(node), conversion_of(node).fallbacks
+    answer = bstub.ReceiveMessages(receive_request("Small", n=32, invisible=INVISIBLE),
+                                   timeout=10)
+    assert len(answer.messages) == CHILD_MIN_DELIVERIES - 1
+    for m in answer.messages:
+        assert m == built_here(node, "Small", m, INVISIBLE * 1000)
+    assert stats(node) == before and conversion_of(node).fallbacks == fallbacks
