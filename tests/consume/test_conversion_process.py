@@ -8,8 +8,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import zlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proto import batch_receive_pb2 as br
 from proto.apache.rocketmq.v2 import definition_pb2 as d
@@ -17,6 +20,7 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 from store import codec
 from store.clock import ManualClock
 from store.codec import Message
+from store.codec.layout import SysFlag
 from store.config import StoreConfig
 from store.message_store import MessageStore
 
@@ -24,7 +28,7 @@ from cluster.consume.conversion_process import ConversionProcess
 from cluster.consume.conversion_worker import ConversionWorker
 from cluster.consume.delivery_bytes import (EncodedAnswer, delivered_message, message_parts,
                                             set_ack, varint)
-from cluster.messaging.convert import record_to_v2
+from cluster.messaging.convert import RESERVED_PROPERTY_NAMES, record_to_v2
 
 FILE_SIZE = 64 * 1024
 
@@ -228,3 +232,42 @@ def test_a_child_that_does_not_answer_in_time_is_replaced(store):
         finally:
             conversion.close()
     run(scenario())
+
+
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\x01\x02"),
+                min_size=1, max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=st.binary(max_size=300), compressed=st.booleans(),
+       tags=st.none() | _TEXT.filter(lambda t: "|" not in t and t.strip()),
+       keys=st.lists(_TEXT.filter(lambda k: " " not in k), max_size=3),
+       user=st.dictionaries(_TEXT.filter(lambda k: k not in RESERVED_PROPERTY_NAMES), _TEXT,
+                            max_size=3),
+       group=st.none() | _TEXT, trace=st.none() | _TEXT, deliver=st.none() | st.integers(0, 2**41),
+       prepared=st.booleans(), reconsume=st.integers(0, 16), queue_offset=st.integers(0, 2**40),
+       attempt=st.integers(1, 2**31 - 1), invisible_ms=st.integers(0, 12 * 3600_000))
+def test_the_parts_and_a_delivery_parse_as_the_message_built_in_place(
+        body, compressed, tags, keys, user, group, trace, deliver, prepared, reconsume,
+        queue_offset, attempt, invisible_ms):
+    props = dict(user)
+    if tags is not None:
+        props["TAGS"] = tags
+    if keys:
+        props["KEYS"] = " ".join(keys)
+    if group is not None:
+        props["__SHARDINGKEY"] = group
+    if trace is not None:
+        props["TRACE_CONTEXT"] = trace
+    if deliver is not None:
+        props["TIMER_DELIVER_MS"] = str(deliver)
+    if prepared:
+        props["TRAN_MSG"] = "true"
+    stored = zlib.compress(body) if compressed else body
+    record = codec.decode(codec.encode(
+        Message("Topic", stored, 3, props, 0, SysFlag.COMPRESSED if compressed else 0,
+                1_700_000_000_123, "10.1.2.3:4567"), store_host="10.9.8.7:10911").data)
+    record.queue_offset, record.reconsume_times = queue_offset, reconsume
+    built = d.Message.FromString(delivered_message(message_parts(record), "R2:h", attempt,
+                                                   invisible_ms))
+    assert built == delivered(record, "R2:h", attempt, invisible_ms)
