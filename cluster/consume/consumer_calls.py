@@ -11,9 +11,10 @@ nothing is there the call waits for new dispatches or the next expiry, at most t
 long_polling_timeout and always within its deadline. A pop is not waited for (at-least-once:
 losing it in a failover only redelivers), acks, invisibility changes and offsets are.
 The handout (`Handout`) is answered as the v2 stream (a response per message) or, for
-ReceiveMessages (proto/batch_receive.proto, our client's), in one response; that one carries
-at most ConsumeSettings.max_answer_bytes of records (the first whatever its size), so it
-always fits gRPC's message limits.
+ReceiveMessages (proto/batch_receive.proto, our client's), in one response (answer_forms.py,
+with the conversion process when the node has one); that one carries at most
+ConsumeSettings.max_answer_bytes of records (the first whatever its size), so it always fits
+gRPC's message limits.
 
 Push consumers receive with auto_renew and no invisible duration: they get 60 s (the proxy's
 defaultInvisibleTimeMills). This server does not renew those deliveries while the client is
@@ -26,28 +27,21 @@ A delivery that already used the group's max attempts (retryMaxTimes + 1, Rocket
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
-
-from google.protobuf.timestamp_pb2 import Timestamp
 
 from proto import batch_receive_pb2 as br
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
-from store.codec import MessageRecord
-from store.errors import OffsetOutOfRange
-from store.get_result import QueueRef
 from store.reader import TagFilter
 
+from cluster.consume.answer_forms import AnswerForms, Handout
+from cluster.consume.delivery_bytes import EncodedAnswer
 from cluster.consume.dead_letter import dead_letter, dlq_topic, record_at
 from cluster.consume.consumer_service import ConsumerService
 from cluster.consume.conversion_process import ConversionProcess
-from cluster.consume.delivery_bytes import (DeliveryFields, EncodedAnswer,
-                                            EncodedMessageResponse, MessageParts, message_parts)
 from cluster.consume.planner import AnswerRoom, Delivery, plan_queue
 from cluster.consume.settle_calls import (OK, CarriedAck, ConsumeSettings, SettleCalls,
                                           ack_answer, duration_ms, group_name)
-from cluster.messaging.convert import record_to_v2
 from cluster.messaging.long_poll import (Attempt, DispatchWaiter, Interest, long_poll,
                                          long_poll_async)
 from cluster.messaging.pull_reader import tag_expression
@@ -56,21 +50,6 @@ from cluster.messaging.v2_status import V2Error
 if TYPE_CHECKING:
     from cluster.messaging.telemetry import StreamBudget
 
-NOT_FOUND = d.Status(code=d.MESSAGE_NOT_FOUND, message="no new message")
-# Fewer deliveries are built here: a round trip to the conversion process costs the loop
-# about what building one or two messages does (tests/perf/README, bench_long_poll).
-CHILD_MIN_DELIVERIES = 4
-
-
-@dataclass(frozen=True)
-class Handout:
-    """What one ReceiveMessage hands out, recorded in the consumer state, before it is put in
-    either answer's form (the v2 stream or one ReceiveMessagesResponse): the deliveries as
-    (queue id, delivery), none when the long poll ended empty."""
-    topic: str
-    group: str
-    invisible_ms: int
-    deliveries: list[tuple[int, Delivery]]
 
 
 class ConsumerCalls(SettleCalls):
@@ -84,8 +63,7 @@ class ConsumerCalls(SettleCalls):
         super().__init__(consumers, waiter, settings, receipt_key=receipt_key)
         self.budget = budget  # long polls holding a thread
         self.async_budget = async_budget  # long polls waiting on the event loop
-        # builds the messages of the receives' answers in a child process (None: here)
-        self.conversion = conversion
+        self.answers = AnswerForms(consumers.store, self.handles, self._clock, conversion)
 
     # -- ReceiveMessage -----------------------------------------------------------------------
     def receive(self, request: s.ReceiveMessageRequest,
@@ -93,7 +71,7 @@ class ConsumerCalls(SettleCalls):
                 ) -> list[s.ReceiveMessageResponse]:
         """ReceiveMessage waiting in the calling thread."""
         attempt, wait_s, _ = self._receive_plan(request)
-        return self._stream(long_poll(attempt, wait_s=wait_s, waiter=self.waiter,
+        return self.answers.stream(long_poll(attempt, wait_s=wait_s, waiter=self.waiter,
                                       clock=self._clock, budget=self.budget,
                                       time_remaining=time_remaining))
 
@@ -102,23 +80,23 @@ class ConsumerCalls(SettleCalls):
                             inline: bool = True, attempts_inline: bool | None = None
                             ) -> list[s.ReceiveMessageResponse]:
         """ReceiveMessage on the server's event loop, answered as the v2 stream's responses."""
-        return await self._stream_async(await self._handout_async(
-            request, time_remaining, inline, attempts_inline, refs=self.conversion is not None))
+        return await self.answers.stream_async(await self._handout_async(
+            request, time_remaining, inline, attempts_inline, refs=self.answers.conversion is not None))
 
     async def receive_batch_async(self, request: s.ReceiveMessageRequest,
                                   time_remaining: Callable[[], float | None] = lambda: None, *,
                                   inline: bool = True, attempts_inline: bool | None = None
-                                  ) -> br.ReceiveMessagesResponse:
+                                  ) -> br.ReceiveMessagesResponse | EncodedAnswer:
         """The same receive answered in one ReceiveMessagesResponse (proto/batch_receive.proto)."""
-        return await self._batch_async(await self._handout_async(
+        return await self.answers.batch_async(await self._handout_async(
             request, time_remaining, inline, attempts_inline, self.settings.max_answer_bytes,
-            refs=self.conversion is not None))
+            refs=self.answers.conversion is not None))
 
     async def ack_and_receive_batch_async(
             self, ack: s.AckMessageRequest, request: s.ReceiveMessageRequest,
             time_remaining: Callable[[], float | None] = lambda: None, *, inline: bool = True,
             attempts_inline: bool | None = None
-    ) -> tuple[s.AckMessageResponse, br.ReceiveMessagesResponse]:
+    ) -> tuple[s.AckMessageResponse, br.ReceiveMessagesResponse | EncodedAnswer]:
         """AckAndReceive on a master: the ack's entries are checked by the receive's first
         attempt, under the same lock, and its `acks` record goes out in the same append as
         that attempt's deliveries (one append, one dispatch, one replicated chunk per call, not
@@ -134,9 +112,9 @@ class ConsumerCalls(SettleCalls):
                     await self.receive_batch_async(request, time_remaining, inline=inline,
                                                    attempts_inline=attempts_inline))
         try:
-            answer = await self._batch_async(await self._handout_async(
+            answer = await self.answers.batch_async(await self._handout_async(
                 request, time_remaining, inline, attempts_inline,
-                self.settings.max_answer_bytes, carried, refs=self.conversion is not None))
+                self.settings.max_answer_bytes, carried, refs=self.answers.conversion is not None))
         except V2Error as e:
             if carried.checked and not carried.committed:  # its append was refused
                 return s.AckMessageResponse(status=e.status()), \
@@ -197,7 +175,7 @@ class ConsumerCalls(SettleCalls):
         an unknown group is CONSUMER_GROUP_NOT_FOUND instead of created. `refs`: new
         messages are planned from their consume queue units (QueueRefs: no record read) when
         nothing needs the records to plan, i.e. no tag filter and not a FIFO group; whoever
-        answers reads them (_messages_async)."""
+        answers reads them (AnswerForms)."""
         group = group_name(request.group)
         topic, config = self._topic(request.message_queue.topic)
         filt = tag_expression(request.filter_expression)
@@ -242,126 +220,6 @@ class ConsumerCalls(SettleCalls):
         return attempt, poll_ms / 1000.0, Interest(topic, group, TagFilter.parse(filt).codes,
                                                    batch)
 
-    def _stream(self, handout: "Handout") -> list[s.ReceiveMessageResponse]:
-        """The v2 stream: a status, the delivery timestamp, one response per message (each
-        built in place)."""
-        if not handout.deliveries:
-            return [s.ReceiveMessageResponse(status=NOT_FOUND)]
-        out = [s.ReceiveMessageResponse(status=OK),
-               s.ReceiveMessageResponse(delivery_timestamp=self._now())]
-        for qid, x in handout.deliveries:
-            response = s.ReceiveMessageResponse()
-            self._fill(response.message, handout, qid, x)
-            out.append(response)
-        return out
-
-    def _batch(self, handout: "Handout") -> br.ReceiveMessagesResponse:
-        """The same answer in one response (proto/batch_receive.proto)."""
-        if not handout.deliveries:
-            return br.ReceiveMessagesResponse(status=NOT_FOUND)
-        out = br.ReceiveMessagesResponse(status=OK, delivery_timestamp=self._now())
-        add = out.messages.add
-        for qid, x in handout.deliveries:
-            self._fill(add(), handout, qid, x)
-        return out
-
-    async def _batch_async(self, handout: "Handout"
-                           ) -> br.ReceiveMessagesResponse | EncodedAnswer:
-        """`_batch`, its messages built by the conversion process when there is one."""
-        messages = await self._messages_async(handout)
-        if messages is None:
-            return self._batch(handout)
-        return EncodedAnswer(OK, self._clock.now_ms(), messages)
-
-    async def _stream_async(self, handout: "Handout") -> list:
-        """`_stream`, its messages built by the conversion process when there is one."""
-        messages = await self._messages_async(handout)
-        if messages is None:
-            return self._stream(handout)
-        return [s.ReceiveMessageResponse(status=OK),
-                s.ReceiveMessageResponse(delivery_timestamp=self._now()),
-                *map(EncodedMessageResponse, messages)]
-
-    async def _messages_async(self, handout: "Handout") -> list[bytes] | None:
-        """The delivered messages' bytes, built by the conversion process (None: there is
-        none, or nothing to deliver) when there are CHILD_MIN_DELIVERIES or more; what it
-        cannot build (a record it could not read; all
-        while it cannot serve) is built here, and a record gone meanwhile (retention) is left
-        out: its delivery expires and is then dropped (planner.py). The process is also told
-        which records the next receives of these queues will most likely hand out
-        (`_next_refs`)."""
-        conversion = self.conversion
-        deliveries = handout.deliveries
-        if conversion is None or not deliveries:
-            return None
-        commitlog = self.consumers.store.commitlog
-        parts = None
-        if len(deliveries) >= CHILD_MIN_DELIVERIES:
-            parts = await conversion.parts(
-                [(x.record.physical_offset, x.record.total_size) for _, x in deliveries],
-                self._next_refs(handout), commitlog.min_offset(), commitlog.truncations)
-        topic, group = handout.topic, handout.group
-        encode = self.handles.encode
-        fields = DeliveryFields(handout.invisible_ms)
-        messages = []
-        for i, (qid, x) in enumerate(deliveries):
-            p = parts[i] if parts is not None else None
-            if p is None:
-                p = self._parts_here(commitlog, x.record)
-                if p is None:
-                    continue
-            messages.append(fields.message(p, encode(topic, group, qid, x.offset, x.handle),
-                                           x.attempt))
-        return messages
-
-    def _next_refs(self, handout: "Handout", most: int = 256) -> list[tuple[int, int]]:
-        """(offset, size) of the messages after the new ones each queue handed out: as many
-        as it handed out (the next receive of that queue most likely asks for those)."""
-        last: dict[int, tuple[int, int]] = {}  # qid -> (last new offset, how many)
-        for qid, x in handout.deliveries:
-            if type(x.record) is QueueRef:
-                offset, n = last.get(qid, (-1, 0))
-                last[qid] = (max(offset, x.offset), n + 1)
-        store = self.consumers.store
-        out: list[tuple[int, int]] = []
-        for qid, (offset, n) in last.items():
-            refs = store.get_messages(handout.topic, qid, offset + 1, min(n, most - len(out)),
-                                      decoded=False).messages
-            out += [(r.physical_offset, r.total_size) for r in refs]
-            if len(out) >= most:
-                break
-        return out
-
-    @staticmethod
-    def _parts_here(commitlog, record) -> MessageParts | None:
-        """The record's parts built in this process (read first for a QueueRef); None when it
-        is gone or not a record any more."""
-        if type(record) is QueueRef:
-            try:
-                record = commitlog.get_message(record.physical_offset, record.total_size)
-            except OffsetOutOfRange:
-                return None
-            if not isinstance(record, MessageRecord):
-                return None
-        return message_parts(record)
-
-    def _now(self) -> Timestamp:
-        # delivery_timestamp: the clients' consume-latency metrics need it (the official push
-        # consumer fails on every batch without it)
-        now = Timestamp()
-        now.FromMilliseconds(self._clock.now_ms())
-        return now
-
-    def _fill(self, message: d.Message, handout: "Handout", qid: int, x: Delivery) -> None:
-        """One delivered message, written into `message`: the record, its receipt handle,
-        delivery attempt and invisible duration."""
-        sp = record_to_v2(x.record, out=message).system_properties
-        sp.receipt_handle = self.handles.encode(handout.topic, handout.group, qid, x.offset,
-                                                x.handle)
-        sp.delivery_attempt = x.attempt
-        ms = handout.invisible_ms
-        sp.invisible_duration.seconds = ms // 1000
-        sp.invisible_duration.nanos = ms % 1000 * 1_000_000
 
     def _take(self, master, group: str, info, topic: str, queues: list[int], filt: str | None,
               batch: int, invisible_ms: int, max_bytes: int | None = None,

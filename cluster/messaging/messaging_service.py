@@ -132,7 +132,7 @@ class MessagingService:
         self.tables.stop()
         self.reader.detach()
         self.forwarder.close()
-        conversion = self.consumer_router.calls.conversion
+        conversion = self.consumer_router.calls.answers.conversion
         if conversion is not None:
             conversion.close()
 

@@ -109,7 +109,7 @@ class NodeCollector:
             yield counter("index_process_restarts", "Index processes started again after "
                           "the last one died (messageIndexProcessEnable)", index.restarts)
         messaging = node.messaging
-        conversion = messaging.consumer_router.calls.conversion if messaging else None
+        conversion = messaging.consumer_router.calls.answers.conversion if messaging else None
         if conversion is not None:
             yield counter("receive_conversion_starts", "Conversion processes started "
                           "(receiveConversionProcessEnable)", conversion.starts)

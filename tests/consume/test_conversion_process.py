@@ -63,7 +63,7 @@ def put(store, n: int, start: int = 0, body_size: int = 900) -> list:
 
 
 def delivered(record, handle="R2:0:1:2:" + "A" * 32, attempt=2, invisible_ms=30_250):
-    """What ConsumerCalls._fill builds for one delivery."""
+    """What AnswerForms._fill builds for one delivery."""
     message = d.Message()
     sp = record_to_v2(record, out=message).system_properties
     sp.receipt_handle = handle

@@ -17,7 +17,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.get_result import QueueRef
 
-from cluster.consume.consumer_calls import CHILD_MIN_DELIVERIES
+from cluster.consume.answer_forms import CHILD_MIN_DELIVERIES
 from cluster.consume.conversion_process import ConversionProcess
 from cluster.messaging.convert import record_to_v2
 from tests.support.nodes import settle
@@ -27,7 +27,7 @@ INVISIBLE = 30  # seconds
 
 
 def conversion_of(node) -> ConversionProcess:
-    conversion = node.messaging.consumer_router.calls.conversion
+    conversion = node.messaging.consumer_router.calls.answers.conversion
     assert conversion is not None
     return conversion
 
@@ -56,7 +56,7 @@ def send_all(stub, topic: str, messages: list[d.Message]) -> None:
 
 
 def built_here(node, topic: str, message: d.Message, invisible_ms: int) -> d.Message:
-    """What the node builds for this delivery in its own process (ConsumerCalls._fill)."""
+    """What the node builds for this delivery in its own process (AnswerForms._fill)."""
     sp = message.system_properties
     record = node.store.get_messages(topic, sp.queue_id, sp.queue_offset, 1).messages[0]
     expected = d.Message()

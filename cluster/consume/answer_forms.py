@@ -1,0 +1,184 @@
+"""The answers of a master's ReceiveMessage: a `Handout` (the deliveries one receive recorded
+in the consumer state) put in the v2 stream's form (a status, the delivery timestamp, one
+response per message: what the official clients read) or in one ReceiveMessagesResponse
+(proto/batch_receive.proto, our client's).
+
+Each delivered message is its record's v2 form (`convert.record_to_v2`) with the delivery's
+receipt handle (`receipt`), attempt and invisible duration. With a conversion process
+(conversion_process.py) the record's part comes from it and the answer is written as bytes
+(delivery_bytes.py); without one, or for an answer of fewer than CHILD_MIN_DELIVERIES
+messages, each message is built here in place.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from proto import batch_receive_pb2 as br
+from proto.apache.rocketmq.v2 import definition_pb2 as d
+from proto.apache.rocketmq.v2 import service_pb2 as s
+from store.clock import Clock
+from store.codec import MessageRecord
+from store.errors import OffsetOutOfRange
+from store.get_result import QueueRef
+
+from cluster.consume.conversion_process import ConversionProcess
+from cluster.consume.delivery_bytes import (DeliveryFields, EncodedAnswer,
+                                            EncodedMessageResponse, MessageParts, message_parts)
+
+__all__ = ["AnswerForms", "CHILD_MIN_DELIVERIES", "Handout", "NOT_FOUND"]
+from cluster.consume.planner import Delivery
+from cluster.consume.receipt import IssuedHandles
+from cluster.consume.settle_calls import OK
+from cluster.messaging.convert import record_to_v2
+
+NOT_FOUND = d.Status(code=d.MESSAGE_NOT_FOUND, message="no new message")
+# Fewer deliveries are built here: a round trip to the conversion process costs the loop
+# about what building one or two messages does (tests/perf/README, bench_long_poll).
+CHILD_MIN_DELIVERIES = 4
+
+
+@dataclass(frozen=True)
+class Handout:
+    """What one ReceiveMessage hands out, recorded in the consumer state, before it is put in
+    either answer's form (the v2 stream or one ReceiveMessagesResponse): the deliveries as
+    (queue id, delivery), none when the long poll ended empty."""
+    topic: str
+    group: str
+    invisible_ms: int
+    deliveries: list[tuple[int, Delivery]]
+
+
+class AnswerForms:
+    """Builds the answers of the receives of one master's ConsumerCalls. Owns nothing shared
+    but the conversion process (whose use is confined to the server's event loop); `handles`
+    issues the receipt handles (IssuedHandles: no lock needed)."""
+
+    def __init__(self, store, handles: IssuedHandles, clock: Clock,
+                 conversion: ConversionProcess | None = None) -> None:
+        self.store = store
+        self.handles = handles
+        self._clock = clock
+        self.conversion = conversion  # builds the messages in a child process (None: here)
+
+    def stream(self, handout: "Handout") -> list[s.ReceiveMessageResponse]:
+        """The v2 stream: a status, the delivery timestamp, one response per message (each
+        built in place)."""
+        if not handout.deliveries:
+            return [s.ReceiveMessageResponse(status=NOT_FOUND)]
+        out = [s.ReceiveMessageResponse(status=OK),
+               s.ReceiveMessageResponse(delivery_timestamp=self._now())]
+        for qid, x in handout.deliveries:
+            response = s.ReceiveMessageResponse()
+            self._fill(response.message, handout, qid, x)
+            out.append(response)
+        return out
+
+    def batch(self, handout: "Handout") -> br.ReceiveMessagesResponse:
+        """The same answer in one response (proto/batch_receive.proto)."""
+        if not handout.deliveries:
+            return br.ReceiveMessagesResponse(status=NOT_FOUND)
+        out = br.ReceiveMessagesResponse(status=OK, delivery_timestamp=self._now())
+        add = out.messages.add
+        for qid, x in handout.deliveries:
+            self._fill(add(), handout, qid, x)
+        return out
+
+    async def batch_async(self, handout: "Handout"
+                           ) -> br.ReceiveMessagesResponse | EncodedAnswer:
+        """`batch`, its messages built by the conversion process when there is one."""
+        messages = await self._messages_async(handout)
+        if messages is None:
+            return self.batch(handout)
+        return EncodedAnswer(OK, self._clock.now_ms(), messages)
+
+    async def stream_async(self, handout: "Handout") -> list:
+        """`stream`, its messages built by the conversion process when there is one."""
+        messages = await self._messages_async(handout)
+        if messages is None:
+            return self.stream(handout)
+        return [s.ReceiveMessageResponse(status=OK),
+                s.ReceiveMessageResponse(delivery_timestamp=self._now()),
+                *map(EncodedMessageResponse, messages)]
+
+    async def _messages_async(self, handout: "Handout") -> list[bytes] | None:
+        """The delivered messages' bytes, built by the conversion process (None: there is
+        none, or nothing to deliver) when there are CHILD_MIN_DELIVERIES or more; what it
+        cannot build (a record it could not read; all
+        while it cannot serve) is built here, and a record gone meanwhile (retention) is left
+        out: its delivery expires and is then dropped (planner.py). The process is also told
+        which records the next receives of these queues will most likely hand out
+        (`_next_refs`)."""
+        conversion = self.conversion
+        deliveries = handout.deliveries
+        if conversion is None or not deliveries:
+            return None
+        commitlog = self.store.commitlog
+        parts = None
+        if len(deliveries) >= CHILD_MIN_DELIVERIES:
+            parts = await conversion.parts(
+                [(x.record.physical_offset, x.record.total_size) for _, x in deliveries],
+                self._next_refs(handout), commitlog.min_offset(), commitlog.truncations)
+        topic, group = handout.topic, handout.group
+        encode = self.handles.encode
+        fields = DeliveryFields(handout.invisible_ms)
+        messages = []
+        for i, (qid, x) in enumerate(deliveries):
+            p = parts[i] if parts is not None else None
+            if p is None:
+                p = self._parts_here(commitlog, x.record)
+                if p is None:
+                    continue
+            messages.append(fields.message(p, encode(topic, group, qid, x.offset, x.handle),
+                                           x.attempt))
+        return messages
+
+    def _next_refs(self, handout: "Handout", most: int = 256) -> list[tuple[int, int]]:
+        """(offset, size) of the messages after the new ones each queue handed out: as many
+        as it handed out (the next receive of that queue most likely asks for those)."""
+        last: dict[int, tuple[int, int]] = {}  # qid -> (last new offset, how many)
+        for qid, x in handout.deliveries:
+            if type(x.record) is QueueRef:
+                offset, n = last.get(qid, (-1, 0))
+                last[qid] = (max(offset, x.offset), n + 1)
+        store = self.store
+        out: list[tuple[int, int]] = []
+        for qid, (offset, n) in last.items():
+            refs = store.get_messages(handout.topic, qid, offset + 1, min(n, most - len(out)),
+                                      decoded=False).messages
+            out += [(r.physical_offset, r.total_size) for r in refs]
+            if len(out) >= most:
+                break
+        return out
+
+    @staticmethod
+    def _parts_here(commitlog, record) -> MessageParts | None:
+        """The record's parts built in this process (read first for a QueueRef); None when it
+        is gone or not a record any more."""
+        if type(record) is QueueRef:
+            try:
+                record = commitlog.get_message(record.physical_offset, record.total_size)
+            except OffsetOutOfRange:
+                return None
+            if not isinstance(record, MessageRecord):
+                return None
+        return message_parts(record)
+
+    def _now(self) -> Timestamp:
+        # delivery_timestamp: the clients' consume-latency metrics need it (the official push
+        # consumer fails on every batch without it)
+        now = Timestamp()
+        now.FromMilliseconds(self._clock.now_ms())
+        return now
+
+    def _fill(self, message: d.Message, handout: "Handout", qid: int, x: Delivery) -> None:
+        """One delivered message, written into `message`: the record, its receipt handle,
+        delivery attempt and invisible duration."""
+        sp = record_to_v2(x.record, out=message).system_properties
+        sp.receipt_handle = self.handles.encode(handout.topic, handout.group, qid, x.offset,
+                                                x.handle)
+        sp.delivery_attempt = x.attempt
+        ms = handout.invisible_ms
+        sp.invisible_duration.seconds = ms // 1000
+        sp.invisible_duration.nanos = ms % 1000 * 1_000_000
