@@ -29,6 +29,7 @@ from .pipe_frames import PipeError, read_frame, write_frame
 __all__ = ["IndexProcessError", "error_reply", "ok_value", "raise_error", "read_frame",
            "write_frame"]
 
+
 class IndexProcessError(PipeError):
     """The index process died, could not start, or failed in a way that is not a store error
     of its own (its message says which)."""

@@ -20,7 +20,7 @@ from typing import BinaryIO
 from .clock import Clock
 from .index_service import IndexService
 from .index_wire import error_reply, read_frame, write_frame
-from .pipe_frames import child_replies
+from .pipe_frames import child_main
 from .errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -91,19 +91,11 @@ def serve(worker: IndexWorker, src: BinaryIO, out: BinaryIO) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 3:
-        print("usage: python -m store.index_worker INDEX_DIR HASH_SLOT_NUM INDEX_NUM",
-              file=sys.stderr)
-        return 2
-    out = child_replies("index-worker")
-    worker = IndexWorker(args[0], int(args[1]), int(args[2]))
-    try:
-        serve(worker, sys.stdin.buffer, out)
-    except Exception:
-        log.exception("index worker failed")
-        return 1
-    return 0
+    def run(args: list[str], out: BinaryIO) -> None:
+        serve(IndexWorker(args[0], int(args[1]), int(args[2])), sys.stdin.buffer, out)
+    return child_main("index-worker",
+                      "python -m store.index_worker INDEX_DIR HASH_SLOT_NUM INDEX_NUM",
+                      argv, 3, run)
 
 
 if __name__ == "__main__":

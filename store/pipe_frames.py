@@ -9,7 +9,8 @@ str, int, bool and None.
     4       length  payload  marshal.dumps of a non-empty tuple
 
 `write_frame` / `read_frame` serve blocking streams; `FrameDecoder` takes whatever a
-non-blocking read returned and hands back the frames completed so far.
+non-blocking read returned and hands back the frames completed so far. `child_main` is a
+child's process entry: its arguments, its logging, stdout kept for the replies.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import marshal
 import os
 import struct
 import sys
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 from .errors import StoreError
 
@@ -32,14 +33,28 @@ class PipeError(StoreError):
     not a frame."""
 
 
-def child_replies(name: str) -> BinaryIO:
-    """In a child process: log to stderr as `name`, and take stdout for the replies (whatever
-    else prints goes to stderr instead of corrupting a frame)."""
+def child_main(name: str, usage: str, argv: list[str] | None, nargs: int,
+               run: Callable[[list[str], BinaryIO], None]) -> int:
+    """A child process: `run(args, replies)` with its `nargs` arguments, logging to stderr as
+    `name`, stdout kept for the replies (whatever else prints goes to stderr instead of
+    corrupting a frame). Exit status 2 for a bad command line, 1 when `run` failed, 0 when it
+    returned or the parent closed the pipe first (nobody left to answer)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != nargs:
+        print(f"usage: {usage}", file=sys.stderr)
+        return 2
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format=f"%(asctime)s {name} %(levelname)s %(message)s")
-    out = os.fdopen(os.dup(1), "wb")
+    replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    return out
+    try:
+        run(args, replies)
+    except BrokenPipeError:
+        return 0
+    except Exception:
+        logging.getLogger(name).exception("%s failed", name)
+        return 1
+    return 0
 
 
 def encode_frame(value: tuple) -> bytes:
@@ -52,7 +67,7 @@ def write_frame(out: BinaryIO, value: tuple) -> None:
     out.flush()
 
 
-def _payload(length: int, payload) -> tuple:
+def _payload(payload) -> tuple:
     value = marshal.loads(payload)
     if not isinstance(value, tuple) or not value:
         raise PipeError(f"pipe frame is not a request or reply: {value!r:.80}")
@@ -78,7 +93,7 @@ def read_frame(src: BinaryIO) -> tuple | None:
     payload = src.read(length)
     if len(payload) < length:
         raise PipeError(f"pipe closed inside a frame ({len(payload)} of {length} bytes)")
-    return _payload(length, payload)
+    return _payload(payload)
 
 
 class FrameDecoder:
@@ -105,7 +120,7 @@ class FrameDecoder:
             start = pos + FRAME_HEADER.size
             if end - start < length:
                 break
-            frames.append(_payload(length, view[start:start + length]))
+            frames.append(_payload(view[start:start + length]))
             pos = start + length
         self._buffer = bytearray(view[pos:])
         return frames

@@ -11,7 +11,7 @@ messages, each message is built here in place.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -62,6 +62,12 @@ class AnswerForms:
         self._clock = clock
         self.conversion = conversion  # builds the messages in a child process (None: here)
 
+    @property
+    def reads_records(self) -> bool:
+        """These forms read the handed-out records themselves (by the conversion process or
+        here), so a receive may hand out QueueRefs (ConsumerCalls._receive_plan)."""
+        return self.conversion is not None
+
     def stream(self, handout: "Handout") -> list[s.ReceiveMessageResponse]:
         """The v2 stream: a status, the delivery timestamp, one response per message (each
         built in place)."""
@@ -90,45 +96,42 @@ class AnswerForms:
         """`batch`, its messages built by the conversion process when there is one."""
         messages = await self._messages_async(handout)
         if messages is None:
-            return self.batch(handout)
+            return self.batch(self._with_records(handout))
         return EncodedAnswer(OK, self._clock.now_ms(), messages)
 
     async def stream_async(self, handout: "Handout") -> list:
         """`stream`, its messages built by the conversion process when there is one."""
         messages = await self._messages_async(handout)
         if messages is None:
-            return self.stream(handout)
+            return self.stream(self._with_records(handout))
         return [s.ReceiveMessageResponse(status=OK),
                 s.ReceiveMessageResponse(delivery_timestamp=self._now()),
                 *map(EncodedMessageResponse, messages)]
 
     async def _messages_async(self, handout: "Handout") -> list[bytes] | None:
-        """The delivered messages' bytes, built by the conversion process (None: there is
-        none, or nothing to deliver) when there are CHILD_MIN_DELIVERIES or more; what it
-        cannot build (a record it could not read; all
-        while it cannot serve) is built here, and a record gone meanwhile (retention) is left
-        out: its delivery expires and is then dropped (planner.py). The process is also told
-        which records the next receives of these queues will most likely hand out
-        (`_next_refs`)."""
+        """The delivered messages' bytes built by the conversion process, for
+        CHILD_MIN_DELIVERIES or more; None when it does not build them (there is none, fewer
+        deliveries, or it cannot serve now): the caller builds them in place. A record it
+        could not read is built here. The process is also told which records the next
+        receives of these queues will most likely hand out (`_next_refs`)."""
         conversion = self.conversion
         deliveries = handout.deliveries
-        if conversion is None or not deliveries:
+        if conversion is None or len(deliveries) < CHILD_MIN_DELIVERIES:
             return None
         commitlog = self.store.commitlog
-        parts = None
-        if len(deliveries) >= CHILD_MIN_DELIVERIES:
-            parts = await conversion.parts(
-                [(x.record.physical_offset, x.record.total_size) for _, x in deliveries],
-                self._next_refs(handout), commitlog.min_offset(), commitlog.truncations)
+        parts = await conversion.parts(
+            [(x.record.physical_offset, x.record.total_size) for _, x in deliveries],
+            self._next_refs(handout), commitlog.min_offset(), commitlog.truncations)
+        if parts is None:
+            return None
         topic, group = handout.topic, handout.group
         encode = self.handles.encode
         fields = DeliveryFields(handout.invisible_ms)
         messages = []
-        for i, (qid, x) in enumerate(deliveries):
-            p = parts[i] if parts is not None else None
+        for p, (qid, x) in zip(parts, deliveries):
             if p is None:
                 p = self._parts_here(commitlog, x.record)
-                if p is None:
+                if p is None:  # gone (retention): left out, its delivery expires (planner.py)
                     continue
             messages.append(fields.message(p, encode(topic, group, qid, x.offset, x.handle),
                                            x.attempt))
@@ -142,15 +145,35 @@ class AnswerForms:
             if type(x.record) is QueueRef:
                 offset, n = last.get(qid, (-1, 0))
                 last[qid] = (max(offset, x.offset), n + 1)
-        store = self.store
+        reader = self.store.reader  # not the store's facade: these are not counted as read
         out: list[tuple[int, int]] = []
         for qid, (offset, n) in last.items():
-            refs = store.get_messages(handout.topic, qid, offset + 1, min(n, most - len(out)),
-                                      decoded=False).messages
+            refs = reader.get_messages(handout.topic, qid, offset + 1, min(n, most - len(out)),
+                                       decoded=False).messages
             out += [(r.physical_offset, r.total_size) for r in refs]
             if len(out) >= most:
                 break
         return out
+
+    def _with_records(self, handout: "Handout") -> "Handout":
+        """`handout` with its QueueRefs read into records, for the forms built in place; a
+        delivery whose record is gone (retention) is left out: it expires and is then
+        dropped (planner.py)."""
+        if not any(type(x.record) is QueueRef for _, x in handout.deliveries):
+            return handout
+        deliveries = []
+        with self.store.commitlog.records() as records:
+            for qid, x in handout.deliveries:
+                if type(x.record) is QueueRef:
+                    try:
+                        record = records.get(x.record.physical_offset, x.record.total_size)
+                    except OffsetOutOfRange:
+                        continue
+                    if not isinstance(record, MessageRecord):
+                        continue
+                    x = replace(x, record=record)
+                deliveries.append((qid, x))
+        return replace(handout, deliveries=deliveries)
 
     @staticmethod
     def _parts_here(commitlog, record) -> MessageParts | None:

@@ -81,7 +81,7 @@ class ConsumerCalls(SettleCalls):
                             ) -> list[s.ReceiveMessageResponse]:
         """ReceiveMessage on the server's event loop, answered as the v2 stream's responses."""
         return await self.answers.stream_async(await self._handout_async(
-            request, time_remaining, inline, attempts_inline, refs=self.answers.conversion is not None))
+            request, time_remaining, inline, attempts_inline, refs=self.answers.reads_records))
 
     async def receive_batch_async(self, request: s.ReceiveMessageRequest,
                                   time_remaining: Callable[[], float | None] = lambda: None, *,
@@ -90,7 +90,7 @@ class ConsumerCalls(SettleCalls):
         """The same receive answered in one ReceiveMessagesResponse (proto/batch_receive.proto)."""
         return await self.answers.batch_async(await self._handout_async(
             request, time_remaining, inline, attempts_inline, self.settings.max_answer_bytes,
-            refs=self.answers.conversion is not None))
+            refs=self.answers.reads_records))
 
     async def ack_and_receive_batch_async(
             self, ack: s.AckMessageRequest, request: s.ReceiveMessageRequest,
@@ -114,7 +114,7 @@ class ConsumerCalls(SettleCalls):
         try:
             answer = await self.answers.batch_async(await self._handout_async(
                 request, time_remaining, inline, attempts_inline,
-                self.settings.max_answer_bytes, carried, refs=self.answers.conversion is not None))
+                self.settings.max_answer_bytes, carried, refs=self.answers.reads_records))
         except V2Error as e:
             if carried.checked and not carried.committed:  # its append was refused
                 return s.AckMessageResponse(status=e.status()), \

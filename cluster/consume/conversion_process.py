@@ -84,37 +84,29 @@ class ConversionProcess:
         converts while it waits; `min_offset`: the commitlog's first offset (the child lets
         go of the files before it); `truncations`: CommitLog.truncations (when it changed,
         the child maps the files again and forgets what it converted)."""
-        if not self._usable():
-            self.fallbacks += 1
-            return None
-        request_id = next(self._ids)
-        future = self._loop.create_future()
-        self._waiting[request_id] = future
-        self._send(("parts", request_id, items, list(prefetch), min_offset, truncations))
-        try:
-            answers = await asyncio.wait_for(future, self.timeout_s)
-        except asyncio.TimeoutError:
-            self._lost(f"no answer within {self.timeout_s} s")
-            answers = None
-        finally:
-            self._waiting.pop(request_id, None)
+        answers = await self._ask("parts", items, list(prefetch), min_offset, truncations)
         if answers is None:
             self.fallbacks += 1
-            return None
         return answers  # (head, sp, body_field) tuples: what MessageParts holds
 
     async def stats(self) -> list[int] | None:
         """The child's counters [cache hits, records converted, of which prefetched], None
         when it cannot answer."""
+        return await self._ask("stats")
+
+    async def _ask(self, op: str, *args):
+        """Send (op, id, *args) and return the reply's value; None when the child cannot
+        serve (the module doc), or does not answer within timeout_s (then it is lost)."""
         if not self._usable():
             return None
         request_id = next(self._ids)
         future = self._loop.create_future()
         self._waiting[request_id] = future
-        self._send(("stats", request_id))
+        self._send((op, request_id, *args))
         try:
             return await asyncio.wait_for(future, self.timeout_s)
         except asyncio.TimeoutError:
+            self._lost(f"no answer within {self.timeout_s} s")
             return None
         finally:
             self._waiting.pop(request_id, None)

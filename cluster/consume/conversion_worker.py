@@ -33,7 +33,7 @@ from typing import BinaryIO
 from store import codec
 from store.codec import MessageRecord
 from store.layout import is_offset_file_name
-from store.pipe_frames import PIPE_READ, FrameDecoder, PipeError, child_replies, write_frame
+from store.pipe_frames import PIPE_READ, FrameDecoder, PipeError, child_main, write_frame
 from store.readonly.files import ROFile, numbered_files
 
 from cluster.consume.delivery_bytes import MessageParts, message_parts
@@ -196,28 +196,16 @@ def serve(worker: ConversionWorker, requests: RequestReader, out: BinaryIO) -> N
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m cluster.consume.conversion_worker COMMITLOG_DIR",
-              file=sys.stderr)
-        return 2
-    out = child_replies("conversion-worker")
-    # SCHED_BATCH: woken by a request, the child does not preempt the node that wrote it (it
-    # would, being mostly idle): the node goes on answering while the child converts
-    try:
-        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-    except (AttributeError, OSError) as e:
-        log.warning("cannot use SCHED_BATCH: %s", e)
-    worker = ConversionWorker(args[0])
-    try:
-        serve(worker, RequestReader(0), out)
-    except BrokenPipeError:  # the parent closed its end first: nobody to answer
-        return 0
-    except Exception:
-        log.exception("conversion worker failed")
-        return 1
-    return 0
-
+    def run(args: list[str], out: BinaryIO) -> None:
+        # SCHED_BATCH: woken by a request, the child does not preempt the node that wrote it
+        # (it would, being mostly idle): the node goes on answering while the child converts
+        try:
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        except (AttributeError, OSError) as e:
+            log.warning("cannot use SCHED_BATCH: %s", e)
+        serve(ConversionWorker(args[0]), RequestReader(0), out)
+    return child_main("conversion-worker",
+                      "python -m cluster.consume.conversion_worker COMMITLOG_DIR", argv, 1, run)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -22,9 +22,13 @@ from store.clock import ManualClock
 from store.codec import Message
 from store.codec.layout import SysFlag
 from store.config import StoreConfig
+from store.get_result import QueueRef
 from store.message_store import MessageStore
 
+from cluster.consume.answer_forms import AnswerForms, Handout
 from cluster.consume.conversion_process import ConversionProcess
+from cluster.consume.planner import Delivery
+from cluster.consume.receipt import IssuedHandles
 from cluster.consume.conversion_worker import ConversionWorker
 from cluster.consume.delivery_bytes import (EncodedAnswer, delivered_message, message_parts,
                                             set_ack, varint)
@@ -271,3 +275,22 @@ def test_the_parts_and_a_delivery_parse_as_the_message_built_in_place(
     built = d.Message.FromString(delivered_message(message_parts(record), "R2:h", attempt,
                                                    invisible_ms))
     assert built == delivered(record, "R2:h", attempt, invisible_ms)
+
+
+def test_the_forms_built_in_place_read_queue_refs_and_leave_out_a_record_gone(store):
+    """Without the child (fewer deliveries than CHILD_MIN_DELIVERIES, or it cannot serve) a
+    receive planned from QueueRefs is answered in place: each ref read into its record, one
+    no file holds any more (retention) left out; its delivery expires later."""
+    records = put(store, 2)
+    forms = AnswerForms(store, IssuedHandles(b"k" * 32), ManualClock(),
+                        ConversionProcess(store.commitlog.queue.directory))
+    refs = [QueueRef(r.queue_offset, r.physical_offset, r.total_size) for r in records]
+    gone = QueueRef(99, 50 * FILE_SIZE, records[0].total_size)
+    handout = Handout("T", "G", 30_000, [
+        (r.queue_id, Delivery(ref, r.queue_offset, 1, i, ""))
+        for i, (r, ref) in enumerate(zip(records, refs))] + [(0, Delivery(gone, 99, 1, 7, ""))])
+    answer = run(forms.batch_async(handout))
+    assert [m.body for m in answer.messages] == [r.body for r in records]
+    for m, r in zip(answer.messages, records):
+        assert m == delivered(r, m.system_properties.receipt_handle, 1, 30_000)
+    assert forms.conversion.pid is None  # two deliveries: the child was not asked

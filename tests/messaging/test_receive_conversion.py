@@ -98,8 +98,11 @@ def test_the_next_receive_is_served_from_what_the_child_converted_ahead(nodes):
     send_all(stub, "One", [msg("One", b"m%d" % i) for i in range(1, 40)])
     settle(node)
     seen = []
+    read = node.store.stats.get_messages
     first = bstub.ReceiveMessages(receive_request("One", n=8, invisible=INVISIBLE), timeout=10)
     seen += first.messages
+    # the 8 handed out count as read (get_messages_total); the 8 named to the child do not
+    assert node.store.stats.get_messages - read == 8
     hits = stats(node)[0]
     for _ in range(3):  # the queues handed out 8 each time: the next 8 were converted ahead
         answer = bstub.AckAndReceive(br.AckAndReceiveRequest(
