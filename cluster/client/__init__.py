@@ -10,6 +10,7 @@ benchmarks use it; the official RocketMQ 5 clients work too, see README "RocketM
     pull_consumer    PullConsumer: QueryOffset, PullMessage, UpdateOffset / GetOffset
     simple_consumer  SimpleConsumer: ReceiveMessage, AckMessage, ChangeInvisibleDuration,
                      ack_and_receive (both in one round trip)
+    receive_ahead    ReceiveAhead: a SimpleConsumer's AckAndReceive calls kept in flight
     admin_client     AdminClient: the operator's Admin API (status, topics, groups, export, ...)
 
     with Connection("127.0.0.1:10911") as conn:
@@ -22,9 +23,10 @@ from .connection import ClientConfig, Connection
 from .message import Message, MessageIdGenerator, ReceivedMessage, SendReceipt, next_message_id
 from .producer import RETRYABLE_CODES, Producer, RetryPolicy
 from .pull_consumer import PullConsumer, PullResult
+from .receive_ahead import ReceiveAhead
 from .simple_consumer import SimpleConsumer
 
 __all__ = ["BatchingConfig", "BatchingProducer", "ClientConfig", "ClientError", "Connection",
            "Message", "MessageIdGenerator", "NotDurableError", "Producer", "PullConsumer",
-           "PullResult", "RETRYABLE_CODES", "ReceiveAfterAckError", "ReceivedMessage",
+           "PullResult", "RETRYABLE_CODES", "ReceiveAfterAckError", "ReceiveAhead", "ReceivedMessage",
            "RetryPolicy", "SendReceipt", "SimpleConsumer", "TransportError", "code_name", "next_message_id"]

@@ -208,9 +208,24 @@ class Connection:
                                                      metadata=self.metadata())
         except grpc.RpcError as e:
             if e.code() is grpc.StatusCode.UNIMPLEMENTED:
-                self._batch_methods.discard(method)
+                self.batch_unserved(method)
                 return None
             raise TransportError.from_rpc_error(e, method, self.config.target) from None
+
+    def batch_future(self, method: str, request: Any, timeout: float | None = None
+                     ) -> grpc.Future | None:
+        """`batch_call` in flight: its future, or None where batch_call would answer None
+        without asking (switched off, or the server is known not to serve `method`). A server
+        that does not serve it fails the future with UNIMPLEMENTED, which changed nothing
+        there: hand that error to `batch_unserved` and use the v2 calls."""
+        if method not in self._batch_methods:
+            return None
+        return getattr(self._batch_stub, method).future(request, timeout=self.timeout(timeout),
+                                                        metadata=self.metadata())
+
+    def batch_unserved(self, method: str) -> None:
+        """The server answered `method` UNIMPLEMENTED: not asked again (see batch_call)."""
+        self._batch_methods.discard(method)
 
     # -- routes -------------------------------------------------------------------------------
     def route(self, topic: str, refresh: bool = False) -> list[d.MessageQueue]:

@@ -92,14 +92,23 @@ class SimpleConsumer:
                 return results, self._receive(request, timeout, what)
             except ClientError as e:
                 raise ReceiveAfterAckError(e.code, e.message, results) from None
-        if answer.HasField("ack"):
-            results = _ack_results(answer.ack, acked, ack_topic)
-        else:  # the whole call was refused before the ack was applied
-            results = [ClientError.from_status(answer.status, f"ack on {ack_topic}")] * len(acked)
-        try:
-            return results, _received(answer, what)
-        except ClientError as e:
-            raise ReceiveAfterAckError(e.code, e.message, results) from None
+        return ack_and_receive_answer(answer, acked, ack_topic, what)
+
+    def ack_and_receive_request(self, acked: Sequence[ReceivedMessage], max_messages: int,
+                                invisible_duration: float | None = None,
+                                topic: str | None = None, await_duration: float | None = None
+                                ) -> tuple[br.AckAndReceiveRequest, float, str]:
+        """The AckAndReceive request of `ack_and_receive` (acks of one topic, or none: it
+        carries one AckMessage), its deadline and what it is (for errors); receive_ahead.py
+        sends it in flight."""
+        if len({m.topic for m in acked}) > 1:
+            raise ValueError("one AckAndReceive acks messages of one topic")
+        request, timeout, what = self._receive_request(max_messages, invisible_duration, topic,
+                                                       await_duration)
+        out = br.AckAndReceiveRequest(receive=request)
+        if acked:
+            out.ack.CopyFrom(self._ack_request(acked[0].topic, acked))
+        return out, timeout, what
 
     def _receive(self, request: s.ReceiveMessageRequest, timeout: float, what: str
                  ) -> list[ReceivedMessage]:
@@ -172,6 +181,21 @@ class SimpleConsumer:
         message.receipt_handle = answer.receipt_handle
         message.invisible_duration_ms = int(seconds * 1000)
         return answer.receipt_handle
+
+
+def ack_and_receive_answer(answer: br.ReceiveMessagesResponse, acked: Sequence[ReceivedMessage],
+                           ack_topic: str, what: str
+                           ) -> tuple[list[ClientError | None], list[ReceivedMessage]]:
+    """(each ack's result, the messages received) of an AckAndReceive answer; a receive that
+    failed after the acks raises ReceiveAfterAckError with their results."""
+    if answer.HasField("ack"):
+        results = _ack_results(answer.ack, acked, ack_topic)
+    else:  # the whole call was refused before the ack was applied
+        results = [ClientError.from_status(answer.status, f"ack on {ack_topic}")] * len(acked)
+    try:
+        return results, _received(answer, what)
+    except ClientError as e:
+        raise ReceiveAfterAckError(e.code, e.message, results) from None
 
 
 def _received(answer: br.ReceiveMessagesResponse, what: str) -> list[ReceivedMessage]:

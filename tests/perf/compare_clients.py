@@ -157,15 +157,18 @@ async def _nats_sequential(spec: dict, topic: str, count: int, warmup: int) -> l
 # ---- consume -----------------------------------------------------------------------------------
 
 def consume(spec: dict, topic: str, group: str, count: int, batch: int,
-            limit_s: float, stamped: bool = False) -> dict:
+            limit_s: float, stamped: bool = False, ahead: int = 0) -> dict:
     """Receive + ack until `count` messages were acked (or `limit_s` passed): batches of up to
     `batch`, every batch acked before (ours: with) the next receive. With `stamped`, the end-to-end latency
-    (ms) of every stamped message is returned too, by sequence number."""
+    (ms) of every stamped message is returned too, by sequence number. `ahead` (ours only):
+    that many receives in flight (ReceiveAhead), each batch acked by a later one."""
     kind = spec["kind"]
     if kind == "nats":
         return asyncio.run(_nats_consume(spec, topic, group, count, batch, limit_s, stamped))
     lat: dict[int, float] = {}
     got, t0, deadline = 0, time.time(), time.monotonic() + limit_s
+    if kind == "ours" and ahead:
+        return _ours_consume_ahead(spec, topic, group, count, batch, limit_s, ahead)
     if kind == "ours":
         from cluster.client import SimpleConsumer
         with _ours_conn(spec) as conn:
@@ -207,6 +210,26 @@ def _stamps(lat: dict[int, float], now: float, bodies) -> None:
         magic, sent, seq = STAMP.unpack_from(body)
         if magic == MAGIC:  # not the unstamped message that created the topic
             lat[seq] = (now - sent) * 1000
+
+
+def _ours_consume_ahead(spec: dict, topic: str, group: str, count: int, batch: int,
+                        limit_s: float, ahead: int) -> dict:
+    """`consume` with `ahead` receives in flight: each take() sends a call that acks the
+    batch the previous take handed out. The clock stops at the answer that brought the last
+    ack's result; close() (releasing the receives still in flight) is not timed. The backlog
+    is dispatched before the clock starts, so the receives do not long-poll (await 0): past
+    its end they answer empty at once, carrying the last acks."""
+    from cluster.client import ReceiveAhead, SimpleConsumer
+    t0, deadline = time.time(), time.monotonic() + limit_s
+    with _ours_conn(spec) as conn:
+        consumer = SimpleConsumer(conn, group, {topic: "*"}, await_duration=0)
+        calls = ReceiveAhead(consumer, batch, ahead)
+        done: list = []
+        while calls.acked < count and time.monotonic() < deadline:
+            done = calls.take(done)
+        end = time.time()
+        calls.close(done)
+        return {"start": t0, "end": end, "count": calls.acked, "latency": {}}
 
 
 async def _nats_consume(spec: dict, topic: str, group: str, count: int, batch: int,

@@ -20,6 +20,7 @@ METRICS: dict[str, tuple[str, bool]] = {
     "seq_p99": ("ms", False),
     "seq_p999": ("ms", False),
     "consume": ("msg/s", True),
+    "consume_ahead": ("msg/s", True),
     "e2e_p50": ("ms", False),
     "e2e_p99": ("ms", False),
 }
@@ -30,6 +31,7 @@ LABELS = {
     "seq_p99": "sequential produce p99",
     "seq_p999": "sequential produce p99.9",
     "consume": "consume (receive + ack) of a backlog",
+    "consume_ahead": "the same, two receives in flight (ours only: ReceiveAhead)",
     "e2e_p50": "produce + consume at a fixed rate, end-to-end p50",
     "e2e_p99": "produce + consume at a fixed rate, end-to-end p99",
 }

@@ -1,0 +1,108 @@
+"""ReceiveAhead (cluster/client/receive_ahead.py) against real nodes: AckAndReceive calls kept
+in flight. Every message is handed out once and acked once (nothing comes back past the
+invisibility), the calls really are in flight before take() asks (the node has handed out
+depth batches), close() makes what no take handed out visible again at once and acks only
+what the caller passed back, and a server without AckAndReceive gets one ack_and_receive per
+take.
+
+The nodes run by a ManualClock: a delivery comes back only when a test advances the clock."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cluster.client import Message, Producer, ReceiveAhead, SimpleConsumer
+from tests.support.nodes import methods_called, settle
+
+INVISIBLE = 30  # seconds
+
+
+def filled(nodes, clock, n: int, **connect):
+    node = nodes.start(clock=clock)
+    conn = nodes.connect(node, **connect)
+    Producer(conn).send_batch([Message("T", b"%d" % i) for i in range(n)])
+    settle(node)
+    return node, SimpleConsumer(conn, "CG", {"T": "*"}, await_duration=0,
+                                invisible_duration=INVISIBLE)
+
+
+def wait_for(check, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("batch_receive", [True, False])
+def test_every_message_once_and_all_acked(nodes, clock, batch_receive):
+    node, consumer = filled(nodes, clock, 100, batch_receive=batch_receive)
+    ahead = ReceiveAhead(consumer, max_messages=8, depth=3)
+    got, done = [], []
+    while True:
+        batch = ahead.take(done)  # acks `done`
+        if not batch:
+            break
+        got += batch
+        done = batch
+    ahead.close()
+    assert sorted(m.body for m in got) == sorted(b"%d" % i for i in range(100))
+    assert ahead.acked == 100 and ahead.ack_errors == []
+    clock.advance(INVISIBLE + 1)
+    assert consumer.receive(32) == []
+    used = methods_called(node)
+    assert ("AckAndReceive" in used) is batch_receive
+    assert ("AckMessage" in used) is not batch_receive
+
+
+def test_the_calls_are_in_flight_before_take(nodes, clock):
+    """With depth 2, the node hands out two batches before the first take: another consumer
+    of the group finds only what is left."""
+    _, consumer = filled(nodes, clock, 12)
+    ahead = ReceiveAhead(consumer, max_messages=4, depth=2)
+    other = SimpleConsumer(consumer.connection, "CG", {"T": "*"}, await_duration=0)
+    wait_for(lambda: all(c.future.done() for c in ahead._calls), "both calls answered")
+    left = other.receive(32, INVISIBLE)
+    assert len(left) == 4  # 12 - two batches of 4 handed out ahead
+    first = ahead.take()
+    assert len(first) == 4
+    ahead.close(first)
+    other.ack_many(left)
+
+
+def test_close_makes_what_no_take_handed_out_visible_at_once(nodes, clock):
+    _, consumer = filled(nodes, clock, 12)
+    ahead = ReceiveAhead(consumer, max_messages=4, depth=2)
+    first = ahead.take()  # a third call goes out with it
+    ahead.close()  # `first` not passed back: not acked
+    assert ahead.acked == 0 and ahead.ack_errors == []
+    # without advancing the clock: the two batches no take handed out are visible again
+    again = consumer.receive(32, INVISIBLE)
+    assert len(again) == 8 and not {m.body for m in again} & {m.body for m in first}
+    consumer.ack_many(again)
+    clock.advance(INVISIBLE + 1)
+    back = consumer.receive(32, INVISIBLE)  # `first` was never acked: it comes back
+    assert sorted(m.body for m in back) == sorted(m.body for m in first)
+
+
+def test_a_failed_ack_is_noted_and_the_rest_go_on(nodes, clock):
+    """An ack that the node refuses (its handle was replaced by ChangeInvisibleDuration) is
+    kept in ack_errors; the other acks and receives go on."""
+    _, consumer = filled(nodes, clock, 8)
+    ahead = ReceiveAhead(consumer, max_messages=4, depth=1)
+    batch = ahead.take()
+    stale = batch[0].receipt_handle
+    consumer.change_invisible_duration(batch[0], INVISIBLE)
+    batch[0].receipt_handle = stale
+    second = ahead.take(batch)
+    assert len(second) == 4
+    ahead.take(second)
+    ahead.close()
+    assert ahead.acked == 7
+    assert [m.body for m, _ in ahead.ack_errors] == [batch[0].body]
+
+
+def test_depth_must_be_positive(nodes, clock):
+    _, consumer = filled(nodes, clock, 1)
+    with pytest.raises(ValueError):
+        ReceiveAhead(consumer, depth=0)
