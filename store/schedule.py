@@ -53,18 +53,14 @@ delayOffset.json as a view.
   (delivery time, queue index), at most `max_timer_pending` of them, and due ones are delivered
   earliest first, so a message due in 3 days never holds back one due in 3 seconds (unless the
   heap is full: then reading ahead pauses until some are delivered). Its persisted offset is the
-  lowest queue index not yet delivered (the watermark). Units above the watermark that were
-  already delivered are remembered in `timerQueueState` of the offsets file (the read-ahead
-  offset and the still pending indexes below it) when at most `TIMER_STATE_PERSIST_MAX` are
-  pending; with more, only the watermark is stored and a restart redelivers what was delivered
-  above it (at least once).
+  watermark, the lowest index not yet delivered; what was delivered above it is remembered
+  while few are pending (schedule_state.py, which holds this state and its table format).
 - The view: offsets are written, when a round changed them, to `<root>/config/delayOffset.json`
-  in RocketMQ's format {"offsetTable": {"<level>": nextOffset}} (level = queue id + 1), plus our
-  "timerQueueState" key (ignored by RocketMQ). It is loaded at construction (the state until a
-  progress record says otherwise); each round raises an offset below its queue's min offset to
-  the min (files deleted by retention) and lowers one above its max offset to the max (a queue
-  truncated by recovery), RocketMQ's correctDelayOffset. A failed write is logged and retried
-  next round.
+  (the table of schedule_state.py, RocketMQ's format plus our "timerQueueState" key), loaded at
+  construction (the state until a progress record says otherwise). Each round raises an offset
+  below its queue's min offset to the min (files deleted by retention) and lowers one above its
+  max offset to the max (a queue truncated by recovery), RocketMQ's correctDelayOffset. A
+  failed write is logged and retried next round.
 - A store whose broker_role is SLAVE delivers nothing (the master's deliveries replicate).
 - If `message_delay_level` changes the number of levels, the timestamp queue id moves with it;
   change the level count only with an empty timestamp queue.
@@ -72,7 +68,6 @@ delayOffset.json as a view.
 from __future__ import annotations
 
 import enum
-import heapq
 import json
 import logging
 import threading
@@ -87,6 +82,7 @@ from .json_config import JsonConfigFile
 from .layout import StoreLayout
 from .put_result import PutStatus
 from .schedule_rewrite import rebuild_real_message, timer_queue_id
+from .schedule_state import ScheduleState
 from .service import Service
 from .validation import check_topic
 
@@ -98,7 +94,6 @@ log = logging.getLogger(__name__)
 
 PROGRESS_TOPIC = "rmq_sys_SCHEDULE_PROGRESS"
 PROGRESS_TAG = "progress"
-TIMER_STATE_PERSIST_MAX = 1024
 _BATCH = 64
 _MAX_PER_ROUND = 1024  # units handled per queue per step; more -> wakeup() for another round
 _PERMANENT_REFUSALS = (PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED)
@@ -134,16 +129,7 @@ class ScheduleService(Service):
         self.stats = ScheduleStats()
         self.file = JsonConfigFile(StoreLayout(store.root).delay_offset, store.io)
         self._lock = threading.RLock()
-        self._offsets: dict[int, int] = {}  # queue id -> next offset (timer queue: watermark)
-        self._foreign: dict[str, Any] = {}  # offsetTable keys that are not ours, kept as found
-        # timestamp queue
-        self._scan = 0  # next index to read ahead
-        self._heap: list[tuple[int, int, int, int]] = []  # (deliver_ms, index, phy, size)
-        self._pending: set[int] = set()
-        self._index_heap: list[int] = []  # pending indexes, lazily cleaned
-        self._skip_below = 0  # indexes in [watermark, _skip_below) not in _keep were delivered
-        self._keep: set[int] = set()
-        self._dirty = False
+        self.state = ScheduleState(self.timer_qid)  # guarded by _lock
         self._restored_for: int | None = None  # store generation the progress was restored for
         self._followed: tuple[int, int] | None = None  # (generation, progress queue end) seen
         self._load()
@@ -154,69 +140,26 @@ class ScheduleService(Service):
         if data is None:
             return
         try:
-            self._apply_table(data)
+            self.state.apply_table(data)
         except (AttributeError, TypeError, ValueError) as e:
             raise CorruptFile(f"{self.file.path}: {e}") from e
-
-    def _apply_table(self, data: dict[str, Any]) -> None:
-        """Replace the whole delivery state with `data` (delayOffset.json's format, also the
-        progress records' body): the timestamp queue is read again from its watermark, skipping
-        what `timerQueueState` says was delivered above it. ValueError/TypeError/AttributeError
-        on a malformed table (nothing changed then)."""
-        offsets: dict[int, int] = {}
-        foreign: dict[str, Any] = {}
-        skip_below, keep = 0, set()
-        table = data.get("offsetTable", {})
-        if not isinstance(table, dict):
-            raise ValueError("offsetTable is not an object")
-        for key, value in table.items():
-            level = int(key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"offset of level {key} is {value!r}")
-            if 1 <= level <= self.timer_qid + 1:
-                offsets[level - 1] = value
-            else:
-                foreign[key] = value
-        state = data.get("timerQueueState")
-        watermark = offsets.get(self.timer_qid, 0)
-        if isinstance(state, dict):
-            scan = int(state.get("scanOffset", 0))
-            pending = {int(i) for i in state.get("pending", [])}
-            if scan > watermark:
-                skip_below, keep = scan, {i for i in pending if watermark <= i < scan}
-        self._offsets, self._foreign = offsets, foreign
-        self._skip_below, self._keep = skip_below, keep
-        self._scan = watermark
-        self._heap, self._pending, self._index_heap = [], set(), []
-
-    def _encode(self) -> dict[str, Any]:
-        table: dict[str, Any] = dict(self._foreign)
-        for qid, off in self._offsets.items():
-            table[str(qid + 1)] = off
-        data: dict[str, Any] = {"offsetTable": table}
-        watermark = self._offsets.get(self.timer_qid, 0)
-        pending = sorted(self._pending | {i for i in self._keep if i >= watermark})
-        horizon = max(self._scan, self._skip_below)
-        if horizon > watermark and len(pending) <= TIMER_STATE_PERSIST_MAX:
-            data["timerQueueState"] = {"scanOffset": horizon, "pending": pending}
-        return data
 
     def persist(self) -> bool:
         with self._lock:
             try:
-                self.file.persist(self._encode())
+                self.file.persist(self.state.encode())
             except DiskError as e:
                 self.stats.persist_failures += 1
                 log.error("schedule: cannot persist delay offsets: %s", e)
-                self._dirty = True
+                self.state.dirty = True
                 return False
-            self._dirty = False
+            self.state.dirty = False
             return True
 
     def offset_table(self) -> dict[int, int]:
         """{level (1-based; the timestamp queue is len(levels) + 1): next offset}."""
         with self._lock:
-            return {qid + 1: off for qid, off in sorted(self._offsets.items())}
+            return self.state.levels_table()
 
     # -- rounds ------------------------------------------------------------------------------
     def wait_interval(self) -> float:
@@ -239,31 +182,26 @@ class ScheduleService(Service):
             for qid in range(len(self.levels)):
                 more |= self._step_level(qid, now)
             more |= self._step_timer(now)
-            if self._dirty:
+            if self.state.dirty:
                 self.persist()
         if more:
             self.wakeup()
 
     def on_stop(self) -> None:
-        if self._dirty:
+        if self.state.dirty:
             self.persist()
 
     def _queue(self, qid: int):
         return self.store.cq_store.find(SCHEDULE_TOPIC, qid)
 
-    def _set_offset(self, qid: int, off: int) -> None:
-        if self._offsets.get(qid) != off:
-            self._offsets[qid] = off
-            self._dirty = True
-
     def _clamped(self, qid: int, cq) -> int:
-        off = self._offsets.get(qid, 0)
+        off = self.state.offset(qid)
         lo, hi = cq.min_offset(), cq.max_offset()
         if off < lo or off > hi:
             log.warning("schedule: offset %d of level %d outside [%d, %d], corrected",
                         off, qid + 1, lo, hi)
             off = min(max(off, lo), hi)
-        self._set_offset(qid, off)
+        self.state.set_offset(qid, off)
         return off
 
     def _step_level(self, qid: int, now: int) -> bool:
@@ -284,43 +222,36 @@ class ScheduleService(Service):
                 due.append((index, phy, size))
             if not due:
                 return False
-            before = self._offsets.get(qid, 0)
-            self._offsets[qid] = due[-1][0] + 1  # what the batch's progress record says
+            offsets = self.state.offsets
+            before = offsets.get(qid, 0)
+            offsets[qid] = due[-1][0] + 1  # what the batch's progress record says
             outcome = self._put_batch(qid, [(phy, size) for _, phy, size in due])
             if outcome is not _Outcome.DONE:
-                self._offsets[qid] = before
+                offsets[qid] = before
                 if outcome is _Outcome.FAILED:
                     return False
                 batch = 1  # one message of the batch is refused for good: find it
                 continue
             off = due[-1][0] + 1
-            self._dirty = True
+            self.state.dirty = True
             handled += len(due)
             if len(due) < len(units):
                 return False  # stopped at a unit not yet due
         return True
 
     # -- timestamp queue ---------------------------------------------------------------------
-    def _watermark(self) -> int:
-        while self._index_heap and self._index_heap[0] not in self._pending:
-            heapq.heappop(self._index_heap)
-        return self._index_heap[0] if self._index_heap else self._scan
-
     def _step_timer(self, now: int) -> bool:
-        qid = self.timer_qid
+        qid, state = self.timer_qid, self.state
         cq = self._queue(qid)
         if cq is None:
             return False
         lo, hi = cq.min_offset(), cq.max_offset()
-        if self._scan > hi:  # truncated by recovery: forget what no longer exists
-            log.warning("schedule: timestamp queue truncated to %d (read ahead to %d)", hi, self._scan)
-            self._scan = hi
-            self._heap = [e for e in self._heap if e[1] < hi]
-            heapq.heapify(self._heap)
-            self._pending = {i for i in self._pending if i < hi}
-            self._skip_below = min(self._skip_below, hi)
-        if self._scan < lo:
-            self._scan = lo
+        if state.scan > hi:  # truncated by recovery: forget what no longer exists
+            log.warning("schedule: timestamp queue truncated to %d (read ahead to %d)", hi,
+                        state.scan)
+            state.truncated_to(hi)
+        if state.scan < lo:
+            state.scan = lo
         handled = read_total = 0
         more = False
         while True:
@@ -335,56 +266,36 @@ class ScheduleService(Service):
                 break
             if read == 0:
                 break
-        if self._skip_below <= self._scan and self._skip_below:
-            self._skip_below, self._keep = 0, set()
-            self._dirty = True
-        self._set_offset(qid, self._watermark())
+        state.skips_done()
+        state.set_offset(qid, state.watermark())
         return more
 
     def _read_ahead(self, cq) -> int:
-        """Push up to _BATCH more units into the heap; returns how many indexes were passed."""
-        room = self.max_timer_pending - len(self._pending)
+        """Read up to _BATCH more units into the heap; returns how many indexes were passed."""
+        state = self.state
+        room = self.max_timer_pending - len(state.pending)
         if room <= 0:
             return 0
         passed = 0
-        for index, phy, size, deliver in cq.iter_units(self._scan, min(_BATCH, room)):
-            passed += max(1, index + 1 - self._scan)
-            self._scan = index + 1
-            self._dirty = True
-            if index < self._skip_below and index not in self._keep:
-                continue  # delivered before the restart
-            heapq.heappush(self._heap, (deliver, index, phy, size))
-            heapq.heappush(self._index_heap, index)
-            self._pending.add(index)
+        for index, phy, size, deliver in cq.iter_units(state.scan, min(_BATCH, room)):
+            passed += state.read_ahead(index, deliver, phy, size)
         return passed
 
     def _deliver_due(self, now: int, limit: int) -> tuple[bool, int]:
+        state = self.state
         n = 0
         batch = _BATCH
-        while self._heap and self._heap[0][0] <= now and n < limit:
-            entries = []
-            while self._heap and self._heap[0][0] <= now and len(entries) < min(batch, limit - n):
-                entries.append(heapq.heappop(self._heap))
-            indexes = [e[1] for e in entries]
-            kept = self._keep.intersection(indexes)
-            before = self._offsets.get(self.timer_qid, 0)
-            self._pending.difference_update(indexes)
-            self._keep.difference_update(indexes)
-            self._offsets[self.timer_qid] = self._watermark()  # what the progress record says
-            outcome = self._put_batch(self.timer_qid, [(e[2], e[3]) for e in entries])
-            if outcome is not _Outcome.DONE:  # undo: the entries are pending again
-                for e in entries:
-                    heapq.heappush(self._heap, e)
-                    heapq.heappush(self._index_heap, e[1])
-                self._pending.update(indexes)
-                self._keep |= kept
-                self._offsets[self.timer_qid] = before
+        while state.due(now) and n < limit:
+            units, kept, before = state.take_due(now, min(batch, limit - n))
+            outcome = self._put_batch(self.timer_qid, [(e[2], e[3]) for e in units])
+            if outcome is not _Outcome.DONE:  # undo: the units are pending again
+                state.undo(units, kept, before)
                 if outcome is _Outcome.FAILED:
                     return False, n
                 batch = 1
                 continue
-            self._dirty = True
-            n += len(entries)
+            state.dirty = True
+            n += len(units)
         return True, n
 
     # -- one batch --------------------------------------------------------------------------
@@ -425,7 +336,7 @@ class ScheduleService(Service):
         return msg
 
     def _progress_message(self) -> Message:
-        data = self._encode()
+        data = self.state.encode()
         body = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         if len(body) > self.store.config.max_message_size:  # the watermark alone: at least once
             data.pop("timerQueueState", None)
@@ -460,12 +371,13 @@ class ScheduleService(Service):
         what this node had (its delayOffset.json or what it followed), read again from the
         queues (call with the lock)."""
         data = self.newest_progress()
+        state = self.state
         try:
-            self._apply_table(data if data is not None else self._encode())
+            state.apply_table(data if data is not None else state.encode())
         except (AttributeError, TypeError, ValueError) as e:
             log.error("schedule: progress record unusable (%s); keeping the offsets", e)
-            self._apply_table(self._encode())
-        self._dirty = True
+            state.apply_table(state.encode())
+        state.dirty = True
         log.info("schedule: progress restored from %s: %s",
                  "the log" if data is not None else self.file.path, self.offset_table())
 
@@ -481,7 +393,7 @@ class ScheduleService(Service):
             return
         with self._lock:
             try:
-                self._apply_table(data)
+                self.state.apply_table(data)
             except (AttributeError, TypeError, ValueError) as e:
                 log.error("schedule: progress record unusable (%s)", e)
                 return
@@ -497,10 +409,11 @@ class ScheduleService(Service):
                 cq = self._queue(qid)
                 if cq is None:
                     continue
-                for _, _, _, deliver in cq.iter_units(self._offsets.get(qid, 0), 1):
+                for _, _, _, deliver in cq.iter_units(self.state.offset(qid), 1):
                     lag = max(lag, now - deliver)
-            if self._heap:
-                lag = max(lag, now - self._heap[0][0])
+            earliest = self.state.earliest_ms()
+            if earliest is not None:
+                lag = max(lag, now - earliest)
             return max(0, lag)
 
     def backlog(self) -> dict[int, int]:
@@ -513,9 +426,10 @@ class ScheduleService(Service):
                 if cq is None:
                     continue
                 if qid == self.timer_qid:
-                    out[qid + 1] = max(0, cq.max_offset() - self._scan) + len(self._pending)
+                    out[qid + 1] = (max(0, cq.max_offset() - self.state.scan)
+                                    + len(self.state.pending))
                 else:
-                    out[qid + 1] = max(0, cq.max_offset() - self._offsets.get(qid, 0))
+                    out[qid + 1] = max(0, cq.max_offset() - self.state.offset(qid))
             return out
 
 
