@@ -14,10 +14,13 @@ ahead"). RocketMQ's push consumer keeps a queue of pulled messages for the same 
     ahead.close(done)
 
 - take(acked) sends a new call, which acks `acked` (messages of earlier takes the caller is done
-  with) and asks for one more batch, then hands out the oldest call's messages. Each ack is
-  applied when its call reaches the node, and its result comes back with that call's answer,
-  `depth` takes later: successes are counted in `acked`, failures kept in `ack_errors` as
-  (message, error). Acks of several topics: one AckAndReceive carries one topic's, the others
+  with) and asks for one more batch, then hands out the messages of the oldest call answered
+  (waiting for one): a call still long-polling does not hold up what a younger one brought.
+  So batches may come out of queue order when two answers cross, which a SimpleConsumer never
+  promised (a FIFO group's next message is handed out only once the previous one is acked).
+  Each ack is applied when its call reaches the node, and its result comes back with that
+  call's answer, up to `depth` takes later: successes are counted in `acked`, failures kept in
+  `ack_errors` as (message, error). Acks of several topics: one AckAndReceive carries one topic's, the others
   are sent at once with ack_many.
 - A message is invisible from when its call was answered, so it may wait here for up to depth
   answers before a take hands it out: keep depth small against the invisible duration.
@@ -35,7 +38,8 @@ One thread uses a ReceiveAhead (no lock).
 """
 from __future__ import annotations
 
-from collections import defaultdict, deque
+import threading
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -73,7 +77,8 @@ class ReceiveAhead:
                              await_duration=await_duration)
         self.acked = 0
         self.ack_errors: list[tuple[ReceivedMessage, ClientError]] = []
-        self._calls: deque[_Call] = deque()
+        self._calls: list[_Call] = []  # oldest first
+        self._answered = threading.Condition()  # notified by gRPC's thread as calls finish
         self._closed = False
         for _ in range(depth):
             self._send([])
@@ -84,7 +89,7 @@ class ReceiveAhead:
         if self._closed:
             raise ValueError("this ReceiveAhead is closed")
         self._send(acked)
-        return self._answer(self._calls.popleft())
+        return self._answer(self._first_answered())
 
     def close(self, acked: Sequence[ReceivedMessage] = ()) -> None:
         """Ack `acked`, settle the calls in flight, and make what they answered and no take
@@ -95,7 +100,7 @@ class ReceiveAhead:
         if acked:
             self._note(list(acked), self.consumer.ack_many(acked))
         while self._calls:
-            call = self._calls.popleft()
+            call = self._calls.pop(0)
             if call.future is None:  # never sent: only its acks are due
                 self._note(call.acked, self.consumer.ack_many(call.acked))
                 continue
@@ -126,7 +131,24 @@ class ReceiveAhead:
         request, timeout, what = self.consumer.ack_and_receive_request(
             carried, self.max_messages, **self._receive)
         future = self.consumer.connection.batch_future(METHOD, request, timeout)
+        if future is not None:
+            future.add_done_callback(self._notify)
         self._calls.append(_Call(carried, future, what))
+
+    def _notify(self, _future) -> None:
+        with self._answered:
+            self._answered.notify_all()
+
+    def _first_answered(self) -> _Call:
+        """The oldest call that has its answer, waiting for one when none has (a call not
+        sent, without AckAndReceive, is done when taken), so a call still long-polling does
+        not hold up what a younger one brought (the module doc)."""
+        with self._answered:
+            while True:
+                for i, call in enumerate(self._calls):
+                    if call.future is None or call.future.done():
+                        return self._calls.pop(i)
+                self._answered.wait()
 
     def _answer(self, call: _Call) -> list[ReceivedMessage]:
         """The call's messages, its acks' results noted."""

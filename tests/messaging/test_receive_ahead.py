@@ -106,3 +106,25 @@ def test_depth_must_be_positive(nodes, clock):
     _, consumer = filled(nodes, clock, 1)
     with pytest.raises(ValueError):
         ReceiveAhead(consumer, depth=0)
+
+
+def test_a_call_still_long_polling_does_not_hold_up_a_younger_answer(nodes):
+    """Topics in turn: the first call long-polls the empty topic A (2 s), the second finds B's
+    messages at once; take() hands those out without waiting for A's poll to end. (A node on
+    the real clock: its long polls end by it.)"""
+    node = nodes.start()
+    conn = nodes.connect(node)
+    Producer(conn).send(Message("A", b"create"))
+    Producer(conn).send_batch([Message("B", b"b%d" % i) for i in range(3)])
+    settle(node)
+    SimpleConsumer(conn, "CG", {"A": "*"}, await_duration=0).ack_many(
+        SimpleConsumer(conn, "CG", {"A": "*"}, await_duration=0).receive(8, INVISIBLE))
+    consumer = SimpleConsumer(conn, "CG", {"A": "*", "B": "*"}, await_duration=2,
+                              invisible_duration=INVISIBLE)
+    ahead = ReceiveAhead(consumer, max_messages=8, depth=2)
+    t0 = time.monotonic()
+    got = ahead.take()
+    assert sorted(m.body for m in got) == [b"b0", b"b1", b"b2"]
+    assert time.monotonic() - t0 < 1.5  # A's poll lasts 2 s
+    ahead.close(got)
+    assert ahead.acked == 3
