@@ -72,6 +72,7 @@ class MappedFile:
         self.committed_position = 0
         self.flushed_position = 0
         self.last_modified_ms = 0
+        self.pwritten_bytes = 0  # appended by pwritev (the rest: copies into the mapping)
         self._pending = bytearray()  # write-buffer mode: bytes in [committed, wrote)
         self._buffer_lock = threading.Lock()
         self._commit_lock = threading.Lock()
@@ -174,6 +175,7 @@ class MappedFile:
                 self.io.pwritev(self.fd, datas, pos, self.path)
             except OSError as e:
                 raise DiskError("pwrite", self.path, e) from e
+            self.pwritten_bytes += n
             self.wrote_position = self.committed_position = pos + n
         elif self.write_through_mmap:
             mm = self.mm

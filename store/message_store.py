@@ -131,7 +131,8 @@ class MessageStore(StoreWrites):
             interval_ms=config.flush_interval_consume_queue,
             least_pages=config.flush_consume_queue_least_pages,
             thorough_interval_ms=config.flush_consume_queue_thorough_interval)
-        self.prefault = PrefaultService(self.commitlog.queue, config.prefault_ahead_bytes)
+        self.prefault = PrefaultService(self.commitlog.queue, config.prefault_ahead_bytes,
+                                        always=lambda: self.config.is_slave)
         self.reader = MessageReader(self.commitlog, self.cq_store, self.index_service,
                                     max_bytes=config.max_transfer_bytes_on_message_in_memory,
                                     max_count=config.max_msgs_num_batch)

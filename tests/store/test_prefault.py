@@ -76,3 +76,30 @@ def test_off_with_a_zero_window(tmp_path):
     log.append_raw(0, b"v" * 100)
     service.step()
     assert service.populated_bytes == 0
+
+
+def test_a_master_skips_rounds_whose_appends_went_by_pwritev(tmp_path):
+    """Bulk appends (pwritev) allocate their own pages: a master's round after them populates
+    nothing; small appends (copies into the mapping) and a slave (`always`) still get it."""
+    from store.mapped_file import PWRITE_MIN_BYTES
+    log = CommitLog(str(tmp_path / COMMITLOG_DIR), 16 * PWRITE_MIN_BYTES, FileIO(), ManualClock(),
+                    store_host="10.0.0.5:10911")
+    slave = [False]
+    service = PrefaultService(log.queue, ahead=4 * PWRITE_MIN_BYTES, always=lambda: slave[0])
+    bulk = b"b" * PWRITE_MIN_BYTES
+    log.append_raw(0, bulk)
+    assert log.queue.last_file.pwritten_bytes == len(bulk)
+    service.step()
+    assert service.populated_bytes == 0 and service.skipped_rounds == 1
+    end = len(bulk)
+    for _ in range(4):  # small appends: copies
+        log.append_raw(end, b"s" * 1000)
+        end += 1000
+    service.step()
+    assert service.populated_bytes == 4 * PWRITE_MIN_BYTES
+    slave[0] = True  # a slave's catch-up chunks: populated ahead all the same
+    log.append_raw(end, bulk)
+    service.step()
+    assert service.populated_bytes == 4 * PWRITE_MIN_BYTES + len(bulk)  # topped up
+    assert service.skipped_rounds == 1
+    assert log.read(0, len(bulk)) == bulk
