@@ -204,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
                         results.steal[key] = 100 * steal.share
                 finally:
                     run.stop()
+                    # the next system starts on a quiet disk: the journal's work for the files
+                    # just removed and any writeback are not left to its fsyncs
+                    os.sync()
                 _print_system(results, key, time.perf_counter() - t1)
     finally:
         shutil.rmtree(parent, ignore_errors=True)
