@@ -12,7 +12,8 @@ changes; only the work moves.
 Where it pays: a catching-up slave, 551-599 MB/s with it against 403-435 without, interleaved
 on one host (tests/perf/README.md, "The commitlog is written by pwrite"), and small appends
 (single sends), which are copies into the mapping that fault each fresh page in under the GIL
-(SYNC_FLUSH sequential sends: p99 1.42-1.48 ms with it, 1.62-1.78 without). Where it does not:
+(SYNC_FLUSH sequential sends: p99 1.42-1.48 ms with it against 1.62-1.78 without in one set of
+pairs, within the noise in another). Where it does not:
 a master's batched appends go by pwritev, which allocates the pages inside the call without
 the GIL, so populating them ahead only adds work (a master's CPU per message 26.0-27.3 µs with
 it, 23.9-24.3 without; "Prefault where it pays" in the same file). So on a master a round

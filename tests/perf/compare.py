@@ -11,9 +11,11 @@ appendonly and appendfsync everysec / always. Workloads (1 KiB bodies), each rep
                    one batch in flight per producer (sent, then every ack awaited)
   seq              sequential single-message sends, each awaited: p50 / p99 / p99.9
   consume          receive (up to 32) + ack of a pre-filled backlog, one consumer process
+  consume_ahead    ours only: the same with two receives in flight (cluster.client.ReceiveAhead)
   e2e              one producer at a fixed rate and one consumer together: end-to-end p50 / p99
 Server CPU per message: psutil cpu_times of every server pid around produce_x4. The share of CPU
-the host stole while each system ran (tests/perf/host_load.py) is reported with them.
+the host stole while each system ran (tests/perf/host_load.py) is reported with them. The disk
+is synced between systems.
 Writes report.md, report.json and chart.png to --out. Not a test: nothing asserts on time.
 """
 from __future__ import annotations
