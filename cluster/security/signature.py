@@ -22,6 +22,7 @@ from __future__ import annotations
 import calendar
 import contextvars
 import hmac
+import random
 import time
 import uuid
 from dataclasses import dataclass
@@ -113,12 +114,20 @@ def verify(metadata: Metadata | None, secret_of: Callable[[str], "str | None"], 
     return Verified(access_key=access_key)
 
 
+def _request_id() -> str:
+    """A version-4 UUID from `random` (reseeded after fork), not os.urandom: an id needs no
+    secrecy, and urandom gives the GIL up for its system call, which the caller then waits to
+    take back from any busy thread (uuid4 270-290 µs a call beside a thread running Python,
+    this 2 µs; 2 µs each alone)."""
+    return str(uuid.UUID(int=random.getrandbits(128), version=4))
+
+
 def sign(access_key: str, secret_key: str, client_id: str = "",
          now_s: float | None = None) -> list[tuple[str, str]]:
     """Metadata of a call signed like the official clients sign theirs (UTC, as they should)."""
     date_time = time.strftime(DATE_TIME_FORMAT, time.gmtime(now_s))
     md = [("x-mq-language", "PYTHON"), ("x-mq-protocol", "GRPC_V2"),
-          (DATE_TIME_KEY, date_time), ("x-mq-request-id", str(uuid.uuid4()))]
+          (DATE_TIME_KEY, date_time), ("x-mq-request-id", _request_id())]
     if client_id:
         md.append(("x-mq-client-id", client_id))
     if access_key:

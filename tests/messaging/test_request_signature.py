@@ -69,3 +69,22 @@ def test_any_tampering_is_refused(secret, offset_s, position, data):
     other_date = {**md, "x-mq-date-time": signature.sign("ak", secret, now_s=NOW_S + offset_s + 1)[2][1]}
     assert signature.verify(other_date.items(), check, NOW_MS, WINDOW).refusal
     assert signature.verify(md.items(), {"ak": secret + "x"}.get, NOW_MS, WINDOW).refusal
+
+
+def test_every_call_gets_its_own_version_4_request_id():
+    import os
+    import uuid
+    ids = [dict(signature.sign("ak", "sk"))["x-mq-request-id"] for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    assert all(uuid.UUID(i).version == 4 for i in ids)
+    # a forked child draws other ids than its parent (random reseeds after fork)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: one id to the parent, then out without running anything else
+        os.write(write, dict(signature.sign("ak", "sk"))["x-mq-request-id"].encode())
+        os._exit(0)
+    os.close(write)
+    child_id = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert child_id and child_id != dict(signature.sign("ak", "sk"))["x-mq-request-id"]
