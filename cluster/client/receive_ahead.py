@@ -84,8 +84,8 @@ class ReceiveAhead:
             self._send([])
 
     def take(self, acked: Sequence[ReceivedMessage] = ()) -> list[ReceivedMessage]:
-        """Send a call that acks `acked` and asks for one more batch, then the oldest call's
-        messages ([] when its long poll ended empty)."""
+        """Send a call that acks `acked` and asks for one more batch, then the messages of the
+        oldest call that has its answer ([] when its long poll ended empty)."""
         if self._closed:
             raise ValueError("this ReceiveAhead is closed")
         self._send(acked)

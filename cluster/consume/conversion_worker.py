@@ -207,5 +207,6 @@ def main(argv: list[str] | None = None) -> int:
     return child_main("conversion-worker",
                       "python -m cluster.consume.conversion_worker COMMITLOG_DIR", argv, 1, run)
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -165,10 +165,12 @@ def consume(spec: dict, topic: str, group: str, count: int, batch: int,
     kind = spec["kind"]
     if kind == "nats":
         return asyncio.run(_nats_consume(spec, topic, group, count, batch, limit_s, stamped))
+    if ahead:
+        if kind != "ours" or stamped:
+            raise ValueError("receives ahead: ours only, and not for stamped messages")
+        return _ours_consume_ahead(spec, topic, group, count, batch, limit_s, ahead)
     lat: dict[int, float] = {}
     got, t0, deadline = 0, time.time(), time.monotonic() + limit_s
-    if kind == "ours" and ahead:
-        return _ours_consume_ahead(spec, topic, group, count, batch, limit_s, ahead)
     if kind == "ours":
         from cluster.client import SimpleConsumer
         with _ours_conn(spec) as conn:
