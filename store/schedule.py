@@ -245,13 +245,10 @@ class ScheduleService(Service):
         cq = self._queue(qid)
         if cq is None:
             return False
-        lo, hi = cq.min_offset(), cq.max_offset()
-        if state.scan > hi:  # truncated by recovery: forget what no longer exists
+        lo, hi, scanned = cq.min_offset(), cq.max_offset(), state.scan
+        if state.within(lo, hi):
             log.warning("schedule: timestamp queue truncated to %d (read ahead to %d)", hi,
-                        state.scan)
-            state.truncated_to(hi)
-        if state.scan < lo:
-            state.scan = lo
+                        scanned)
         handled = read_total = 0
         more = False
         while True:

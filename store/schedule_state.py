@@ -111,6 +111,16 @@ class ScheduleState:
             heapq.heappop(self._index_heap)
         return self._index_heap[0] if self._index_heap else self.scan
 
+    def within(self, lo: int, hi: int) -> bool:
+        """The timestamp queue now holds indexes [lo, hi): read on from lo at least, and
+        forget what was read ahead past hi (recovery cut the queue). True when it was cut."""
+        cut = self.scan > hi
+        if cut:
+            self.truncated_to(hi)
+        if self.scan < lo:
+            self.scan = lo
+        return cut
+
     def truncated_to(self, end: int) -> None:
         """The timestamp queue now ends at `end` (recovery cut it): forget what is gone."""
         self.scan = end

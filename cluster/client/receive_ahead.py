@@ -105,7 +105,7 @@ class ReceiveAhead:
                 self._note(call.acked, self.consumer.ack_many(call.acked))
                 continue
             try:
-                unhanded = self._answer(call)
+                unhanded = self._answer(call, receive=False)
             except ClientError:
                 continue  # noted, or unknown; what it may have handed out expires by itself
             for message in unhanded:
@@ -150,8 +150,10 @@ class ReceiveAhead:
                         return self._calls.pop(i)
                 self._answered.wait()
 
-    def _answer(self, call: _Call) -> list[ReceivedMessage]:
-        """The call's messages, its acks' results noted."""
+    def _answer(self, call: _Call, receive: bool = True) -> list[ReceivedMessage]:
+        """The call's messages, its acks' results noted. A call the server did not serve
+        (UNIMPLEMENTED: nothing happened there) is made again as ack_and_receive, or only as
+        its acks without `receive` (close: a receive then would only be released)."""
         connection = self.consumer.connection
         answer = None
         if call.future is not None:
@@ -162,6 +164,9 @@ class ReceiveAhead:
                     raise TransportError.from_rpc_error(e, METHOD,
                                                         connection.config.target) from None
                 connection.batch_unserved(METHOD)
+        if answer is None and not receive:
+            self._note(call.acked, self.consumer.ack_many(call.acked))
+            return []
         try:
             if answer is None:  # not served: the acks and the receive as their own calls
                 results, messages = self.consumer.ack_and_receive(

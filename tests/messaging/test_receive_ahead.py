@@ -3,11 +3,14 @@ in flight. Every message is handed out once and acked once (nothing comes back p
 invisibility), the calls really are in flight before take() asks (the node has handed out
 depth batches), close() makes what no take handed out visible again at once and acks only
 what the caller passed back, and a server without AckAndReceive gets one ack_and_receive per
-take.
+take and no receive at close.
 
 The nodes run by a ManualClock: a delivery comes back only when a test advances the clock."""
 from __future__ import annotations
 
+from concurrent import futures
+
+import grpc
 import pytest
 
 from cluster.client import Message, Producer, ReceiveAhead, SimpleConsumer
@@ -119,3 +122,58 @@ def test_a_call_still_long_polling_does_not_hold_up_a_younger_answer(nodes):
     assert not all(c.future.done() for c in ahead._calls)  # A's poll still waits
     ahead.close(got)
     assert ahead.acked == 3
+
+
+class _WithoutAckAndReceive(grpc.GenericRpcHandler):
+    """A server in front of a node that passes every call's bytes on to it, except
+    AckAndReceive, which it does not know (UNIMPLEMENTED): a server of the v2 calls only."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        self.channel = channel
+
+    def service(self, details):
+        method = details.method
+        if method.endswith("/AckAndReceive"):
+            return None
+        if method.endswith("/ReceiveMessage"):  # the v2 receive streams its answer
+            upstream = self.channel.unary_stream(method)
+            return grpc.unary_stream_rpc_method_handler(
+                lambda request, context: upstream(request, metadata=context.invocation_metadata()))
+        upstream_unary = self.channel.unary_unary(method)
+        return grpc.unary_unary_rpc_method_handler(
+            lambda request, context: upstream_unary(request,
+                                                    metadata=context.invocation_metadata()))
+
+
+def test_close_on_a_server_without_ack_and_receive_receives_nothing_more(nodes, clock):
+    """The calls sent ahead come back UNIMPLEMENTED: a take makes its call again as
+    ack_and_receive (AckMessage + ReceiveMessage); close() only acks what its calls carried,
+    it does not receive once more to release it at once."""
+    node, _ = filled(nodes, clock, 12)
+    channel = grpc.insecure_channel(node.address)
+    server = grpc.server(futures.ThreadPoolExecutor(8))
+    server.add_generic_rpc_handlers((_WithoutAckAndReceive(channel),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        conn = nodes.connect(f"127.0.0.1:{port}")
+        consumer = SimpleConsumer(conn, "CG", {"T": "*"}, await_duration=0,
+                                  invisible_duration=INVISIBLE)
+        before = receives(node)
+        ahead = ReceiveAhead(consumer, max_messages=4, depth=2)
+        first = ahead.take()
+        second = ahead.take(first)
+        assert len(first) == len(second) == 4
+        ahead.close(second)
+        assert ahead.acked == 8 and ahead.ack_errors == []
+        assert receives(node) - before == 2  # one per take, none at close
+        left = consumer.receive(32, INVISIBLE)  # the rest was never handed out
+        assert len(left) == 4
+    finally:
+        server.stop(None)
+        channel.close()
+
+
+def receives(node) -> int:
+    return sum(n for (method, _), n in node.calls.snapshot().items()
+               if method.rpartition("/")[2] in ("ReceiveMessage", "ReceiveMessages"))

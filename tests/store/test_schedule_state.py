@@ -73,9 +73,15 @@ def test_truncation_forgets_what_is_gone():
     state = ScheduleState(TIMER_QID)
     for index in range(5):
         state.read_ahead(index, 100, index, 1)
-    state.truncated_to(3)
+    assert state.within(0, 5) is False and state.scan == 5  # nothing cut
+    assert state.within(0, 3) is True
     assert state.scan == 3 and sorted(state.pending) == [0, 1, 2]
     assert sorted(u[1] for u in state.heap) == [0, 1, 2]
+
+
+def test_reading_starts_at_the_queues_first_index():
+    state = ScheduleState(TIMER_QID)  # the queue's head was deleted: read on from its start
+    assert state.within(7, 20) is False and state.scan == 7
 
 
 def test_too_many_pending_keeps_only_the_watermark():
