@@ -39,7 +39,6 @@ class MessageIdGenerator:
         pid = os.getpid() if pid is None else pid
         self._prefix = "01" + (mac.to_bytes(6, "big") + (pid & 0xFFFF).to_bytes(2, "big")).hex().upper()
         self._seq = itertools.count()
-        self._pid = pid
 
     def next_id(self) -> str:
         seconds = (int(time.time()) - _EPOCH_2021) & 0xFFFFFFFF
@@ -51,13 +50,23 @@ _generator: MessageIdGenerator | None = None
 _generator_lock = threading.Lock()
 
 
+def _forget_generator() -> None:
+    global _generator, _generator_lock
+    _generator, _generator_lock = None, threading.Lock()
+
+
+# The pid is in the id: a forked child builds its own generator. Told by fork itself rather
+# than by a getpid() per message (a system call for each message of every batch).
+os.register_at_fork(after_in_child=_forget_generator)
+
+
 def next_message_id() -> str:
     """A fresh id from the process-wide generator (rebuilt after a fork: the pid is in it)."""
     global _generator
     gen = _generator
-    if gen is None or gen._pid != os.getpid():
+    if gen is None:
         with _generator_lock:
-            if _generator is None or _generator._pid != os.getpid():
+            if _generator is None:
                 _generator = MessageIdGenerator()
             gen = _generator
     return gen.next_id()

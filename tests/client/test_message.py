@@ -33,6 +33,23 @@ def test_ids_have_the_official_v1_layout():
     assert seqs[1] == seqs[0] + 1 and seqs[2] == seqs[1] + 1
 
 
+def test_a_forked_child_makes_ids_with_its_own_pid():
+    parent = next_message_id()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its id through the pipe, then out without cleanup
+        try:
+            os.write(write, next_message_id().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child = os.read(read, 64).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert parent[14:18] == f"{os.getpid() & 0xFFFF:04X}"
+    assert ID.match(child) and child[14:18] == f"{pid & 0xFFFF:04X}"
+
+
 def test_ids_match_the_official_client_codec(tmp_path):
     """rocketmq-python-client's MessageIdCodec in its own process (its generated modules clash
     with ours): same MAC, pid and clock fields as ours for that pid."""
