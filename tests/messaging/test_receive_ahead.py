@@ -147,7 +147,7 @@ class _WithoutAckAndReceive(grpc.GenericRpcHandler):
 
 def test_close_on_a_server_without_ack_and_receive_receives_nothing_more(nodes, clock):
     """The calls sent ahead come back UNIMPLEMENTED: a take makes its call again as
-    ack_and_receive (AckMessage + ReceiveMessage); close() only acks what its calls carried,
+    ack_and_receive (AckMessage + ReceiveMessages); close() only acks what its calls carried,
     it does not receive once more to release it at once."""
     node, _ = filled(nodes, clock, 12)
     channel = grpc.insecure_channel(node.address)
