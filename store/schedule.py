@@ -222,18 +222,16 @@ class ScheduleService(Service):
                 due.append((index, phy, size))
             if not due:
                 return False
-            offsets = self.state.offsets
-            before = offsets.get(qid, 0)
-            offsets[qid] = due[-1][0] + 1  # what the batch's progress record says
+            before, off = off, due[-1][0] + 1
+            self.state.set_offset(qid, off)  # what the batch's progress record says
             outcome = self._put_batch(qid, [(phy, size) for _, phy, size in due])
-            if outcome is not _Outcome.DONE:
-                offsets[qid] = before
+            if outcome is not _Outcome.DONE:  # undo: the batch's units are due again
+                off = before
+                self.state.set_offset(qid, off)
                 if outcome is _Outcome.FAILED:
                     return False
                 batch = 1  # one message of the batch is refused for good: find it
                 continue
-            off = due[-1][0] + 1
-            self.state.dirty = True
             handled += len(due)
             if len(due) < len(units):
                 return False  # stopped at a unit not yet due
@@ -291,7 +289,6 @@ class ScheduleService(Service):
                     return False, n
                 batch = 1
                 continue
-            state.dirty = True
             n += len(units)
         return True, n
 

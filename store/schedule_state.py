@@ -154,7 +154,8 @@ class ScheduleState:
         before = self.offsets.get(self.timer_qid, 0)
         self.pending.difference_update(indexes)
         self.keep.difference_update(indexes)
-        self.offsets[self.timer_qid] = self.watermark()
+        self.set_offset(self.timer_qid, self.watermark())
+        self.dirty = True  # the delivered marks changed, whether the watermark moved or not
         return units, kept, before
 
     def undo(self, units: list[TimerUnit], kept: set[int], before: int) -> None:
@@ -164,7 +165,7 @@ class ScheduleState:
             heapq.heappush(self._index_heap, e[1])
         self.pending.update(e[1] for e in units)
         self.keep |= kept
-        self.offsets[self.timer_qid] = before
+        self.set_offset(self.timer_qid, before)
 
     def due(self, now_ms: int) -> bool:
         return bool(self.heap) and self.heap[0][0] <= now_ms
