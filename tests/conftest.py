@@ -24,47 +24,20 @@ from tests.integration.harness import Group
 from tests.support.etcd import EtcdServer
 from tests.support.leader_store import LeaderStore
 from tests.support.nodes import Nodes
+from tests.support import workers
 from tests.support.volumes import tmpfs_volumes
 
 
-# scripts/test runs the suite on two pytest-xdist workers: most of its time is spent waiting on
-# real processes, elections and leases, not on the CPU. A group's tests run on one worker, in
-# order: by default a module's (its module fixtures are set up once); the compose tests together
-# (they publish the same host ports and write deploy/secrets); the audit tests together (one
-# SparkSession and one replicated run for the session).
-SHARED_GROUPS = {"deploy": "compose", "audit": "audit"}
-# The longest groups go first, so that no worker is left alone with one of them at the end.
-LONGEST_FIRST = ("compose", "tests/drills/test_drills.py", "audit")
-
-
-def group_of(nodeid: str) -> str:
-    """The group of a test id ("tests/<package>/<module>.py::<test>")."""
-    path = nodeid.split("::", 1)[0]
-    parts = path.split("/")
-    return SHARED_GROUPS.get(parts[1], path) if len(parts) > 2 else path
-
-
 def pytest_collection_modifyitems(config, items):
-    """The longest groups first; a module's tests keep their order (the sort is stable)."""
-    def rank(item) -> int:
-        group = group_of(item.nodeid)
-        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
-    items.sort(key=rank)
+    """The longest worker groups first (tests/support/workers.py); a module's tests keep their
+    order (the sort is stable)."""
+    items.sort(key=lambda item: workers.rank(item.nodeid))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """xdist's scope scheduling by `group_of`, in collection order (not reordered by the
-    number of tests in a group). xdist's own `xdist_group` marks are not used: the worker
-    writes the group into the test's id, which pytest 9.2 no longer lets it change."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class GroupScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return group_of(nodeid)
-
-    config.option.loadscopereorder = False
-    return GroupScheduling(config, log)
+    """What shares a worker when scripts/test runs the suite on two (tests/support/workers.py)."""
+    return workers.scheduler(config, log)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
