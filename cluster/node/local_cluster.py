@@ -127,8 +127,9 @@ def free_base_port() -> int:
     (+30), the archive (+40) and each one's metrics (+5). Chosen below the kernel's ephemeral
     range: a port there is never taken by an outgoing connection, so a node that a drill
     kills can restart on its ports (an ephemeral base port lost that race now and then), and
-    above the ports the compose cluster publishes on the host (9090-10936), which may be up
-    at the same time (the tests run on two workers)."""
+    above the ports the compose cluster publishes on the host (9090-10936) and those of a
+    `cluster local` on its default base port (10911-10956), which may be up at the same time
+    (the tests run on two workers)."""
     offsets = [port + metrics for port in (0, 10, 20, CONTROLLER_PORT_OFFSET,
                                            local_archive.ARCHIVE_PORT_OFFSET)
                for metrics in (0, METRICS_PORT_OFFSET)]
