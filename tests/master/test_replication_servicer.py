@@ -34,9 +34,17 @@ def fill(master) -> None:
         assert master.put_messages(msgs).status.name == "PUT_OK"
 
 
+# The raw slave's channel without BDP probing: its stream window stays at gRPC's initial size,
+# so a stall seen once is final. With probing, the window grew to 5-8 MiB in steps timed by
+# ping round trips; on a loaded host a step could come after the stall was seen, and the
+# "stuck" write then completed during the grace period and the stream ended by itself (CI
+# failed so once in test_without_dropping_the_stuck_write_the_stream_stays).
+FIXED_WINDOW = (("grpc.http2.bdp_probe", 0),)
+
+
 def open_stream(master, node_id: str = "broker-a:7"):
     """A raw slave: Hello from an empty log; returns (channel, call, outbox)."""
-    return raw_slave.open_stream(master.address, node_id, CLUSTER_SECRET)
+    return raw_slave.open_stream(master.address, node_id, CLUSTER_SECRET, options=FIXED_WINDOW)
 
 
 def stalled_connection(role):

@@ -15,9 +15,11 @@ from tests.support.streams import Outbox
 BROKER_NAME = "broker-a"
 
 
-def open_stream(address: str, node_id: str, secret: str):
-    """(channel, call, outbox) of a stream whose Hello is sent; the caller closes all three."""
-    channel = grpc.insecure_channel(address)
+def open_stream(address: str, node_id: str, secret: str,
+                options: tuple[tuple[str, object], ...] = ()):
+    """(channel, call, outbox) of a stream whose Hello is sent, on a channel with `options`;
+    the caller closes all three."""
+    channel = grpc.insecure_channel(address, options=options)
     outbox = Outbox()
     outbox.put(rpb.SlaveMessage(hello=rpb.Hello(node_id=node_id, broker_name=BROKER_NAME,
                                                 max_offset=0, min_offset=0)))
