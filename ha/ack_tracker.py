@@ -35,11 +35,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from store.clock import Clock
-from store.completion import Completion
+from common.clock import Clock
+from common.completion import Completion
 from store.errors import ConfigError
 from store.put_result import PutStatus
-from store.yielding_lock import YieldingLock
+from common.yielding_lock import YieldingLock
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import collections
 import enum
 from dataclasses import dataclass
 
-from .crc import crc32c
+from common.crc import crc32c
 from .epoch import EpochCache, EpochError, resume_offset
 from .messages import Ack, Chunk, Hello, MasterMessage, Nack, SlaveMessage, Welcome
 

@@ -89,7 +89,7 @@ class Chunk:
     epoch_start_offset: int  # where that epoch began
     confirm_offset: int  # min of the in-sync acks and the master's max
     master_max_offset: int
-    crc32c: int  # CRC-32C (Castagnoli) of data, see ha/crc.py
+    crc32c: int  # CRC-32C (Castagnoli) of data, see common/crc.py
 
 
 SlaveMessage = Hello | Ack | Nack

@@ -24,7 +24,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from .crc import crc32c
+from common.crc import crc32c
 from .epoch import EpochCache, EpochError, resume_offset
 from .messages import Chunk, Hello, MasterMessage, Welcome
 

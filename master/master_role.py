@@ -21,13 +21,13 @@ from ha.ack_tracker import AckTracker, SlaveAckState
 from ha.epoch import EpochCache
 from ha.master_session import MasterView
 from store import codec
-from store.clock import Clock
+from common.clock import Clock
 from store.codec import Message
-from store.completion import Completion
+from common.completion import Completion
 from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.put_result import PutResult, PutStatus
-from store.service import PeriodicTask
+from common.service import PeriodicTask
 
 from .write_lease import WriteLease
 

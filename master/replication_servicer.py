@@ -29,7 +29,7 @@ from ha.messages import Hello, MalformedMessage, MasterMessage
 from proto import replication_pb2 as pb
 from proto import replication_pb2_grpc as pb_grpc
 from store.errors import OffsetOutOfRange
-from store.failpoints import should_corrupt
+from common.failpoints import should_corrupt
 
 from master import master_wire as wire
 from master.master_role import MasterRole

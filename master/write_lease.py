@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 
-from store.clock import Clock
+from common.clock import Clock
 
 
 class WriteLease:

@@ -46,10 +46,10 @@ from ha.messages import Ack, Chunk, MalformedMessage, MasterMessage, Nack, Slave
 from ha.slave_session import (Append, Disconnect, RecordEpoch, SendAck, SendNack, SetConfirm,
                               SlaveSession, SlaveState, Truncate)
 from proto import replication_pb2 as pb
-from store.clock import Clock
+from common.clock import Clock
 from store.config import StoreConfig
 from store.epoch_file import EpochFile
-from store.failpoints import failpoint
+from common.failpoints import failpoint
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 

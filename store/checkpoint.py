@@ -26,7 +26,7 @@ import threading
 from typing import Any, Callable, NamedTuple
 
 from store.errors import DiskError
-from store.fileio import DEFAULT_FILE_IO, FileIO
+from .commitlog.fileio import DEFAULT_FILE_IO, FileIO
 
 CHECKPOINT_FILE_SIZE = 4096
 _FIELDS = struct.Struct(">qqqqq")
@@ -148,7 +148,7 @@ class StoreCheckpoint:
 
     def flush(self) -> None:
         """Persist all fields crash-safely. Raises DiskError (old file content intact) when any
-        step fails; the failure is not retried (see store.fileio on fsync errors)."""
+        step fails; the failure is not retried (see store.commitlog.fileio on fsync errors)."""
         with self._flush_lock:
             image = self.encode()
             try:

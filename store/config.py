@@ -70,7 +70,7 @@ class StoreConfig:
     transient_store_pool_enable: bool = False
     transient_store_pool_size: int = 5
     write_without_mmap: bool = False  # pwrite instead of writing through the mapping
-    # ours: fault this much of the commitlog in ahead of the writes (store/prefault.py); 0: off
+    # ours: fault this much of the commitlog in ahead of the writes (store/commitlog/prefault.py); 0: off
     prefault_ahead_bytes: int = 16 * 1024 * 1024
     flush_interval_consume_queue: int = 1000
     flush_consume_queue_least_pages: int = 2
@@ -88,14 +88,14 @@ class StoreConfig:
     destroy_mapped_file_interval_forcibly: int = 120_000
     redelete_hanged_file_interval: int = 120_000
     clean_file_forcibly_enable: bool = True
-    # Ours: what forced cleanup may delete (store/retention_guard.py).
+    # Ours: what forced cleanup may delete (store/retention/retention_guard.py).
     disk_pressure_policy: str = "protect-unconsumed"
     check_crc_on_recover: bool = True
     force_verify_prop_crc: bool = False
     enabled_append_prop_crc: bool = False
     message_index_enable: bool = True
     message_index_safe: bool = False
-    # Ours: the index is built by a child process (store/index_process.py) instead of under
+    # Ours: the index is built by a child process (store/index/index_process.py) instead of under
     # the serving process's GIL. Off for an embedded store; the nodes turn it on.
     message_index_process_enable: bool = False
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER

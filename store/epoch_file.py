@@ -39,7 +39,7 @@ import zlib
 from typing import Iterable, Sequence
 
 from .errors import CorruptFile, DiskError
-from .fileio import DEFAULT_FILE_IO, FileIO
+from .commitlog.fileio import DEFAULT_FILE_IO, FileIO
 from .layout import backup_path
 
 log = logging.getLogger(__name__)

@@ -23,9 +23,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from store.clock import SYSTEM_CLOCK, Clock
+from common.clock import SYSTEM_CLOCK, Clock
 from store.errors import ConfigError, CorruptFile, DiskError
-from store.fileio import DEFAULT_FILE_IO, FileIO
+from .commitlog.fileio import DEFAULT_FILE_IO, FileIO
 from store.layout import StoreLayout, backup_path
 
 PERM_INHERIT = 1

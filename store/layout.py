@@ -7,9 +7,9 @@ spells these names.
                                 COMMITLOG_DIR: records (store.codec); storePathCommitLog may
                                 put it elsewhere (StoreConfig.commit_log_dir)
         consumequeue/<topic>/<queueId>/<20-digit byte offset of the first unit>
-                                CONSUME_QUEUE_DIR: 20-byte units (store.consume_queue)
+                                CONSUME_QUEUE_DIR: 20-byte units (store.queue.consume_queue)
         index/<yyyyMMddHHmmssSSS>
-                                INDEX_DIR: hash index files (store.index_file)
+                                INDEX_DIR: hash index files (store.index.index_file)
         checkpoint              CHECKPOINT_FILE: 4096 bytes (store.checkpoint)
         abort                   ABORT_FILE: empty marker (store.markers)
         lock                    LOCK_FILE: flock + holder's pid (store.markers)
@@ -19,7 +19,7 @@ spells these names.
                                 store.json_config.TopicConfigTable; an old-style per-node
                                 file is imported once)
             delayOffset.json    DELAY_OFFSET_FILE: a view of the schedule progress records
-                                (store.schedule)
+                                (store.schedule.schedule)
             consumerOffset.json CONSUMER_OFFSET_FILE (a view of the consumer state; the audit)
             subscriptionGroup.json
                                 SUBSCRIPTION_GROUP_FILE (a view of the consumer state's groups)

@@ -19,7 +19,7 @@ import time
 from types import TracebackType
 
 from store.errors import DiskError, StoreLocked
-from store.fileio import DEFAULT_FILE_IO, FileIO
+from .commitlog.fileio import DEFAULT_FILE_IO, FileIO
 from store.layout import ABORT_FILE, LOCK_FILE
 
 
@@ -151,7 +151,7 @@ class StoreLock:
 
     def _flock(self, fd: int) -> None:
         """flock, waiting up to DEAD_HOLDER_WAIT_S while the pid in the file is a process
-        that no longer exists: its index process (store/index_process.py) shares the lock
+        that no longer exists: its index process (store/index/index_process.py) shares the lock
         and exits as soon as it sees its parent gone, a few milliseconds later."""
         deadline = time.monotonic() + DEAD_HOLDER_WAIT_S
         while True:

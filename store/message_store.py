@@ -17,26 +17,26 @@ from typing import Callable
 
 from . import recovery, running_flags as rf
 from .checkpoint import StoreCheckpoint
-from .clock import SYSTEM_CLOCK, Clock
-from .commitlog import CommitLog
+from common.clock import SYSTEM_CLOCK, Clock
+from .commitlog.commitlog import CommitLog
 from .config import StoreConfig
-from .consume_queue_store import ConsumeQueueStore
-from .dispatch import delay_level_lookup
+from .queue.consume_queue_store import ConsumeQueueStore
+from .dispatch.dispatch import delay_level_lookup
 from .errors import DiskError
-from .fileio import DEFAULT_FILE_IO, FileIO
-from .flush import AsyncFlushService, CommitService, FlushFailure
-from .group_commit import GroupCommitService
-from .index_process import IndexProcess
-from .index_service import IndexService
+from .commitlog.fileio import DEFAULT_FILE_IO, FileIO
+from .flush.flush import AsyncFlushService, CommitService, FlushFailure
+from .flush.group_commit import GroupCommitService
+from .index.index_process import IndexProcess
+from .index.index_service import IndexService
 from .latency import ByStatus
-from .retention_guard import ArchivedUpTo, ConsumerProgress, no_consumers
+from .retention.retention_guard import ArchivedUpTo, ConsumerProgress, no_consumers
 from .layout import StoreLayout
-from .logics_flush import LogicsFlushService
+from .flush.logics_flush import LogicsFlushService
 from .markers import AbortMarker, StoreLock
 from .reader import MessageReader, TagFilter
 from .get_result import GetMessageResult
-from .reput import ReputService
-from .prefault import PrefaultService
+from .dispatch.reput import ReputService
+from .commitlog.prefault import PrefaultService
 from .put_input import PutInput
 from .store_writes import StoreWrites
 
@@ -138,7 +138,7 @@ class MessageStore(StoreWrites):
                                     max_count=config.max_msgs_num_batch)
         self.input = PutInput(lambda: self.config, clock, self._delay_levels)
         self.extra_services: list = []  # retention, schedule: attached by their modules
-        # Injected by the node (store/retention_guard.py): what consumer groups still need,
+        # Injected by the node (store/retention/retention_guard.py): what consumer groups still need,
         # and (the archive's hooks, unset until there is one) how far the archive answered
         # for the files and how far it holds them.
         self.consumer_progress: ConsumerProgress = no_consumers
@@ -227,7 +227,8 @@ class MessageStore(StoreWrites):
     def _attach_default_services(self) -> None:
         """Retention and the schedule (delay) service run with every store unless a caller
         attached its own instances (tests inject clocks and disk-usage functions)."""
-        from . import retention, schedule  # they import this module's types
+        from .retention import retention
+        from .schedule import schedule  # they import this module's types
         kinds = {type(s) for s in self.extra_services}
         if retention.RetentionService not in kinds:
             retention.attach(self)

@@ -12,13 +12,13 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from . import codec
-from .clock import Clock
+from common.clock import Clock
 from .codec import EncodedRecord, Message
 from .config import StoreConfig
-from .dispatch import dispatch_hint
+from .dispatch.dispatch import dispatch_hint
 from .errors import MessageIllegal, PropertiesSizeExceeded
 from .put_result import PutResult, PutStatus
-from .schedule_rewrite import TIMER_PROPERTIES, to_schedule
+from .schedule.schedule_rewrite import TIMER_PROPERTIES, to_schedule
 from .validation import check_message
 
 # A message with one of these asks for a delay (to_schedule decides what it becomes).

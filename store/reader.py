@@ -7,8 +7,8 @@ from typing import Any, Callable, Iterable
 
 from . import codec
 from .codec import MessageRecord
-from .commitlog import CommitLog
-from .commitlog_walk import CommitLogWalk
+from .commitlog.commitlog import CommitLog
+from .commitlog.commitlog_walk import CommitLogWalk
 from .errors import OffsetOutOfRange
 from .get_result import GetMessageResult, GetStatus, QueueRef
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 from . import codec
 from .codec import RecordKind
-from .commitlog import CommitLog
-from .commitlog_walk import CommitLogWalk
-from .mapped_file import MappedFile
+from .commitlog.commitlog import CommitLog
+from .commitlog.commitlog_walk import CommitLogWalk
+from .commitlog.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 

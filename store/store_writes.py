@@ -13,23 +13,23 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from . import codec, recovery, running_flags as rf
 from .codec import Message
-from .completion import Completion
+from common.completion import Completion
 from .errors import CreateFileError, DiskError, NoRoomForFile
-from .group_commit import GroupCommitService
+from .flush.group_commit import GroupCommitService
 from .put_result import PutResult, PutStatus
-from .retention_guard import TABLE_TOPIC_PREFIX
+from .retention.retention_guard import TABLE_TOPIC_PREFIX
 
 if TYPE_CHECKING:
-    from .commitlog import CommitLog
+    from .commitlog.commitlog import CommitLog
     from .config import StoreConfig
-    from .fileio import FileIO
+    from .commitlog.fileio import FileIO
     from .message_store import StoreStats
-    from .consume_queue_store import ConsumeQueueStore
-    from .flush import AsyncFlushService, CommitService, FlushFailure
-    from .index_process import IndexProcess
-    from .index_service import IndexService
+    from .queue.consume_queue_store import ConsumeQueueStore
+    from .flush.flush import AsyncFlushService, CommitService, FlushFailure
+    from .index.index_process import IndexProcess
+    from .index.index_service import IndexService
     from .put_input import PutInput
-    from .reput import ReputService
+    from .dispatch.reput import ReputService
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 A store preallocates whole files: commitlog files of `mappedFileSizeCommitLog`, consume queue
 files of `mappedFileSizeConsumeQueue` per queue, and index files (header and hash slots of
-`maxHashSlotNum`, then entries in steps: store/index_file.py). Writes are refused from
+`maxHashSlotNum`, then entries in steps: store/index/index_file.py). Writes are refused from
 `diskSpaceWarningLevelRatio` of the volume on, forced cleanup can only delete a commitlog
 file that is not the one being written, and a client put creates a commitlog file only while
 one more would still fit (the room kept for the node's own records, MessageStore._keep_room),
@@ -23,8 +23,8 @@ from typing import Callable
 
 from .config import StoreConfig, key_for
 from .errors import ConfigError
-from .fileio import existing_parent
-from .index_file import initial_index_file_size
+from .commitlog.fileio import existing_parent
+from .index.index_file import initial_index_file_size
 from .layout import StoreLayout
 
 CQ_FILES_AT_START = 8

@@ -19,7 +19,7 @@ import time  # noqa: E402
 
 import pytest  # noqa: E402
 
-from store.clock import ManualClock
+from common.clock import ManualClock
 from tests.integration.harness import Group
 from tests.support.etcd import EtcdServer
 from tests.support.leader_store import LeaderStore

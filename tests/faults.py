@@ -5,7 +5,7 @@ import errno
 import os
 import threading
 
-from store.fileio import FileIO
+from store.commitlog.fileio import FileIO
 
 
 class FaultyFileIO(FileIO):

@@ -23,8 +23,8 @@ import grpc
 
 from proto import admin_pb2 as pb
 from store.errors import FlushTimeout
-from store.retention import RetentionService, default_disk_usage
-from store.schedule import ScheduleService
+from store.retention.retention import RetentionService, default_disk_usage
+from store.schedule.schedule import ScheduleService
 
 from cluster.admin.admin_error import AdminError, invalid
 

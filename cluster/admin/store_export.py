@@ -48,12 +48,17 @@ from typing import TYPE_CHECKING, Iterator
 
 from proto import admin_pb2 as pb
 from store import layout
-from store.consume_queue import bytes_before
-from store.index_file import (HASH_SLOT_SIZE, INDEX_ENTRY, INDEX_ENTRY_SIZE, INDEX_HEADER,
-                              INDEX_HEADER_SIZE)
+from store.queue.consume_queue import bytes_before
+from store.index.index_file import (
+    HASH_SLOT_SIZE,
+    INDEX_ENTRY,
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER,
+    INDEX_HEADER_SIZE,
+)
 
 if TYPE_CHECKING:
-    from store.mapped_file import MappedFile
+    from store.commitlog.mapped_file import MappedFile
     from store.message_store import MessageStore
 
 PARTS = (layout.COMMITLOG_DIR, layout.CONSUME_QUEUE_DIR, layout.INDEX_DIR, layout.CONFIG_DIR,

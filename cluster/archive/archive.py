@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from proto import admin_pb2 as admin_pb
-from store.clock import Clock
-from store.service import Service
+from common.clock import Clock
+from common.service import Service
 
 from cluster.admin.message_lookup import lookup
 from cluster.archive.archive_group import ArchiveGroup, group_names

@@ -37,14 +37,14 @@ from dataclasses import asdict, dataclass, replace
 from typing import Iterable
 
 from store import codec
-from store.clock import Clock
-from store.commitlog_walk import CommitLogWalk, Stop
+from common.clock import Clock
+from store.commitlog.commitlog_walk import CommitLogWalk, Stop
 from store.config import StoreConfig
-from store.consume_queue_store import ConsumeQueueStore
-from store.dispatch import delay_level_lookup, request_from_fields
-from store.fileio import DEFAULT_FILE_IO
+from store.queue.consume_queue_store import ConsumeQueueStore
+from store.dispatch.dispatch import delay_level_lookup, request_from_fields
+from store.commitlog.fileio import DEFAULT_FILE_IO
 from store.get_result import GetMessageResult
-from store.index_service import IndexService
+from store.index.index_service import IndexService
 from store.layout import StoreLayout, offset_file_name
 from store.reader import MessageReader, TagFilter
 

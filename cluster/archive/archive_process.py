@@ -17,9 +17,9 @@ from proto import archive_pb2 as archive_pb
 from proto import archive_pb2_grpc, membership_pb2_grpc
 from proto import controller_pb2 as controller_pb
 from proto import controller_pb2_grpc as controller_pb_grpc
-from store.clock import SYSTEM_CLOCK, Clock
+from common.clock import SYSTEM_CLOCK, Clock
 from store.errors import StoreError
-from store.retention import DiskUsage, default_disk_usage
+from store.retention.retention import DiskUsage, default_disk_usage
 
 from cluster.admin.admin_token import BearerTokenInterceptor, ensure_token_file
 from cluster.archive.archive import Archive

@@ -20,10 +20,10 @@ import os
 import time
 from typing import TYPE_CHECKING, Callable
 
-from store.clock import Clock
+from common.clock import Clock
 from store.layout import offset_file_name
-from store.retention import DiskUsage, default_disk_usage
-from store.service import Service
+from store.retention.retention import DiskUsage, default_disk_usage
+from common.service import Service
 
 from cluster.archive.archive_group import ArchiveGroup
 from cluster.archive.ship_plan import LocalFile

@@ -97,7 +97,7 @@ class ArchivedCommitLog:
             return codec.decode(f.view, pos, limit, check_crc=check_crc)
 
     def records(self) -> "ArchivedRecords":
-        """A run of reads (store.commitlog.CommitLog.records' interface): each one is a
+        """A run of reads (store.commitlog.commitlog.CommitLog.records' interface): each one is a
         get_message, under the lock, so no file is held between them."""
         return ArchivedRecords(self)
 

@@ -16,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from store.fileio import DEFAULT_FILE_IO
+from store.commitlog.fileio import DEFAULT_FILE_IO
 
 
 @dataclass(frozen=True)

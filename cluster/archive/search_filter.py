@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from store import codec
 from store.codec import MessageRecord
-from store.commitlog_walk import CommitLogWalk
+from store.commitlog.commitlog_walk import CommitLogWalk
 from store.readonly.files import ROFile
 from store.reader import record_decoder
 

@@ -17,7 +17,7 @@ logged once, and retention may delete it (the archive keeps a gap). Everything e
 
 Retention waits for the archive only while this node ships (a slave, or any node with
 archiveShipFrom=ANY); under disk pressure it deletes by diskPressurePolicy anyway and counts
-what the archive did not get (store/retention.py), so a dead archive cannot fill the disk.
+what the archive did not get (store/retention/retention.py), so a dead archive cannot fill the disk.
 
 Locking: `_lock` guards `verdicts` and `stats` (the retention thread reads them); the
 shipping itself runs on this service's thread only.
@@ -34,14 +34,14 @@ from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 import grpc
 
-from ha.crc import crc32c
+from common.crc import crc32c
 from proto import archive_pb2 as pb
 from proto import archive_pb2_grpc as pb_grpc
 from store import running_flags as rf
-from store.clock import Clock
+from common.clock import Clock
 from store.layout import offset_file_name
-from store.retention import file_time_ms
-from store.service import Service
+from store.retention.retention import file_time_ms
+from common.service import Service
 
 from cluster.archive.ship_plan import (LocalFile, ShipRules, Verdict, held_up_to, next_to_ship,
                                        released_up_to)

@@ -22,8 +22,8 @@ import zlib
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from ha.crc import crc32c, crc32c_extend
-from store.fileio import DEFAULT_FILE_IO
+from common.crc import crc32c, crc32c_extend
+from store.commitlog.fileio import DEFAULT_FILE_IO
 from store.layout import offset_file_name
 
 CODECS = ("zlib", "none")

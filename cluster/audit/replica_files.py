@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 
 from store.checkpoint import StoreCheckpoint
-from store.consume_queue import CQ_STORE_UNIT_SIZE, is_filler, is_valid
+from store.queue.consume_queue import CQ_STORE_UNIT_SIZE, is_filler, is_valid
 from store.epoch_file import EpochFile
 from store.errors import StoreError
 from store.json_config import JsonConfigFile

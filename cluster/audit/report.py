@@ -5,7 +5,7 @@ import json
 import os
 from datetime import datetime, timezone
 
-from store.text_output import format_table
+from common.text_output import format_table
 
 from cluster.audit.metadata import group_lag
 from cluster.audit.model import ERROR, INFO, KINDS, SEVERITIES, WARNING, AuditResult

@@ -1,7 +1,7 @@
 """Executor side: decode commitlog ranges with store.codec into small rows.
 
 Every record is checked and parsed by store.codec (check_record, decode_dispatch_fields,
-decode) along store.commitlog_walk; nothing here decodes a record by itself. A task walks from
+decode) along store.commitlog.commitlog_walk; nothing here decodes a record by itself. A task walks from
 its start (a record boundary, checked) while the position is below its range end; a record that
 starts in the range is read whole; the walk of a file stops at its first corrupt or empty record
 or at the end-of-file BLANK filler.
@@ -43,9 +43,9 @@ from typing import Iterator, NamedTuple
 
 from store import codec
 from store.codec import RecordKind
-from store.commitlog_walk import CommitLogWalk, Stop, stop_reason
+from store.commitlog.commitlog_walk import CommitLogWalk, Stop, stop_reason
 from store.config import StoreConfig
-from store.dispatch import SCHEDULE_TOPIC, delay_level_lookup, schedule_tags_code
+from store.dispatch.dispatch import SCHEDULE_TOPIC, delay_level_lookup, schedule_tags_code
 
 from cluster.consume.records import STATE_TOPIC
 from cluster.metadata.topic_state import TOPIC_TABLE_TOPIC

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple
 
-from store.consume_queue import CQ_STORE_UNIT_SIZE, CQ_UNIT, FILLER_SIZE
+from store.queue.consume_queue import CQ_STORE_UNIT_SIZE, CQ_UNIT, FILLER_SIZE
 
 from cluster.audit import digest
 

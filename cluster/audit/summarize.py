@@ -1,15 +1,15 @@
 """Executor side, pass 1: one sweep over every record that keeps record data in the task and
 emits only the SUMMARY_COLUMNS rows described in cluster.audit.scan (end, resplit, corrupt,
 digest, qgap, qedge, keys, table). Records are checked and parsed by store.codec only, along
-store.commitlog_walk."""
+store.commitlog.commitlog_walk."""
 from __future__ import annotations
 
 import zlib
 from typing import Iterator
 
 from store import codec
-from store.dispatch import delay_level_lookup
-from store.commitlog_walk import CommitLogWalk
+from store.dispatch.dispatch import delay_level_lookup
+from store.commitlog.commitlog_walk import CommitLogWalk
 
 from cluster.audit import digest
 from cluster.audit.scan import (CORRUPT, DEFAULT_DELAY_LEVELS_MS, DIGEST, KEYS, QEDGE, QGAP, TABLE_TOPICS,
@@ -93,7 +93,7 @@ def summarize(task: CommitLogTask, bucket_bytes: int,
 
 
 def _walk(task: CommitLogTask, view, size: int, delay_ms, ended: list) -> Iterator[tuple]:
-    """(phys, size) of the records of the task's range (store.commitlog_walk, CRC checked),
+    """(phys, size) of the records of the task's range (store.commitlog.commitlog_walk, CRC checked),
     then (phys, None) for the record the walk stopped at when it is not a BLANK or EMPTY (its
     bucket counts it); `ended` receives (position where the walk ended, scan._stop's tuple)."""
     walk = CommitLogWalk(check_crc=True)

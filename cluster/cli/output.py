@@ -11,7 +11,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
-from store.text_output import format_table
+from common.text_output import format_table
 
 
 def to_dict(msg: Message) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import sys
 import threading
 from typing import Callable
 
-from store import failpoints
+from common import failpoints
 from store.broker_role import BrokerRole
 from store.config import parse_properties
 from store.errors import ConfigError, StoreError

@@ -18,7 +18,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from proto import batch_receive_pb2 as br
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
-from store.clock import Clock
+from common.clock import Clock
 from store.codec import MessageRecord
 from store.errors import OffsetOutOfRange
 from store.get_result import QueueRef

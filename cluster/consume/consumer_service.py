@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.codec import Message
 from store.layout import StoreLayout
-from store.retention_guard import QueueConsumed
+from store.retention.retention_guard import QueueConsumed
 
 from cluster.consume.records import CONSUMER_STATE_RECORDS
 from cluster.consume.state import ConsumerState, GroupInfo
@@ -34,7 +34,7 @@ from cluster.replicated.replicated_table import AppendRefused, Pending, Replicat
 
 if TYPE_CHECKING:
     from master.master_role import MasterRole
-    from store.clock import Clock
+    from common.clock import Clock
     from store.message_store import MessageStore
 
     from cluster.messaging.route import TopicRegistry
@@ -179,7 +179,7 @@ class ConsumerService:
         return out
 
     def retention_progress(self) -> list[QueueConsumed] | None:
-        """What retention must keep (store/retention_guard.py): every (group, topic, queue) a
+        """What retention must keep (store/retention/retention_guard.py): every (group, topic, queue) a
         group consumed from, and the other queues of those topics (from their min offset), with
         the next offset the group consumes. None when this node does not lead (a slave keeps
         no consumer state: its retention then deletes nothing early) or the table cannot be

@@ -4,7 +4,7 @@ them from the commitlog files itself, on the other core, instead of under the GI
 the clients. Reading the records and building their messages were 27-57% of a master's
 samples under consumers (tests/perf/README).
 
-Requests and replies are frames (store/pipe_frames.py) on the child's stdin and stdout, on the
+Requests and replies are frames (common/pipe_frames.py) on the child's stdin and stdout, on the
 event loop of the server: written without blocking (what the pipe does not take yet is
 written when it can), replies read as they come and matched to their request by id, so the
 receives of many consumers are in flight at once:
@@ -33,7 +33,7 @@ import sys
 import time
 from typing import Callable
 
-from store.pipe_frames import PIPE_READ, FrameDecoder, PipeError, encode_frame
+from common.pipe_frames import PIPE_READ, FrameDecoder, PipeError, encode_frame
 
 from cluster.consume.delivery_bytes import MessageParts
 

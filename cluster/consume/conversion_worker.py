@@ -33,7 +33,7 @@ from typing import BinaryIO
 from store import codec
 from store.codec import MessageRecord
 from store.layout import is_offset_file_name
-from store.pipe_frames import PIPE_READ, FrameDecoder, PipeError, child_main, write_frame
+from common.pipe_frames import PIPE_READ, FrameDecoder, PipeError, child_main, write_frame
 from store.readonly.files import ROFile, numbered_files
 
 from cluster.consume.delivery_bytes import MessageParts, message_parts

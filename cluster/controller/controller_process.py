@@ -21,9 +21,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from proto import controller_pb2_grpc, membership_pb2_grpc
-from store.clock import SYSTEM_CLOCK, Clock
+from common.clock import SYSTEM_CLOCK, Clock
 from store.errors import StoreError
-from store.service import PeriodicTask
+from common.service import PeriodicTask
 
 from cluster.admin.admin_token import BearerTokenInterceptor, ensure_token_file
 from cluster.controller.controller_config import ControllerConfig

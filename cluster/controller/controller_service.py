@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
-from store.clock import Clock
+from common.clock import Clock
 from store.json_config import JsonConfigFile
 
 from cluster.controller.active_gate import ALWAYS_ACTIVE, ActiveGate, NotActiveController

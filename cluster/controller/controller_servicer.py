@@ -11,7 +11,7 @@ import grpc
 
 from proto import controller_pb2 as pb
 from proto import controller_pb2_grpc as pb_grpc
-from store.clock import SYSTEM_CLOCK, Clock
+from common.clock import SYSTEM_CLOCK, Clock
 from store.errors import StoreError
 
 from cluster.controller.active_gate import NotActiveController

@@ -29,8 +29,8 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from store.clock import Clock
-from store.service import PeriodicTask
+from common.clock import Clock
+from common.service import PeriodicTask
 
 from cluster.controller.active_gate import NotActiveController
 from cluster.controller.etcd_client import (EtcdClient, EtcdError, compare_create, put_op,

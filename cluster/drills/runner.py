@@ -20,7 +20,7 @@ from cluster.drills.scenarios import (METADATA_QUEUES, DrillContext, Drill, Timi
                                       read_only_trigger)
 from cluster.drills.target import DrillTarget
 from cluster.drills.workload import Workload, WorkloadConfig
-from store import failpoints
+from common import failpoints
 
 HISTORY_FILE = "history.jsonl"
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Generator, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from store.clock import Clock
+    from common.clock import Clock
 
     from cluster.messaging.telemetry import StreamBudget
 

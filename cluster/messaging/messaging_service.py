@@ -54,7 +54,7 @@ from cluster.replicated.replicated_table import TableService
 from cluster.security.access import AccessControl
 
 if TYPE_CHECKING:
-    from store.clock import Clock
+    from common.clock import Clock
     from store.message_store import MessageStore
 
     from cluster.node.live_config import LiveConfig

@@ -26,7 +26,7 @@ from typing import Callable
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.get_result import GetMessageResult, GetStatus
-from store.clock import SYSTEM_CLOCK, Clock
+from common.clock import SYSTEM_CLOCK, Clock
 from store.message_store import MessageStore
 from store.reader import TagFilter
 

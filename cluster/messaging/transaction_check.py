@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from proto.apache.rocketmq.v2 import service_pb2 as s
-from store.clock import Clock
-from store.service import Service
+from common.clock import Clock
+from common.service import Service
 
 from cluster.messaging import transaction_records as tr
 from cluster.messaging.v2_status import V2Error

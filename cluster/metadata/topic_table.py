@@ -38,7 +38,7 @@ from cluster.metadata.topic_state import (TOPIC_RECORDS, TopicState, delete_even
 from cluster.replicated.replicated_table import ReplicatedTable
 
 if TYPE_CHECKING:
-    from store.clock import Clock
+    from common.clock import Clock
     from store.message_store import MessageStore
 
     from cluster.node.node_role import Role

@@ -39,8 +39,8 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily, Metric)
 
 from store.broker_role import BrokerRole
-from store.index_process import IndexProcess
-from store.retention import RetentionService, default_disk_usage
+from store.index.index_process import IndexProcess
+from store.retention.retention import RetentionService, default_disk_usage
 
 if TYPE_CHECKING:
     from cluster.node.node import Node

@@ -22,8 +22,8 @@ import grpc
 from proto import controller_pb2 as pb
 from proto import controller_pb2_grpc as pb_grpc
 from store.broker_role import BrokerRole
-from store.clock import Clock
-from store.service import Service
+from common.clock import Clock
+from common.service import Service
 
 from cluster.controller.election import Assignment
 from cluster.node.controller_choice import ControllerChoice

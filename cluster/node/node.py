@@ -27,14 +27,14 @@ from proto import membership_pb2_grpc
 from slave.replication_client import GRPC_OPTIONS, ReplicationClient
 from store import running_flags
 from store.broker_role import BrokerRole
-from store.clock import SYSTEM_CLOCK, Clock
+from common.clock import SYSTEM_CLOCK, Clock
 from store.codec import Message
 from store.epoch_file import EpochFile
 from store.errors import StoreError
 from store.layout import StoreLayout
 from store.message_store import MessageStore
 from store.put_result import PutResult
-from store.service import PeriodicTask
+from common.service import PeriodicTask
 from store.volume_check import check_volumes
 
 from cluster.admin.admin_node import AdminNode

@@ -60,7 +60,7 @@ Client limits (maxUserPropertySize, userPropertyMaxNum, maxBatchMessageCount,
 grpcMaxInboundMessageSize, ...): cluster/node/client_limits.py.
 Every other key is a StoreConfig key; unknown keys are logged and ignored, as RocketMQ does.
 One has another default on a node: messageIndexProcessEnable is true (the index is built by
-a child process, store/index_process.py; false builds it in the node's own process).
+a child process, store/index/index_process.py; false builds it in the node's own process).
 """
 from __future__ import annotations
 
@@ -219,7 +219,7 @@ class NodeConfig:
 
 
 # StoreConfig keys whose default differs on a node: a node builds its index in a child
-# process (store/index_process.py), off the GIL of the process that serves the clients.
+# process (store/index/index_process.py), off the GIL of the process that serves the clients.
 NODE_STORE_DEFAULTS = {"messageIndexProcessEnable": "true"}
 
 

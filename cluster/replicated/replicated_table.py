@@ -51,14 +51,14 @@ from store.errors import StoreError
 from store.get_result import GetStatus
 from store.json_config import JsonConfigFile
 from store.put_result import PutResult, PutStatus
-from store.service import Service
+from common.service import Service
 
 from cluster.node.node_role import NotMaster
 from cluster.replicated.table_records import TableRecordError, TableRecords
 
 if TYPE_CHECKING:
     from master.master_role import MasterRole
-    from store.clock import Clock
+    from common.clock import Clock
     from store.message_store import MessageStore
 
     from cluster.node.node_role import Role

@@ -32,7 +32,7 @@ from cluster.security.acl import Need, Refusal
 from cluster.security.acl_reload import AclSource
 
 if TYPE_CHECKING:
-    from store.clock import Clock
+    from common.clock import Clock
 
     from cluster.node.node_config import NodeConfig
 

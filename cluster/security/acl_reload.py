@@ -1,7 +1,7 @@
 """The ACL file in force, re-read without a restart when it changes on disk.
 
 `AclSource.current()` looks at the file's (mtime, size, inode) at most once per
-CHECK_INTERVAL_SECONDS of the injected clock (store.clock: tests move it by hand, nothing
+CHECK_INTERVAL_SECONDS of the injected clock (common.clock: tests move it by hand, nothing
 sleeps), and re-reads the file when they changed. A new file that does not parse keeps the
 previous ACL in force: the error is logged (ERROR, once per distinct error) and kept in
 `problem` (MessagingService.access.problem) until a good file replaces it. The first read happens in
@@ -20,7 +20,7 @@ from cluster.security.acl import Acl
 from cluster.security.acl_file import read_acl_file
 
 if TYPE_CHECKING:
-    from store.clock import Clock
+    from common.clock import Clock
 
 log = logging.getLogger(__name__)
 CHECK_INTERVAL_SECONDS = 1.0

@@ -20,7 +20,7 @@ import grpc
 
 from proto import membership_pb2 as pb
 from proto import membership_pb2_grpc as pb_grpc
-from store.clock import SYSTEM_CLOCK, Clock
+from common.clock import SYSTEM_CLOCK, Clock
 from store.errors import ConfigError
 
 from cluster.security import member_proof

@@ -27,7 +27,7 @@ import hmac
 import os
 from dataclasses import dataclass
 
-from store.clock import Clock
+from common.clock import Clock
 
 HEADER = "x-rmq-member"
 REPLICATION_STREAM = "/rmqstore.replication.v1.Replication/Stream"

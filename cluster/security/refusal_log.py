@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from store.clock import SYSTEM_CLOCK, Clock
+from common.clock import SYSTEM_CLOCK, Clock
 
 LOG_EVERY_S = 10.0
 MAX_TRACKED = 1024  # (host, reason) pairs; past it the throttle forgets, never the refusals

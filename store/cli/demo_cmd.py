@@ -14,7 +14,7 @@ from store import codec
 from store.codec import Message
 from store.layout import StoreLayout, is_offset_file_name
 from store.readonly import numbered_files
-from store.text_output import Progress, human_bytes, parse_size
+from common.text_output import Progress, human_bytes, parse_size
 from store.cli.tool_common import (EXIT_DAMAGE, EXIT_OK, UsageError, add_command, add_config_option, emit, err,
                      pos_int, progress_enabled)
 from store.cli.open_store import (TOOL_COMMIT_LOG_FILE_SIZE, UniqIdGen, build_store_config, open_store,

@@ -8,7 +8,7 @@ from typing import Any
 from store import codec
 from store.codec import MessageRecord, RecordKind
 from store.readonly import ScanResult, StoreReader
-from store.text_output import Progress, iso_ms
+from common.text_output import Progress, iso_ms
 from store.cli.tool_common import (EXIT_OK, UsageError, add_command, body_lines, emit, err, json_line, nonneg_int,
                      pos_int, progress_enabled, record_dict)
 

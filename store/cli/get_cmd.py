@@ -8,7 +8,7 @@ from typing import Any
 
 from store.layout import COMMITLOG_DIR, StoreLayout
 from store.reader import TagFilter
-from store.text_output import Progress, iso_ms
+from common.text_output import Progress, iso_ms
 from store.cli.tool_common import (EXIT_DAMAGE, EXIT_OK, UsageError, add_command, add_config_option, body_lines,
                      body_preview, emit, err, json_line, nonneg_int, pos_int, progress_enabled,
                      record_dict)

@@ -6,9 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from store.inspection import inspect_store
+from store.readonly.inspection import inspect_store
 from store.readonly import StoreReader
-from store.text_output import format_table
+from common.text_output import format_table
 from store.cli.tool_common import EXIT_OK, add_command, emit
 
 

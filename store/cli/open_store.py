@@ -15,7 +15,7 @@ from ..config import FIELD_BY_KEY, StoreConfig, key_for, load_config_file, parse
 from ..errors import ConfigError, StoreError
 from ..layout import StoreLayout, is_index_file_name, is_offset_file_name
 from ..readonly import IndexReader, infer_index_geometry, numbered_files
-from ..text_output import Progress
+from common.text_output import Progress
 from store.cli.tool_common import UsageError, err
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import Any
 
 from store import codec
 from store.codec import Message
-from store.text_output import Progress, parse_size
+from common.text_output import Progress, parse_size
 from store.cli.tool_common import (EXIT_DAMAGE, EXIT_OK, UsageError, add_command, add_config_option, emit, err,
                      json_line, nonneg_int, pos_int, progress_enabled)
 from store.cli.open_store import (TOOL_COMMIT_LOG_FILE_SIZE, UniqIdGen, build_store_config, open_store,

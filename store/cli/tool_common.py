@@ -10,7 +10,7 @@ from typing import Any
 
 from store import codec
 from store.codec import MessageRecord
-from store.text_output import isatty, iso_ms
+from common.text_output import isatty, iso_ms
 
 EXIT_OK = 0
 EXIT_DAMAGE = 1  # verify found damage, or an operation on the store failed

@@ -8,8 +8,8 @@ from collections import Counter
 from typing import Any
 
 from store.readonly import StoreReader
-from store.text_output import Progress
-from store.verify import verify_store
+from common.text_output import Progress
+from store.readonly.verify import verify_store
 from store.cli.tool_common import EXIT_DAMAGE, EXIT_OK, add_command, emit, nonneg_int, progress_enabled
 
 

@@ -1,4 +1,4 @@
-"""One index file, read-only (layout: store.index_file), and the inference of its geometry,
+"""One index file, read-only (layout: store.index.index_file), and the inference of its geometry,
 which the file does not store."""
 from __future__ import annotations
 
@@ -6,15 +6,22 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..index_file import (HASH_SLOT, HASH_SLOT_SIZE, INDEX_ENTRY, INDEX_ENTRY_SIZE, INDEX_HEADER,
-                          INDEX_HEADER_SIZE, index_key_hash,
-                          is_grown_size)
+from store.index.index_file import (
+    HASH_SLOT,
+    HASH_SLOT_SIZE,
+    INDEX_ENTRY,
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER,
+    INDEX_HEADER_SIZE,
+    index_key_hash,
+    is_grown_size,
+)
 from .files import ROFile
 
 
 @dataclass
 class IndexHeader:
-    """The 40-byte header (store.index_file.INDEX_HEADER), field for field."""
+    """The 40-byte header (store.index.index_file.INDEX_HEADER), field for field."""
 
     begin_timestamp: int
     end_timestamp: int

@@ -1,9 +1,9 @@
-"""The files of one consume queue, read-only (unit layout: store.consume_queue)."""
+"""The files of one consume queue, read-only (unit layout: store.queue.consume_queue)."""
 from __future__ import annotations
 
 from typing import Iterator
 
-from ..consume_queue import CQ_STORE_UNIT_SIZE, CQ_UNIT, FILLER_SIZE
+from store.queue.consume_queue import CQ_STORE_UNIT_SIZE, CQ_UNIT, FILLER_SIZE
 from ..layout import is_offset_file_name
 from .files import ROFile, file_holding, numbered_files
 

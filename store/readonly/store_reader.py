@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 from .. import codec
 from ..checkpoint import StoreCheckpoint
 from ..codec import RecordKind
-from ..commitlog_walk import CommitLogWalk, Stop, stop_reason
+from store.commitlog.commitlog_walk import CommitLogWalk, Stop, stop_reason
 from ..layout import (COMMITLOG_DIR, CONSUME_QUEUE_DIR, StoreLayout, is_index_file_name,
                       is_offset_file_name)
 from ..markers import holder_pid

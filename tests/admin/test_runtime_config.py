@@ -11,7 +11,7 @@ from cluster.admin.runtime_config import RUNTIME_KEYS
 from cluster.messaging.v2_status import V2Error
 from proto import admin_pb2 as pb
 from store.config import FIELD_BY_KEY
-from store.retention import RetentionService
+from store.retention.retention import RetentionService
 
 from tests.support.admin import code_of
 from tests.support.nodes import TOKEN

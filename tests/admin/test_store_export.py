@@ -361,7 +361,7 @@ def test_interceptor_guards_the_stream_method(broken_server, tmp_path):
 @pytest.mark.parametrize("chunk", [7, 64, 1 << 20])
 def test_index_file_is_exported_as_of_its_entry_count(tmp_path, chunk):
     from cluster.admin.store_export import _Index
-    from store.index_file import IndexFile
+    from store.index.index_file import IndexFile
     from store.layout import index_file_name
 
     ts = 1_700_000_000_000

@@ -12,10 +12,10 @@ from cluster.admin.store_export import StoreExport
 from store import running_flags as rf
 from store.codec import Message
 from store.config import StoreConfig
-from store.consume_queue import CQ_STORE_UNIT_SIZE, bytes_before
+from store.queue.consume_queue import CQ_STORE_UNIT_SIZE, bytes_before
 from store.message_store import MessageStore
 from store.readonly.store_reader import StoreReader
-from store.verify import verify_store
+from store.readonly.verify import verify_store
 
 RECORDS = 40
 

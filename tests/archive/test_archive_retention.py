@@ -6,8 +6,8 @@ import zlib
 
 import pytest
 
-from ha.crc import crc32c
-from store.clock import ManualClock
+from common.crc import crc32c
+from common.clock import ManualClock
 
 from cluster.archive.archive import Archive
 from cluster.archive.archive_config import ArchiveConfig

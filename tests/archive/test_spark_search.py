@@ -10,9 +10,9 @@ import zlib
 
 import pytest
 
-from ha.crc import crc32c
+from common.crc import crc32c
 from proto import admin_pb2 as admin_pb
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.codec import Message
 from store.put_result import PutStatus
 

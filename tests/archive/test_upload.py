@@ -7,8 +7,8 @@ import zlib
 
 import pytest
 
-from ha.crc import crc32c
-from store.clock import ManualClock
+from common.crc import crc32c
+from common.clock import ManualClock
 
 from cluster.archive.archive import ALREADY_HELD, STORED, Archive
 from cluster.archive.upload import UploadHeader, UploadRefused, partial_bytes

@@ -1,5 +1,5 @@
 """cluster/cli/output.table: numbers right-aligned when a whole column is numeric, bools and
-None spelled out, the indent kept (the layout itself is store.text_output.format_table)."""
+None spelled out, the indent kept (the layout itself is common.text_output.format_table)."""
 from __future__ import annotations
 
 from cluster.cli.output import table

@@ -18,7 +18,7 @@ from proto import batch_receive_pb2 as br
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store import codec
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.codec import Message
 from store.codec.layout import SysFlag
 from store.config import StoreConfig

@@ -11,7 +11,7 @@ from cluster.controller.election import ElectionConfig, NodeReport
 from cluster.controller.etcd_store import EtcdStateStore
 from cluster.controller.leadership import Leadership, LeadershipConfig
 from store.broker_role import BrokerRole
-from store.clock import ManualClock
+from common.clock import ManualClock
 
 PREFIX = "/rmq"
 CONFIG = ElectionConfig(failover_timeout_ms=3000, lease_ms=2000, settle_ms=0)

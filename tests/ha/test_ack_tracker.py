@@ -6,8 +6,8 @@ import threading
 import pytest
 
 from ha.ack_tracker import AckTracker, SlaveAckState
-from store.clock import ManualClock
-from store.completion import Completion
+from common.clock import ManualClock
+from common.completion import Completion
 from store.errors import ConfigError
 from store.put_result import PutStatus
 

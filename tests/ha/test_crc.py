@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ha import crc
+from common import crc
 
 
 def test_the_known_check_value():

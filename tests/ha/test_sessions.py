@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ha import master_session as ms
 from ha import slave_session as ss
-from ha.crc import crc32c
+from common.crc import crc32c
 from ha.epoch import EpochCache, EpochEntry
 from ha.messages import Ack, Chunk, Hello, MasterMessage, Nack, SlaveMessage, Welcome
 

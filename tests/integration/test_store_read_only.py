@@ -10,8 +10,8 @@ import os
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from store.failpoints import ENV
-from store.fileio import WRITE_FAILPOINT
+from common.failpoints import ENV
+from store.commitlog.fileio import WRITE_FAILPOINT
 from store.layout import ABORT_FILE
 
 from .harness import NodeProcess, messages, opened_store, read_queue, wait_until

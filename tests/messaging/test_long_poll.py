@@ -9,7 +9,7 @@ from concurrent.futures import wait
 
 from cluster.messaging.long_poll import Attempt, DispatchWaiter, long_poll
 from cluster.messaging.telemetry import StreamBudget
-from store.clock import ManualClock
+from common.clock import ManualClock
 from tests.support.waiting import in_background, waiting_on
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from cluster.messaging.long_poll import Attempt, DispatchWaiter, Interest, long_poll_async
 from cluster.messaging.telemetry import StreamBudget
-from store.clock import ManualClock
+from common.clock import ManualClock
 
 
 @dataclass(frozen=True)

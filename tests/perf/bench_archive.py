@@ -30,7 +30,7 @@ import zlib
 
 import grpc
 
-from ha.crc import crc32c
+from common.crc import crc32c
 from proto import admin_pb2 as admin_pb
 from proto import archive_pb2 as pb
 from proto import archive_pb2_grpc as pb_grpc

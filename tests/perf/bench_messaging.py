@@ -361,7 +361,7 @@ def print_hot_spots(path: str, top: int = 15) -> None:
 
 
 def _function(frame: str) -> str:
-    """'put (store/commitlog.py:120)' -> 'put (store/commitlog.py)'."""
+    """'put (store/commitlog/commitlog.py:120)' -> 'put (store/commitlog/commitlog.py)'."""
     name, _, where = frame.partition(" (")
     return f"{name} ({where.rpartition(':')[0] or where.rstrip(')')})"
 

@@ -39,7 +39,7 @@ import grpc
 from cluster.client.admin_client import AdminClient
 from cluster.node.node import Node
 from cluster.node.node_config import NodeConfig
-from ha import crc
+from common import crc
 from proto import replication_pb2 as rpb
 from proto import replication_pb2_grpc as rpb_grpc
 from slave.replication_client import GRPC_OPTIONS

@@ -39,9 +39,9 @@ from store import codec, recovery
 from store import running_flags as rf
 from store.codec import Message
 from store.config import StoreConfig
-from store.fileio import DEFAULT_FILE_IO, FileIO
+from store.commitlog.fileio import DEFAULT_FILE_IO, FileIO
 from store.layout import ABORT_FILE
-from store.mapped_file_queue import MappedFileQueue
+from store.commitlog.mapped_file_queue import MappedFileQueue
 from store.message_store import MessageStore
 from tests.perf import group_commit_floor, small_msync
 from tests.perf.small_msync import preallocated_mmap
@@ -189,9 +189,9 @@ _WORKER_PROFILES: list[cProfile.Profile] = []
 def _install_service_profiler() -> None:
     """Profile each background service's step() while _PROFILING is set (a runtime wrapper of
     Service._run in this process only; the store's files are not touched)."""
-    from store import service
+    from common import service
 
-    log = logging.getLogger("store.service")
+    log = logging.getLogger("common.service")
 
     def _run(self) -> None:
         prof = cProfile.Profile()

@@ -177,7 +177,7 @@ def _start_ours(run: Running, key: str, file_mib: int) -> None:
     slave_pids = [group.slave(master, i + 1, **props).pid for i in range(slaves)]
     for i, pid in enumerate(slave_pids):
         run.pids[f"slave{i + 1}"] = pid
-    # Each node's index process (store/index_process.py): its CPU is the node's too.
+    # Each node's index process (store/index/index_process.py): its CPU is the node's too.
     for name, pid in (("master", master.pid),
                       *((f"slave{i + 1}", p) for i, p in enumerate(slave_pids))):
         index = index_process_pid(pid)

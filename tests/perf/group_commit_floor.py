@@ -2,7 +2,7 @@
 
 A model with none of the store's work: each thread copies a 1,100-byte record into a shared
 mmap under a lock, then waits until a flush covers it; a waiter that finds no flush in progress
-becomes the leader and msyncs (through libc, without the GIL, as `store.fileio` does)
+becomes the leader and msyncs (through libc, without the GIL, as `store.commitlog.fileio` does)
 everything appended so far, while the others append and wait on one condition. No encoding,
 no consume queue, no checkpoint. What 8 threads reach here is the most the store's group
 commit could reach with 8 single-message putters on the same disk and interpreter, whatever
@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from store.fileio import DEFAULT_FILE_IO
+from store.commitlog.fileio import DEFAULT_FILE_IO
 
 RECORD = b"x" * 1100
 FILE_SIZE = 256 << 20

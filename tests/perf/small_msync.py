@@ -1,5 +1,5 @@
 """What one small flush costs once much of a file was written: the reason a SYNC_FLUSH commitlog
-is advised MADV_RANDOM (store/fileio.py, FileIO.advise_access).
+is advised MADV_RANDOM (store/commitlog/fileio.py, FileIO.advise_access).
 
 A 1,201-byte record (a 1 KiB message's) is appended and made durable, one at a time, near the
 start of a fresh preallocated file and again after `--mib` MiB of it were written in 128 KiB
@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from store.fileio import DEFAULT_FILE_IO
+from store.commitlog.fileio import DEFAULT_FILE_IO
 
 RECORD = os.urandom(1201)
 STEP = os.urandom(128 * 1024)

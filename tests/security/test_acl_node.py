@@ -15,7 +15,7 @@ from proto import admin_pb2 as apb
 from proto import admin_pb2_grpc as apb_grpc
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
-from store.clock import ManualClock
+from common.clock import ManualClock
 from tests.support.streams import Outbox
 from tests.support.v2 import duration, mq, msg, route
 from tests.support.waiting import wait_until

@@ -12,7 +12,7 @@ from cluster.security.access import AccessControl, AclConfig
 from cluster.security.acl import Need, Perm
 from cluster.security.acl_reload import AclSource
 from cluster.security.signature import sign
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.config import StoreConfig
 from store.errors import ConfigError
 from tests.support.files import replace_file

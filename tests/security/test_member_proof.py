@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from cluster.security import member_proof as mp
 from cluster.security.member_proof import ChallengeBook, MembershipRefused, PresentedProof
-from store.clock import ManualClock
+from common.clock import ManualClock
 
 SECRET = b"the-cluster-secret-0123"
 NODE = "broker-a:1"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from cluster.security.refusal_log import LOG_EVERY_S, RefusalLog
-from store.clock import ManualClock
+from common.clock import ManualClock
 
 
 def test_a_peer_retrying_in_a_loop_is_logged_once_per_interval(caplog):

@@ -16,11 +16,11 @@ import pytest
 
 from ha.epoch import EpochCache, EpochEntry
 from ha.messages import Chunk, Welcome
-from ha.crc import crc32c
+from common.crc import crc32c
 from master import master_wire
 from proto import replication_pb2 as pb
 from slave.replication_client import ReplicationClient
-from store.clock import SYSTEM_CLOCK
+from common.clock import SYSTEM_CLOCK
 from store.epoch_file import EpochFile
 from store.message_store import MessageStore
 from tests.store.test_message_store import config, msg

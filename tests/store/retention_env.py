@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.codec import Message
 from store.config import StoreConfig
 from store.message_store import MessageStore
 from store.put_result import PutStatus
-from store.retention import RetentionService
+from store.retention.retention import RetentionService
 
 FILE = 4096 * 4
 

@@ -6,17 +6,17 @@ from __future__ import annotations
 import os
 
 from store import codec
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.codec import Message, SysFlag
-from store.dispatch import delay_level_lookup
-from store.commitlog import CommitLog
-from store.consume_queue_store import ConsumeQueueStore
-from store.fileio import FileIO
-from store.index_service import IndexService
+from store.dispatch.dispatch import delay_level_lookup
+from store.commitlog.commitlog import CommitLog
+from store.queue.consume_queue_store import ConsumeQueueStore
+from store.commitlog.fileio import FileIO
+from store.index.index_service import IndexService
 from store.layout import StoreLayout
 from store.put_result import AppendResult
 from store.reader import MessageReader
-from store.reput import ReputService
+from store.dispatch.reput import ReputService
 
 COMMITLOG_FILE = 4096  # a few records per file: rolling (BLANK) happens all the time
 CQ_FILE = 20 * 8

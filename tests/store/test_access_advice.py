@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from store.clock import ManualClock
-from store.fileio import FileIO
+from common.clock import ManualClock
+from store.commitlog.fileio import FileIO
 from tests.faults import FaultyFileIO
 from tests.store.test_message_store import msg, opened
 

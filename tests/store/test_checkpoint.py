@@ -9,7 +9,7 @@ import pytest
 
 from store.checkpoint import CHECKPOINT_FILE_SIZE, CheckpointFields, StoreCheckpoint
 from store.errors import DiskError
-from store.fileio import FileIO
+from store.commitlog.fileio import FileIO
 from store.layout import CHECKPOINT_FILE
 
 VALUES = (1_700_000_000_123, 1_700_000_000_456, 1_700_000_000_789, 0x1_2345_6789, 987_654_321)

@@ -5,15 +5,15 @@ import os
 import pytest
 
 from store import codec
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.codec import Message, SysFlag
-from store.commitlog import CommitLog
-from store.dispatch import dispatch_hint
+from store.commitlog.commitlog import CommitLog
+from store.dispatch.dispatch import dispatch_hint
 from store.errors import CreateFileError, DiskError, OffsetOutOfRange
-from store.fileio import FileIO
+from store.commitlog.fileio import FileIO
 from store.layout import COMMITLOG_DIR
-from store import mapped_file
-from store.mapped_file_queue import MappedFileQueue
+from store.commitlog import mapped_file
+from store.commitlog.mapped_file_queue import MappedFileQueue
 from tests.faults import EIO, ENOSPC, FaultyFileIO
 
 FILE = 4096

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from store import codec
-from store.commitlog_walk import CommitLogWalk, Stop, stop_reason
+from store.commitlog.commitlog_walk import CommitLogWalk, Stop, stop_reason
 from tests.store.store_parts import COMMITLOG_FILE, Parts, message
 
 

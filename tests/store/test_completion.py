@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from store.completion import Completion
+from common.completion import Completion
 
 
 def test_wait_returns_the_value_set_by_another_thread():

@@ -89,7 +89,7 @@ ROCKETMQ_DEFAULTS = {
     "ha_max_in_flight_bytes": 8 * 1024 * 1024,  # ours
     "ha_reconnect_min_backoff": 200,  # ours
     "ha_reconnect_max_backoff": 5000,  # ours
-    "prefault_ahead_bytes": 16 * 1024 * 1024,  # ours: store/prefault.py
+    "prefault_ahead_bytes": 16 * 1024 * 1024,  # ours: store/commitlog/prefault.py
 }
 
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.consume_queue import ConsumeQueue
-from store.consume_queue_store import ConsumeQueueStore
-from store.dispatch import DispatchRequest
-from store.fileio import FileIO
+from store.queue.consume_queue import ConsumeQueue
+from store.queue.consume_queue_store import ConsumeQueueStore
+from store.dispatch.dispatch import DispatchRequest
+from store.commitlog.fileio import FileIO
 
 UNIT = 20
 FILE_UNITS = 5
@@ -430,9 +430,9 @@ def test_truncate_and_retention_scan_across_read_chunks(tmp_path):
 
 
 def test_huge_queue_offset_from_a_damaged_record_does_not_fill_millions_of_units(tmp_path):
-    from store.consume_queue import ConsumeQueue
-    from store.dispatch import DispatchRequest
-    from store.fileio import FileIO
+    from store.queue.consume_queue import ConsumeQueue
+    from store.dispatch.dispatch import DispatchRequest
+    from store.commitlog.fileio import FileIO
 
     cq = ConsumeQueue("T", 0, str(tmp_path), 20 * 8, FileIO())
     cq.load()

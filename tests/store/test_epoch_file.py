@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 
 from store.epoch_file import EpochFile, decode_epoch_file, encode_epoch_file
 from store.errors import CorruptFile, DiskError
-from store.fileio import FileIO
+from store.commitlog.fileio import FileIO
 
 # The example of RocketMQ's CheckpointFile javadoc: "2 / 773307083 / 7-7000 / 8-8000".
 GOLDEN = b"2\n773307083\n7-7000\n8-8000\n"

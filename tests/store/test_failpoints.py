@@ -11,9 +11,9 @@ from typing import Callable
 
 import pytest
 
-from store import failpoints
+from common import failpoints
 from store.errors import ConfigError
-from store.fileio import WRITE_FAILPOINT, FileIO
+from store.commitlog.fileio import WRITE_FAILPOINT, FileIO
 from tests.faults import FaultyFileIO
 
 
@@ -58,7 +58,7 @@ def test_unarmed_failpoint_does_nothing():
 
 
 def test_kill_sigkills_the_process_at_the_failpoint():
-    code = ("from store.failpoints import failpoint\n"
+    code = ("from common.failpoints import failpoint\n"
             "failpoint('before')\nprint('reached', flush=True)\nfailpoint('p')\nprint('after')")
     done = run_python(code, "p=kill")
     assert done.returncode == -signal.SIGKILL
@@ -66,7 +66,7 @@ def test_kill_sigkills_the_process_at_the_failpoint():
 
 
 def test_importing_reads_nothing_and_the_first_use_reads_the_environment():
-    code = ("from store import failpoints\n"
+    code = ("from common import failpoints\n"
             "print('imported', flush=True)\n"
             "failpoints.should_corrupt('x')\n")
     done = run_python(code, "x=bogus")
@@ -77,7 +77,7 @@ def test_importing_reads_nothing_and_the_first_use_reads_the_environment():
 
 
 def test_configure_overrides_the_environment():
-    code = ("from store import failpoints\n"
+    code = ("from common import failpoints\n"
             "failpoints.configure('p=corrupt_once')\n"
             "failpoints.failpoint('p')\n"
             "print(failpoints.should_corrupt('p'))")

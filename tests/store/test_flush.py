@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.codec import Message
 from store.config import StoreConfig
-from store.flush import AsyncFlushService, CommitService, FlushFailure
-from store.group_commit import GroupCommitService
-from store.mapped_file_queue import MappedFileQueue
+from store.flush.flush import AsyncFlushService, CommitService, FlushFailure
+from store.flush.group_commit import GroupCommitService
+from store.commitlog.mapped_file_queue import MappedFileQueue
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 from tests.faults import EIO, FaultyFileIO

@@ -9,11 +9,11 @@ import threading
 
 import pytest
 
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.errors import FlushTimeout
-from store.flush import FlushFailure
-from store.group_commit import GroupCommitService
-from store.mapped_file_queue import MappedFileQueue
+from store.flush.flush import FlushFailure
+from store.flush.group_commit import GroupCommitService
+from store.commitlog.mapped_file_queue import MappedFileQueue
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 from tests.faults import EIO, FaultyFileIO

@@ -8,8 +8,8 @@ import struct
 import pytest
 
 from store.errors import CorruptFile, DiskError
-from store.fileio import FileIO
-from store.index_file import IndexFile, index_file_size, index_key_hash
+from store.commitlog.fileio import FileIO
+from store.index.index_file import IndexFile, index_file_size, index_key_hash
 
 SLOTS, ENTRIES = 4, 4
 SIZE = 40 + SLOTS * 4 + ENTRIES * 20

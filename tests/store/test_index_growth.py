@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-import store.index_file as index_file
+import store.index.index_file as index_file
 from store.errors import CorruptFile, CreateFileError
-from store.fileio import FileIO
-from store.index_file import IndexFile, index_file_size, initial_index_file_size
+from store.commitlog.fileio import FileIO
+from store.index.index_file import IndexFile, index_file_size, initial_index_file_size
 
 NAME = "20231114221320000"
 T0 = 1_700_000_000_000

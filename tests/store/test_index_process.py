@@ -13,13 +13,13 @@ import textwrap
 import psutil
 import pytest
 
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.codec import Message
 from store.config import StoreConfig
 from store.errors import CorruptFile, CreateFileError, DiskError
-from store.index_process import IndexProcess
-from store.index_wire import IndexProcessError, error_reply, ok_value, raise_error
-from store.index_worker import IndexWorker
+from store.index.index_process import IndexProcess
+from store.index.index_wire import IndexProcessError, error_reply, ok_value, raise_error
+from store.index.index_worker import IndexWorker
 from store.layout import INDEX_DIR, index_file_name
 from store.message_store import MessageStore
 from tests.support.waiting import wait_until

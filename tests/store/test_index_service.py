@@ -8,11 +8,11 @@ import threading
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.clock import ManualClock
-from store.dispatch import DispatchRequest
-from store.fileio import FileIO
-from store.index_file import index_key_hash
-from store.index_service import IndexService
+from common.clock import ManualClock
+from store.dispatch.dispatch import DispatchRequest
+from store.commitlog.fileio import FileIO
+from store.index.index_file import index_key_hash
+from store.index.index_service import IndexService
 from store.layout import INDEX_DIR
 
 T0 = 1_700_000_000_000

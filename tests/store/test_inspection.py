@@ -1,9 +1,9 @@
-"""store/inspection.py: the inspect report, straight from a StoreReader."""
+"""store/readonly/inspection.py: the inspect report, straight from a StoreReader."""
 from __future__ import annotations
 
 import os
 
-from store.inspection import inspect_store
+from store.readonly.inspection import inspect_store
 from store.layout import CHECKPOINT_FILE, LOCK_FILE
 from store.readonly import StoreReader
 from tests.store.tool_helpers import DEMO_MESSAGES, FILE_SIZE

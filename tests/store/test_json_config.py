@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.errors import ConfigError, CorruptFile, DiskError
-from store.fileio import FileIO
+from store.commitlog.fileio import FileIO
 from store.json_config import (PERM_INHERIT, PERM_READ, PERM_WRITE, JsonConfigFile, TopicConfig,
                                TopicConfigTable)
 from store.layout import CONFIG_DIR, TOPICS_FILE

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from store.codec import Message
 from store.config import StoreConfig
-from store.fileio import FileIO
+from store.commitlog.fileio import FileIO
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 

@@ -1,13 +1,13 @@
 from __future__ import annotations
 
 from store.checkpoint import StoreCheckpoint
-from store.clock import ManualClock
-from store.consume_queue_store import ConsumeQueueStore
-from store.dispatch import DispatchRequest
-from store.fileio import FileIO
-from store.index_service import IndexService
+from common.clock import ManualClock
+from store.queue.consume_queue_store import ConsumeQueueStore
+from store.dispatch.dispatch import DispatchRequest
+from store.commitlog.fileio import FileIO
+from store.index.index_service import IndexService
 from store.layout import CHECKPOINT_FILE
-from store.logics_flush import LogicsFlushService
+from store.flush.logics_flush import LogicsFlushService
 
 
 def test_logics_timestamp_advances_only_on_a_thorough_flush(tmp_path):

@@ -5,9 +5,9 @@ import os
 import pytest
 
 from store.errors import CreateFileError, DiskError
-from store.fileio import FileIO
+from store.commitlog.fileio import FileIO
 from store.layout import offset_file_name
-from store.mapped_file import PWRITE_MIN_BYTES, MappedFile
+from store.commitlog.mapped_file import PWRITE_MIN_BYTES, MappedFile
 from tests.faults import EIO, ENOSPC, FaultyFileIO
 
 
@@ -164,7 +164,7 @@ def test_destroy_after_release(tmp_path):
 def test_pwritev_finishes_short_writes_and_splits_at_iov_max(tmp_path, monkeypatch):
     """FileIO.pwritev: a write the kernel takes in part goes on from the byte it stopped at,
     also inside a buffer; more buffers than IOV_MAX go in several calls."""
-    import store.fileio as fileio
+    import store.commitlog.fileio as fileio
     real, calls = os.pwritev, []
 
     def at_most_700(fd, views, offset):  # the kernel takes what it wants

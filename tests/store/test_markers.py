@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from store.errors import DiskError, StoreLocked
-from store.fileio import FileIO
+from store.commitlog.fileio import FileIO
 from store.layout import ABORT_FILE, LOCK_FILE
 from store.markers import AbortMarker, StoreLock
 

@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from store import failpoints
+from common import failpoints
 from store import running_flags as rf
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.codec import Message
 from store.config import StoreConfig
 from store.errors import StoreLocked
@@ -236,7 +236,7 @@ def test_delay_message_goes_through_the_schedule_topic(tmp_path, clock):
     s.reput.catch_up()
     assert s.max_offset_in_queue("Orders", 2) == 0
     assert s.max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 0) == 1
-    from store.schedule import ScheduleService
+    from store.schedule.schedule import ScheduleService
     svc = next(x for x in s.extra_services if isinstance(x, ScheduleService))
     clock.advance(1.5)
     svc.step()

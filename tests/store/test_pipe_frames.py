@@ -1,10 +1,17 @@
-"""store/pipe_frames.py: frames written and read whole, and fed in pieces."""
+"""common/pipe_frames.py: frames written and read whole, and fed in pieces."""
 import io
 import marshal
 
 import pytest
 
-from store.pipe_frames import FRAME_HEADER, FrameDecoder, PipeError, encode_frame, read_frame, write_frame
+from common.pipe_frames import (
+    FRAME_HEADER,
+    FrameDecoder,
+    PipeError,
+    encode_frame,
+    read_frame,
+    write_frame,
+)
 
 
 def test_frames_round_trip_and_a_torn_frame_is_an_error():

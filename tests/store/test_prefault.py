@@ -1,14 +1,14 @@
-"""store/prefault.py: the pages ahead of the write position are faulted in, nothing a reader
+"""store/commitlog/prefault.py: the pages ahead of the write position are faulted in, nothing a reader
 or recovery sees changes, and a failure only turns the prefault off for that file."""
 from __future__ import annotations
 
 import errno
 
-from store.clock import ManualClock
-from store.commitlog import CommitLog
-from store.fileio import FileIO
+from common.clock import ManualClock
+from store.commitlog.commitlog import CommitLog
+from store.commitlog.fileio import FileIO
 from store.layout import COMMITLOG_DIR
-from store.prefault import PrefaultService
+from store.commitlog.prefault import PrefaultService
 from tests.faults import FaultyFileIO
 
 FILE = 64 * 1024
@@ -81,7 +81,7 @@ def test_off_with_a_zero_window(tmp_path):
 def test_a_master_skips_rounds_whose_appends_went_by_pwritev(tmp_path):
     """Bulk appends (pwritev) allocate their own pages: a master's round after them populates
     nothing; small appends (copies into the mapping) and a slave (`always`) still get it."""
-    from store.mapped_file import PWRITE_MIN_BYTES
+    from store.commitlog.mapped_file import PWRITE_MIN_BYTES
     log = CommitLog(str(tmp_path / COMMITLOG_DIR), 16 * PWRITE_MIN_BYTES, FileIO(), ManualClock(),
                     store_host="10.0.0.5:10911")
     slave = [False]

@@ -4,10 +4,10 @@ from __future__ import annotations
 import dataclasses
 
 from store import codec
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.codec import Message
 from store.config import StoreConfig
-from store.dispatch import SCHEDULE_TOPIC
+from store.dispatch.dispatch import SCHEDULE_TOPIC
 from store.put_input import PutInput
 from store.put_result import PutStatus
 

@@ -13,7 +13,7 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.codec import Message
 from store.config import StoreConfig
 from store.layout import ABORT_FILE, CHECKPOINT_FILE, COMMITLOG_DIR

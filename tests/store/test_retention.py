@@ -7,13 +7,18 @@ import os
 import pytest
 
 from store import running_flags as rf
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.codec import Message
 from store.get_result import GetStatus
 from store.message_store import MessageStore
 from store.put_result import PutStatus
-from store.retention import (DELETE_FILES_BATCH_MAX, MAX_MANUAL_DELETE_ROUNDS, RetentionService,
-                             attach, default_disk_usage)
+from store.retention.retention import (
+    DELETE_FILES_BATCH_MAX,
+    MAX_MANUAL_DELETE_ROUNDS,
+    RetentionService,
+    attach,
+    default_disk_usage,
+)
 
 from tests.store.retention_env import (FILE, NEXT_DAY_0330, NEXT_DAY_0405, NEXT_DAY_1400,
                                       NOON, Disk, Env, local_ms, make_config)

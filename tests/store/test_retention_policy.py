@@ -10,7 +10,7 @@ import pytest
 from store import running_flags as rf
 from store.codec import Message
 from store.put_result import PutStatus
-from store.retention_guard import QueueConsumed
+from store.retention.retention_guard import QueueConsumed
 from tests.store.retention_env import Env
 
 

@@ -1,4 +1,4 @@
-"""Delay-level and deliver-at messages (store/schedule_rewrite.py, store/schedule.py), stepped by hand with a ManualClock."""
+"""Delay-level and deliver-at messages (store/schedule/schedule_rewrite.py, store/schedule/schedule.py), stepped by hand with a ManualClock."""
 from __future__ import annotations
 
 import collections
@@ -9,16 +9,16 @@ import pytest
 
 from store import codec
 from store import running_flags as rf
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.codec import Message, SysFlag
 from store.config import StoreConfig
-from store.dispatch import SCHEDULE_TOPIC
+from store.dispatch.dispatch import SCHEDULE_TOPIC
 from store.errors import MessageIllegal
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 from store.layout import StoreLayout
-from store.schedule import PROGRESS_TOPIC, ScheduleService, attach
-from store.schedule_rewrite import put_scheduled, rebuild_real_message, to_schedule
+from store.schedule.schedule import PROGRESS_TOPIC, ScheduleService, attach
+from store.schedule.schedule_rewrite import put_scheduled, rebuild_real_message, to_schedule
 
 LEVELS = StoreConfig(store_path_root_dir="/tmp/x").delay_levels_ms()
 NOW = 1_700_000_000_000

@@ -1,4 +1,4 @@
-"""ScheduleState (store/schedule_state.py) in memory: the table's round trip, the timestamp
+"""ScheduleState (store/schedule/schedule_state.py) in memory: the table's round trip, the timestamp
 queue's read-ahead heap, delivered marks across a restart, undo of a failed batch, and a
 property test: whatever the reads, failures and restarts, every unit of the timestamp queue is
 delivered exactly once (while few are pending, the table remembers exactly what was)."""
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.schedule_state import TIMER_STATE_PERSIST_MAX, ScheduleState
+from store.schedule.schedule_state import TIMER_STATE_PERSIST_MAX, ScheduleState
 
 TIMER_QID = 18  # 18 delay levels, the timestamp queue after them
 

@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from store.text_output import format_table, human_bytes, iso_ms, parse_size
+from common.text_output import format_table, human_bytes, iso_ms, parse_size
 
 
 def test_parse_size():

@@ -1,4 +1,4 @@
-"""store/verify.py through `python -m store verify`: damage in the commitlog, the consume queues
+"""store/readonly/verify.py through `python -m store verify`: damage in the commitlog, the consume queues
 and the index is found and reported (exit 1), zeros after the end are not damage."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Running the store tool in-process and damaging its demo stores: shared by the tests of
-store/cli/, store/verify.py and store/readonly/."""
+store/cli/, store/readonly/verify.py and store/readonly/."""
 from __future__ import annotations
 
 import hashlib

@@ -15,7 +15,7 @@ from __future__ import annotations
 from ha.epoch import EpochCache
 from master.master_role import MasterRole
 from store.broker_role import BrokerRole
-from store.clock import ManualClock
+from common.clock import ManualClock
 from store.config import StoreConfig
 from store.message_store import MessageStore
 

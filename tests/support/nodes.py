@@ -39,7 +39,7 @@ from cluster.security.cert_authority import ensure_ca, ensure_leaf
 from cluster.security.tls import ClientTls, TlsSettings, open_channel
 from proto import batch_receive_pb2_grpc as br_grpc
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
-from store.clock import SYSTEM_CLOCK, Clock
+from common.clock import SYSTEM_CLOCK, Clock
 from store.config import FIELD_BY_KEY, StoreConfig
 
 from tests.support.waiting import FAST_HA, free_port, wait_until

@@ -5,10 +5,10 @@ import psutil
 
 
 def index_process_pid(node_pid: int) -> int | None:
-    """The pid of a node's index process (store/index_process.py: a child running
-    store.index_worker), None when the node builds its index itself. Its CPU belongs to the
+    """The pid of a node's index process (store/index/index_process.py: a child running
+    store.index.index_worker), None when the node builds its index itself. Its CPU belongs to the
     node's figures: the work moved there, it did not go away."""
-    return child_running(node_pid, "store.index_worker")
+    return child_running(node_pid, "store.index.index_worker")
 
 
 def conversion_process_pid(node_pid: int) -> int | None:

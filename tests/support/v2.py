@@ -19,7 +19,7 @@ from cluster.messaging.route import TopicDefaults, TopicRegistry
 from cluster.metadata.topic_table import TopicTable
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
-from store.clock import ManualClock
+from common.clock import ManualClock
 
 from tests.support.nodes import settle
 from tests.support.streams import Outbox

@@ -8,7 +8,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable
 
-from store.clock import ManualClock
+from common.clock import ManualClock
 
 # Short HA timings (broker.conf names): failure detection and reconnects take well under a
 # second or two.
