@@ -26,7 +26,7 @@ import os
 import signal
 import threading
 
-from store.errors import ConfigError
+from .config_values import ConfigError
 
 log = logging.getLogger(__name__)
 ENV = "RMQSTORE_FAILPOINTS"

@@ -21,14 +21,12 @@ import struct
 import sys
 from typing import BinaryIO, Callable
 
-from store.errors import StoreError
-
 FRAME_HEADER = struct.Struct(">I")  # the length field of the table above
 MAX_FRAME = 1 << 30  # a length past this is a broken pipe, not a request
 PIPE_READ = 65536  # a pipe holds 64 KiB: a larger non-blocking read only allocates more
 
 
-class PipeError(StoreError):
+class PipeError(Exception):
     """The pipe to or from a child process broke: closed inside a frame, or bytes that are
     not a frame."""
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from common.clock import Clock
 from common.completion import Completion
-from store.errors import ConfigError
+from common.config_values import ConfigError
 from store.put_result import PutStatus
 from common.yielding_lock import YieldingLock
 

@@ -1,1 +1,2 @@
-"""Master role: write path, replication servicer, schedule and transaction services."""
+"""Master role: the write path and the replication servicer.
+"""

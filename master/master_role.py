@@ -108,7 +108,7 @@ class MasterRole:
     def answers_at_append(self) -> bool:
         """A put is answered as soon as it is appended: no wait for a flush (ASYNC_FLUSH) nor
         for slaves (ASYNC_MASTER), so the caller never blocks (the server's event loop may
-        run it itself, cluster/node/grpc_server.py)."""
+        run it itself, cluster/serving/grpc_server.py)."""
         return not self.sync_master and not self.store.config.is_sync_flush
 
     def put_messages(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:

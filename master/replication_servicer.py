@@ -2,7 +2,7 @@
 `ha.master_session.MasterSession`; master/master_wire.py maps its events to and from protobuf.
 
 The stream is served on the node's event loop (an `async` handler on grpc.aio,
-cluster/node/grpc_server.py), with no thread of its own: the slave's Hello, Acks and Nacks are
+cluster/serving/grpc_server.py), with no thread of its own: the slave's Hello, Acks and Nacks are
 fed to the session as they arrive, and the next chunk is planned, read, checksummed, encoded
 and written there. A put on the loop (SendMessage) wakes the stream without a thread hand-off;
 a put from another thread wakes it through the loop's call_soon_threadsafe. Only a large chunk
@@ -337,7 +337,7 @@ def add_to_server(servicer: "ReplicationServicer", server: grpc.Server) -> None:
     """Serve the stream as the generated `add_ReplicationServicer_to_server` would, with
     `master_wire.serialize` as its response serializer (chunks leave already encoded), through
     the service's generic handler only: the node registers no method
-    (cluster/node/grpc_server.py, `_GenericHandlersOnly`)."""
+    (cluster/serving/grpc_server.py, `_GenericHandlersOnly`)."""
     handler = grpc.stream_stream_rpc_method_handler(
         servicer.Stream, request_deserializer=pb.SlaveMessage.FromString,
         response_serializer=wire.serialize)

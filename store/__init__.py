@@ -1,5 +1,6 @@
-"""The embedded store: RocketMQ-compatible commitlog, consume queues, index, flush, reput,
-recovery and retention. Imports nothing from the other top-level packages.
+"""The embedded store: RocketMQ-compatible commitlog, queues, index, flush.
+
+Imports nothing from the other top-level packages.
 
 Data flow, top to bottom:
     MessageStore.put -> CommitLog (MappedFileQueue of MappedFile) -> FlushService

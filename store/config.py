@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from store.broker_role import BrokerRole
-from store.errors import ConfigError
+from common.config_values import ConfigError
 from store.layout import StoreLayout
 
 __all__ = [

@@ -60,10 +60,6 @@ class StoreLocked(StoreError):
     """Another process holds the store's lock file."""
 
 
-class ConfigError(StoreError):
-    """A configuration value or key is invalid or unknown."""
-
-
 class CorruptFile(StoreError):
     """A store file has an impossible size or content."""
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from common.clock import SYSTEM_CLOCK, Clock
-from store.errors import ConfigError, CorruptFile, DiskError
+from common.config_values import ConfigError
+from .errors import CorruptFile, DiskError
 from .commitlog.fileio import DEFAULT_FILE_IO, FileIO
 from store.layout import StoreLayout, backup_path
 

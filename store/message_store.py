@@ -21,7 +21,7 @@ from common.clock import SYSTEM_CLOCK, Clock
 from .commitlog.commitlog import CommitLog
 from .config import StoreConfig
 from .queue.consume_queue_store import ConsumeQueueStore
-from .dispatch.dispatch import delay_level_lookup
+from .codec.dispatch import delay_level_lookup
 from .errors import DiskError
 from .commitlog.fileio import DEFAULT_FILE_IO, FileIO
 from .flush.flush import AsyncFlushService, CommitService, FlushFailure
@@ -35,7 +35,7 @@ from .flush.logics_flush import LogicsFlushService
 from .markers import AbortMarker, StoreLock
 from .reader import MessageReader, TagFilter
 from .get_result import GetMessageResult
-from .dispatch.reput import ReputService
+from .reput import ReputService
 from .commitlog.prefault import PrefaultService
 from .put_input import PutInput
 from .store_writes import StoreWrites

@@ -15,7 +15,7 @@ from . import codec
 from common.clock import Clock
 from .codec import EncodedRecord, Message
 from .config import StoreConfig
-from .dispatch.dispatch import dispatch_hint
+from .codec.dispatch import dispatch_hint
 from .errors import MessageIllegal, PropertiesSizeExceeded
 from .put_result import PutResult, PutStatus
 from .schedule.schedule_rewrite import TIMER_PROPERTIES, to_schedule

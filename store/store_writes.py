@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .index.index_process import IndexProcess
     from .index.index_service import IndexService
     from .put_input import PutInput
-    from .dispatch.reput import ReputService
+    from .reput import ReputService
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ import os
 from typing import Callable
 
 from .config import StoreConfig, key_for
-from .errors import ConfigError
+from common.config_values import ConfigError
 from .commitlog.fileio import existing_parent
 from .index.index_file import initial_index_file_size
 from .layout import StoreLayout

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 if TYPE_CHECKING:
-    from cluster.node.node_role import NotMaster
+    from cluster.config.node_role import NotMaster
 
 OPERATOR_METADATA = "x-operator"  # set by the CLI to the local user; informational, not checked
 

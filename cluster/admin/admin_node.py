@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from cluster.admin.admin_error import not_master_error
-from cluster.node.node_role import NotMaster
+from cluster.config.node_role import NotMaster
 
 if TYPE_CHECKING:
     from master.master_role import MasterRole
@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 
     from cluster.archive.shipper import ArchiveShipper
     from cluster.messaging.messaging_service import MessagingService
-    from cluster.node.live_config import LiveConfig
-    from cluster.node.node_config import NodeConfig
-    from cluster.node.node_role import Role
+    from cluster.config.live_config import LiveConfig
+    from cluster.config.node_config import NodeConfig
+    from cluster.config.node_role import Role
 
 
 @dataclass(frozen=True)

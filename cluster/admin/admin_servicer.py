@@ -22,7 +22,7 @@ from cluster.admin import (archive_request, group_admin, maintenance, message_lo
                            runtime_config, store_export, topic_admin)
 from cluster.admin.admin_error import AdminError, caller
 from cluster.admin.message_lookup import from_record, to_store_message
-from cluster.node.node_role import NotMaster
+from cluster.config.node_role import NotMaster
 
 if TYPE_CHECKING:
     from cluster.admin.admin_node import AdminNode

@@ -14,7 +14,7 @@ from typing import Callable
 
 import grpc
 
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 log = logging.getLogger(__name__)
 PROTECTED_PREFIX = "/rmqstore.admin."

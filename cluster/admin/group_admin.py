@@ -17,7 +17,7 @@ from proto import admin_pb2 as pb
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 
 from cluster.admin.admin_error import AdminError, invalid
-from cluster.messaging.v2_status import V2Error
+from cluster.v2.v2_status import V2Error
 
 if TYPE_CHECKING:
     from cluster.admin.admin_node import AdminNode

@@ -3,7 +3,7 @@ runtime updates of an explicit allow-list.
 
 Only keys that the running services really read again after start are updatable. StoreConfig
 and NodeConfig are frozen: an update builds a new object with dataclasses.replace (validated
-like a config file) and the node's LiveConfig publishes it (cluster/node/live_config.py: the one
+like a config file) and the node's LiveConfig publishes it (cluster/config/live_config.py: the one
 path of a runtime change); services read the keys below from the live config, or from
 `store.config`, when they use them. Each key below says where it is read; a key read
 only when something is built (flush intervals, index sizes, HA tracker thresholds, delay
@@ -23,13 +23,13 @@ import grpc
 
 from proto import admin_pb2 as pb
 from store.config import FIELD_BY_KEY, StoreConfig
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 from cluster.admin.admin_error import AdminError, invalid
 
 if TYPE_CHECKING:
     from cluster.admin.admin_node import AdminNode
-    from cluster.node.node_config import NodeConfig
+    from cluster.config.node_config import NodeConfig
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from store.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, c
 
 from cluster.admin.admin_error import AdminError, invalid, not_master_error
 from cluster.metadata.topic_table import TopicExists, TopicMissing, TopicTable
-from cluster.node.node_role import NotMaster
+from cluster.config.node_role import NotMaster
 from cluster.replicated.replicated_table import AppendRefused
 from cluster.replicated.table_records import TableRecordError
 

@@ -1,6 +1,4 @@
-"""The commitlog archive (seed 002): nodes ship expiring commitlog files to an archive server,
-which keeps them per broker group, rebuilds consume queues and the index over them, answers
-historical queries and sends found messages back to be consumed again.
+"""The commitlog archive (seed 002): shipper, archive server, Spark search.
 
     shipping_config.py   a node's archive keys (archiveAddress, archiveShipFrom, ...)
     ship_plan.py         which file ships next and how far retention may delete (no I/O)

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from store.config import parse_delete_when
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 from cluster.security.tls import KEYS as TLS_KEYS, TlsSettings, tls_settings_from_properties
 

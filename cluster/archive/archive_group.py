@@ -41,7 +41,7 @@ from common.clock import Clock
 from store.commitlog.commitlog_walk import CommitLogWalk, Stop
 from store.config import StoreConfig
 from store.queue.consume_queue_store import ConsumeQueueStore
-from store.dispatch.dispatch import delay_level_lookup, request_from_fields
+from store.codec.dispatch import delay_level_lookup, request_from_fields
 from store.commitlog.fileio import DEFAULT_FILE_IO
 from store.get_result import GetMessageResult
 from store.index.index_service import IndexService

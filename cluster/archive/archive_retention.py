@@ -28,7 +28,7 @@ from common.service import Service
 from cluster.archive.archive_group import ArchiveGroup
 from cluster.archive.ship_plan import LocalFile
 from cluster.archive.shipper import ArchiveShipper
-from cluster.archive.shipping_config import ShippingConfig
+from cluster.config.shipping_config import ShippingConfig
 
 if TYPE_CHECKING:
     from cluster.archive.archive import Archive

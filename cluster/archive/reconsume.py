@@ -19,7 +19,7 @@ from cluster.client.client_errors import ClientError
 from cluster.client.connection import Connection
 from cluster.client.message import Message
 from cluster.client.producer import Producer
-from cluster.messaging.convert import RESERVED_PROPERTY_NAMES
+from cluster.v2.convert import RESERVED_PROPERTY_NAMES
 
 if TYPE_CHECKING:
     from cluster.archive.archive import Archive

@@ -45,7 +45,7 @@ from common.service import Service
 
 from cluster.archive.ship_plan import (LocalFile, ShipRules, Verdict, held_up_to, next_to_ship,
                                        released_up_to)
-from cluster.archive.shipping_config import ShippingConfig
+from cluster.config.shipping_config import ShippingConfig
 from cluster.archive.upload import file_crc32c
 from cluster.security.member_proof import ARCHIVE_SHIP, MembershipRefused
 from cluster.security.refusal_log import RefusalLog

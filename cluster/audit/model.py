@@ -283,7 +283,7 @@ class AuditResult:
 
 
 def dispatchable(sys_flag: int) -> bool:
-    """Prepared and rollback transaction records never enter consume queues (store.dispatch.dispatch)."""
+    """Prepared and rollback transaction records never enter consume queues (store.codec.dispatch)."""
     return (sys_flag & 0xC) not in (0x4, 0xC)
 
 

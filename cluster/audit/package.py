@@ -1,6 +1,6 @@
 """`python -m cluster.audit.package OUT.zip`: the code the executors need, for --py-files.
 
-Zips the packages store/, ha/, proto/ and cluster/ of this checkout (Python sources only, no
+Zips the packages common/, store/, ha/, proto/ and cluster/ of this checkout (Python sources only, no
 caches). The executors' Python needs no third-party package for the audit (the scan uses the
 standard library and store/); the driver needs pyspark and, for --chart, matplotlib.
 """
@@ -10,7 +10,7 @@ import os
 import sys
 import zipfile
 
-PACKAGES = ("store", "ha", "proto", "cluster")
+PACKAGES = ("common", "store", "ha", "proto", "cluster")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

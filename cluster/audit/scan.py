@@ -45,7 +45,7 @@ from store import codec
 from store.codec import RecordKind
 from store.commitlog.commitlog_walk import CommitLogWalk, Stop, stop_reason
 from store.config import StoreConfig
-from store.dispatch.dispatch import SCHEDULE_TOPIC, delay_level_lookup, schedule_tags_code
+from store.codec.dispatch import SCHEDULE_TOPIC, delay_level_lookup, schedule_tags_code
 
 from cluster.consume.records import STATE_TOPIC
 from cluster.metadata.topic_state import TOPIC_TABLE_TOPIC

@@ -8,7 +8,7 @@ import zlib
 from typing import Iterator
 
 from store import codec
-from store.dispatch.dispatch import delay_level_lookup
+from store.codec.dispatch import delay_level_lookup
 from store.commitlog.commitlog_walk import CommitLogWalk
 
 from cluster.audit import digest

@@ -1,4 +1,4 @@
-"""`python -m cluster <command>`: the operator command line, in the spirit of RocketMQ's mqadmin.
+"""`python -m cluster <command>`: the operator's command line (an mqadmin).
 
 One module per group of commands, each with `register(sub)` adding its parsers; a parser's
 `run` default is called with the parsed arguments and returns the exit status (0 ok, 1 the node

@@ -16,7 +16,7 @@ import grpc
 
 from cluster.admin.admin_token import read_token_file
 from cluster.client.admin_client import AdminClient, ExportError
-from cluster.node.local_cluster import ClusterFolderError, cluster_tls, read_cluster_info
+from cluster.assembly.local_cluster import ClusterFolderError, cluster_tls, read_cluster_info
 
 
 def run_audit(cluster_dir: str, offline: bool, extra: list[str]) -> int:

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 from cluster.security.cert_authority import ensure_ca, ensure_leaf, target_names
 

@@ -157,7 +157,7 @@ def _run_drills(args, names, parent, timing, workload, controller_props, compose
     from cluster.drills.report import render_detail, render_table, summary_row
     from cluster.drills.runner import DrillOptions, run_drill
     from cluster.drills.scenarios import DRILLS
-    from cluster.node.local_cluster import free_base_port
+    from cluster.assembly.local_cluster import free_base_port
 
     rows, details, ok = [], [], True
     for name in names:

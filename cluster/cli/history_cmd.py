@@ -33,7 +33,7 @@ from cluster.cli.message_cmd import print_record
 from cluster.cli.output import fmt_ms, print_json, refused, table, to_dict
 from cluster.cli.targets import add_tls_args, client_tls
 from cluster.cli.timeparse import parse_time_ms
-from cluster.node.local_cluster import ClusterFolderError, read_cluster_info
+from cluster.assembly.local_cluster import ClusterFolderError, read_cluster_info
 from cluster.security.tls import ClientTls
 
 DEFAULT_CLUSTER_DIR = "data/cluster"

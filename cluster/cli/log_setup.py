@@ -2,9 +2,9 @@
 one JSON object per line with `--log-format json` (or RMQSTORE_LOG_FORMAT=json), and on every
 line which process said it: its id, epoch and role.
 
-    text: 2026-11-24 03:22:18,599 INFO [broker-a:0 epoch 3 SYNC_MASTER] cluster.node.node: ...
+    text: 2026-11-24 03:22:18,599 INFO [broker-a:0 epoch 3 SYNC_MASTER] cluster.assembly.node: ...
     json: {"time": "2026-11-24T03:22:18.599Z", "level": "INFO", "node": "broker-a:0",
-           "epoch": 3, "role": "SYNC_MASTER", "logger": "cluster.node.node", "message": "...",
+           "epoch": 3, "role": "SYNC_MASTER", "logger": "cluster.assembly.node", "message": "...",
            "exception": "Traceback ..." (only when there is one)}
 
 The identity comes from a `Describe` callable the process installs once it exists (before

@@ -23,7 +23,8 @@ from typing import Callable
 from common import failpoints
 from store.broker_role import BrokerRole
 from store.config import parse_properties
-from store.errors import ConfigError, StoreError
+from common.config_values import ConfigError
+from store.errors import StoreError
 
 from cluster.cli.log_setup import ProcessContext, add_log_format_arg, setup_logging
 
@@ -103,9 +104,9 @@ def serve_until_signal(what: str,
 
 
 def _run_node(args) -> int:
-    from cluster.node.heap_tuning import keep_large_buffers
-    from cluster.node.node import Node
-    from cluster.node.node_config import node_config_from_properties
+    from cluster.assembly.heap_tuning import keep_large_buffers
+    from cluster.assembly.node import Node
+    from cluster.config.node_config import node_config_from_properties
 
     keep_large_buffers()  # before the node allocates: see heap_tuning.py
 
@@ -123,7 +124,7 @@ def _run_node(args) -> int:
 
 def _run_controller(args) -> int:
     from cluster.controller.controller_config import controller_config_from_properties
-    from cluster.controller.controller_process import ControllerProcess
+    from cluster.assembly.controller_process import ControllerProcess
 
     def start(context):
         process = ControllerProcess(controller_config_from_properties(
@@ -137,7 +138,7 @@ def _run_controller(args) -> int:
 
 def _run_archive(args) -> int:
     from cluster.archive.archive_config import archive_config_from_properties
-    from cluster.archive.archive_process import ArchiveProcess
+    from cluster.assembly.archive_process import ArchiveProcess
 
     def start(context):
         process = ArchiveProcess(archive_config_from_properties(
@@ -154,7 +155,7 @@ def _run_archive(args) -> int:
 def _run_local(args) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from cluster.node.local_cluster import run_local
+    from cluster.assembly.local_cluster import run_local
     try:
         return run_local(args.dir, args.base_port, args.role,
                          controller=not args.no_controller, tls=args.tls, acl_file=args.acl,

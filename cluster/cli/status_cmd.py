@@ -10,7 +10,7 @@ from cluster.cli.output import fmt_ms, print_json, table
 from cluster.cli.targets import DEFAULT_CLUSTER_DIR, add_tls_args, cluster_targets, operator
 from cluster.client.admin_client import AdminClient
 from cluster.client.controller_client import ControllerClient
-from cluster.node.local_cluster import ClusterFolderError, read_cluster_info
+from cluster.assembly.local_cluster import ClusterFolderError, read_cluster_info
 from cluster.security.tls import ClientTls
 
 

@@ -15,12 +15,16 @@ import os
 
 import grpc
 
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 from cluster.admin.admin_token import read_token_file
 from cluster.client.admin_client import AdminClient
-from cluster.node.local_cluster import (CLUSTER_INFO_FILE, ClusterFolderError, cluster_tls,
-                                        read_cluster_info)
+from cluster.assembly.local_cluster import (
+    CLUSTER_INFO_FILE,
+    ClusterFolderError,
+    cluster_tls,
+    read_cluster_info,
+)
 from cluster.security.tls import ClientTls
 
 DEFAULT_CLUSTER_DIR = "data/cluster"

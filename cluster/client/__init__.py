@@ -1,5 +1,4 @@
-"""A small client of apache.rocketmq.v2.MessagingService for our nodes (the CLI, drills and
-benchmarks use it; the official RocketMQ 5 clients work too, see README "RocketMQ 5 clients").
+"""Clients of our nodes: Producer, consumers, AdminClient (gRPC).
 
     connection   ClientConfig, Connection: channel, signed metadata, route cache
     message      Message / ReceivedMessage / SendReceipt, official-client message ids

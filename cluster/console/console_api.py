@@ -28,8 +28,8 @@ from cluster.controller.controller_servicer import group_to_pb
 from cluster.metrics.exposition import Api, ApiError, Page, proto_json
 
 if TYPE_CHECKING:
-    from cluster.controller.controller_process import ControllerProcess
-    from cluster.node.node import Node
+    from cluster.assembly.controller_process import ControllerProcess
+    from cluster.assembly.node import Node
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 TIMEOUT_S = 5.0

@@ -1,6 +1,4 @@
-"""Consumer groups on a master: receive/ack state, invisibility, redelivery, DLQ, FIFO groups and
-committed offsets, kept as records of an internal topic in the commitlog so they replicate with
-the data and survive a failover.
+"""Consumer groups on a master: receive, ack, redelivery, DLQ, FIFO, offsets.
 
     state     the pure state machine (events -> per-queue cursor and in-flight deliveries)
     records   events <-> commitlog records of rmq_sys_CONSUMER_STATE

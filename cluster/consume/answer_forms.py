@@ -31,7 +31,7 @@ __all__ = ["AnswerForms", "CHILD_MIN_DELIVERIES", "Handout", "NOT_FOUND"]
 from cluster.consume.planner import Delivery
 from cluster.consume.receipt import IssuedHandles
 from cluster.consume.settle_calls import OK
-from cluster.messaging.convert import record_to_v2
+from cluster.v2.convert import record_to_v2
 
 NOT_FOUND = d.Status(code=d.MESSAGE_NOT_FOUND, message="no new message")
 # Fewer deliveries are built here: a round trip to the conversion process costs the loop

@@ -42,10 +42,9 @@ from cluster.consume.conversion_process import ConversionProcess
 from cluster.consume.planner import AnswerRoom, Delivery, plan_queue
 from cluster.consume.settle_calls import (OK, CarriedAck, ConsumeSettings, SettleCalls,
                                           ack_answer, duration_ms, group_name)
-from cluster.messaging.long_poll import (Attempt, DispatchWaiter, Interest, long_poll,
-                                         long_poll_async)
-from cluster.messaging.pull_reader import tag_expression
-from cluster.messaging.v2_status import V2Error
+from cluster.v2.long_poll import Attempt, DispatchWaiter, Interest, long_poll, long_poll_async
+from cluster.v2.convert import tag_expression
+from cluster.v2.v2_status import V2Error
 
 if TYPE_CHECKING:
     from cluster.messaging.telemetry import StreamBudget

@@ -26,10 +26,9 @@ from store.retention.retention_guard import QueueConsumed
 
 from cluster.consume.records import CONSUMER_STATE_RECORDS
 from cluster.consume.state import ConsumerState, GroupInfo
-from cluster.messaging.convert import check_group_resource
-from cluster.messaging.v2_status import (RECORDING_CONSUMER_STATE, V2Error, put_status,
-                                         v2_require_master)
-from cluster.node.node_role import NotMaster
+from cluster.v2.convert import check_group_resource
+from cluster.v2.v2_status import RECORDING_CONSUMER_STATE, V2Error, put_status, v2_require_master
+from cluster.config.node_role import NotMaster
 from cluster.replicated.replicated_table import AppendRefused, Pending, ReplicatedTable
 
 if TYPE_CHECKING:
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
     from store.message_store import MessageStore
 
     from cluster.messaging.route import TopicRegistry
-    from cluster.node.node_role import Role
+    from cluster.config.node_role import Role
 
 log = logging.getLogger(__name__)
 

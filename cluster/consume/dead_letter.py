@@ -4,8 +4,7 @@ goes there."""
 from __future__ import annotations
 
 from store.codec import Message, MessageRecord
-
-DLQ_PREFIX = "%DLQ%"
+from store.validation import DLQ_GROUP_TOPIC_PREFIX
 
 
 def record_at(store, topic: str, queue_id: int, offset: int) -> MessageRecord | None:
@@ -17,7 +16,7 @@ def record_at(store, topic: str, queue_id: int, offset: int) -> MessageRecord | 
 
 
 def dlq_topic(group: str) -> str:
-    return DLQ_PREFIX + group
+    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 def dead_letter(record: MessageRecord, group: str, attempts: int) -> Message:

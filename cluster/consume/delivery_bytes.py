@@ -40,7 +40,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.codec import MessageRecord
 
-from cluster.messaging.convert import record_to_v2
+from cluster.v2.convert import record_to_v2
 
 
 class MessageParts(NamedTuple):

@@ -19,11 +19,11 @@ from store.json_config import TopicConfig
 from cluster.consume import receipt
 from cluster.consume.consumer_service import ConsumerService
 from cluster.consume.dead_letter import dead_letter, dlq_topic, record_at
-from cluster.messaging.convert import check_group_resource, check_topic_resource
-from cluster.messaging.v2_status import V2Error
+from cluster.v2.convert import check_group_resource, check_topic_resource
+from cluster.v2.v2_status import V2Error
 
 if TYPE_CHECKING:
-    from cluster.messaging.long_poll import DispatchWaiter
+    from cluster.v2.long_poll import DispatchWaiter
     from cluster.replicated.replicated_table import Pending
     from master.master_role import MasterRole
 

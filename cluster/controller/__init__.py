@@ -1,5 +1,6 @@
-"""The controller: which node of each broker group is the master, in which epoch, and who may
-be elected (the sync state set). Nodes heartbeat it and do what it answers.
+"""The controller: each broker group's master, epoch and sync state set.
+
+Nodes heartbeat it and do what it answers.
 
     election             the rules for one group, without I/O (elect, fence, planned switch)
     controller_service   every group's election under one lock, persisted before each answer

@@ -1,5 +1,5 @@
 """The archives a controller has heard of: each commitlog archive announces its address and
-the store-time range it holds per broker group (cluster/archive/archive_process.py) every
+the store-time range it holds per broker group (cluster/assembly/archive_process.py) every
 retention round; `history` asks the controller which archives may hold an answer.
 
 Kept in memory only: an archive re-announces itself every few seconds, so a restarted or

@@ -41,7 +41,7 @@ import os
 from dataclasses import dataclass
 
 from store.broker_role import BrokerRole
-from store.errors import ConfigError
+from common.config_values import ConfigError
 from store.layout import ADMIN_TOKEN_FILE
 
 from cluster.controller.election import ElectionConfig

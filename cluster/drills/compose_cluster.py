@@ -30,7 +30,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cluster.admin.admin_token import read_token_file
-from cluster.controller.controller_process import ACTIVE_HEALTH_SERVICE
+from cluster.assembly.controller_process import ACTIVE_HEALTH_SERVICE
 from cluster.drills.target import GroupViews
 from cluster.security.acl_file import admin_credentials
 from cluster.security.tls import ClientTls, open_channel

@@ -2,7 +2,7 @@
 127.0.0.1, each in its own cgroup when partitions are possible, each killable, pausable and
 restartable by pid with the config it started with.
 
-The configs are `python -m cluster local`'s (cluster/node/local_cluster.py), so a drill tests
+The configs are `python -m cluster local`'s (cluster/assembly/local_cluster.py), so a drill tests
 what a user runs. `DrillCluster` owns the processes: `close()` stops every one it started (by
 pid) and removes the cgroups; the data folder stays for inspection.
 """
@@ -18,7 +18,7 @@ import psutil
 from cluster.admin.admin_token import ensure_token_file, read_token_file
 from cluster.drills.partition import CgroupSet, Member, Partition, PartitionUnavailable
 from cluster.drills.target import MASTER_ROLES, GroupViews
-from cluster.node import local_cluster
+from cluster.assembly import local_cluster
 from store.layout import ADMIN_TOKEN_FILE
 
 __all__ = ["DrillCluster", "DrillProcess", "MASTER_ROLES"]

@@ -29,11 +29,11 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 
 from cluster.consume.consumer_calls import ConsumerCalls
 from cluster.consume.delivery_bytes import set_ack
-from cluster.messaging.convert import check_group_resource, check_topic_resource
+from cluster.v2.convert import check_group_resource, check_topic_resource
 from cluster.messaging.route import endpoints, message_queues
 from cluster.messaging.send import forward_error
-from cluster.messaging.v2_status import V2Error, v2_route
-from cluster.node.node_role import Forward
+from cluster.v2.v2_status import V2Error, v2_route
+from cluster.config.node_role import Forward
 
 if TYPE_CHECKING:
     from cluster.messaging.messaging_service import MessagingService

@@ -16,7 +16,7 @@
 - Transactions (transaction*.py): the master stores half messages, resolves EndTransaction and
   runs the check-back of orphaned transactions; a slave forwards EndTransaction.
 - A node changing role answers writes with INTERNAL_SERVER_ERROR; the clients retry.
-Where a call goes is the Role's one rule (cluster/node/node_role.py: `route`).
+Where a call goes is the Role's one rule (cluster/config/node_role.py: `route`).
 
 Group addresses (QueryRoute endpoints): node key `groupAddresses` when set (this node's own
 advertised address is added if missing), else this node's advertised address plus, while it is
@@ -36,7 +36,7 @@ from cluster.consume.consumer_calls import ConsumeSettings, ConsumerCalls
 from cluster.consume.conversion_process import ConversionProcess
 from cluster.consume.consumer_service import ConsumerService
 from cluster.messaging.consumer_router import ConsumerRouter
-from cluster.messaging.convert import SendLimits, check_topic_resource, to_store_messages
+from cluster.v2.convert import SendLimits, check_topic_resource, to_store_messages
 from cluster.messaging.pull_reader import Reader
 from cluster.messaging.route import (TopicDefaults, TopicRegistry, config_from_route, endpoints,
                                      message_queues)
@@ -47,9 +47,9 @@ from cluster.messaging.telemetry_relay import TelemetryRelay
 from cluster.messaging.transaction import TransactionService
 from cluster.messaging.transaction_check import TransactionChecker
 from cluster.messaging.transaction_records import check_transactional_send
-from cluster.messaging.v2_status import V2Error
+from cluster.v2.v2_status import V2Error
 from cluster.metadata.topic_table import TopicTable
-from cluster.node.node_role import Forward, NotMaster
+from cluster.config.node_role import Forward, NotMaster
 from cluster.replicated.replicated_table import TableService
 from cluster.security.access import AccessControl
 
@@ -57,9 +57,9 @@ if TYPE_CHECKING:
     from common.clock import Clock
     from store.message_store import MessageStore
 
-    from cluster.node.live_config import LiveConfig
-    from cluster.node.node_config import NodeConfig
-    from cluster.node.node_role import Role
+    from cluster.config.live_config import LiveConfig
+    from cluster.config.node_config import NodeConfig
+    from cluster.config.node_role import Role
 
 log = logging.getLogger(__name__)
 SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
@@ -279,7 +279,7 @@ class MessagingService:
 
 
 def send_limits(config: "NodeConfig") -> SendLimits:
-    """What a SendMessage may carry (cluster/node/client_limits.py, the store's sizes)."""
+    """What a SendMessage may carry (cluster/config/client_limits.py, the store's sizes)."""
     c, lim = config.store, config.limits
     return SendLimits(max_body=c.max_message_size, max_delay_ms=c.timer_max_delay_sec * 1000,
                       max_user_property_size=lim.max_user_property_size,

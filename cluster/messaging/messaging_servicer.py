@@ -23,7 +23,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from proto.apache.rocketmq.v2 import service_pb2_grpc as s_grpc
 
-from cluster.messaging.v2_status import V2Error, not_implemented
+from cluster.v2.v2_status import V2Error, not_implemented
 from cluster.messaging.send import FORWARDED_HEADER
 from cluster.messaging.messaging_service import MessagingService
 
@@ -105,7 +105,7 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
                            lambda: s.NotifyClientTerminationResponse(
                                status=d.Status(code=d.OK, message="OK")))
 
-    # -- on the event loop (cluster/node/grpc_server.py) --------------------------------------
+    # -- on the event loop (cluster/serving/grpc_server.py) --------------------------------------
     async def SendMessage(self, request, context):  # noqa: N802
         info, ip = self._call_info(context), peer_ip(context)
 

@@ -28,15 +28,13 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.get_result import GetMessageResult, GetStatus
 from common.clock import SYSTEM_CLOCK, Clock
 from store.message_store import MessageStore
-from store.reader import TagFilter
 
-from cluster.messaging.convert import (check_group_resource, check_topic_resource, records_to_v2,
-                                        timestamp_ms)
-
-from cluster.messaging.long_poll import Attempt, DispatchWaiter, long_poll
+from cluster.v2.convert import (check_group_resource, check_topic_resource, records_to_v2,
+                                tag_expression, timestamp_ms)
+from cluster.v2.long_poll import Attempt, DispatchWaiter, long_poll
 from cluster.messaging.route import TopicRegistry
 from cluster.messaging.telemetry import StreamBudget
-from cluster.messaging.v2_status import V2Error
+from cluster.v2.v2_status import V2Error
 
 DEFAULT_BATCH = 32
 MAX_LONG_POLL_SECONDS = 30.0
@@ -44,19 +42,6 @@ _AT_END = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.NO_MESSAGE_IN_QUEUE,
            GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.MESSAGE_WAS_REMOVING,
            GetStatus.NO_MATCHED_LOGIC_QUEUE)
 _SKIP_FILTERED = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING)
-
-
-def tag_expression(expression: d.FilterExpression) -> str | None:
-    """The validated TAG expression of a filter (None: every message)."""
-    if expression.type == d.SQL:
-        raise V2Error(d.NOT_IMPLEMENTED, "SQL92 filter expressions are not implemented yet")
-    if expression.type not in (d.TAG, d.FILTER_TYPE_UNSPECIFIED):
-        raise V2Error(d.ILLEGAL_FILTER_EXPRESSION, f"unknown filter type {expression.type}")
-    try:
-        TagFilter.parse(expression.expression)
-    except ValueError as e:
-        raise V2Error(d.ILLEGAL_FILTER_EXPRESSION, str(e)) from None
-    return expression.expression or None
 
 
 class Reader:

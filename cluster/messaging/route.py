@@ -24,9 +24,9 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.errors import StoreError
 from store.json_config import PERM_READ, PERM_WRITE, TopicConfig
 
-from cluster.messaging.v2_status import RECORDING_TOPIC, V2Error
+from cluster.v2.v2_status import RECORDING_TOPIC, V2Error
 from cluster.metadata.topic_table import TopicTable
-from cluster.node.node_role import NotMaster
+from cluster.config.node_role import NotMaster
 from cluster.replicated.replicated_table import AppendRefused
 from cluster.replicated.table_records import TableRecordError
 

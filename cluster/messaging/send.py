@@ -42,8 +42,8 @@ from store.codec import Message
 from store.json_config import TopicConfig
 from store.put_result import PutResult
 
-from cluster.messaging.convert import PROPERTY_SHARDING_KEY, SendLimits, to_store_messages
-from cluster.messaging.v2_status import V2Error, put_status
+from cluster.v2.convert import PROPERTY_SHARDING_KEY, SendLimits, to_store_messages
+from cluster.v2.v2_status import V2Error, put_status
 from cluster.messaging.route import TopicRegistry
 from cluster.security.refusal_log import RefusalLog
 from cluster.messaging.transaction_records import check_transactional_send

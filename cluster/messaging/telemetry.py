@@ -40,7 +40,7 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 
 log = logging.getLogger(__name__)
 
-MAX_OPEN_STREAMS = 40  # of the node's 96 pool threads (cluster/node/grpc_server.py)
+MAX_OPEN_STREAMS = 40  # of the node's 96 pool threads (cluster/serving/grpc_server.py)
 # ReceiveMessage long polls waiting on the event loop: no thread each, a few KiB; the cap only
 # bounds memory (10,000 waiting calls stay well under the node's 256 MiB)
 MAX_ASYNC_LONG_POLLS = 10_000

@@ -36,19 +36,25 @@ from store.codec import Message, MessageRecord
 from store.put_result import PutResult, PutStatus
 
 from cluster.messaging import transaction_records as tr
-from cluster.messaging.convert import check_topic_resource, has_control_character
+from cluster.v2.convert import check_topic_resource, has_control_character
 from cluster.messaging.send import send_response
 from cluster.messaging.transaction_state import OpenHalf, QueueShrank, TransactionTable
-from cluster.messaging.v2_status import (RECORDING_TRANSACTION, V2Error, put_status,
-                                         put_status_message, v2_require_master, v2_route)
-from cluster.node.node_role import Forward
+from cluster.v2.v2_status import (
+    RECORDING_TRANSACTION,
+    V2Error,
+    put_status,
+    put_status_message,
+    v2_require_master,
+    v2_route,
+)
+from cluster.config.node_role import Forward
 
 if TYPE_CHECKING:
     from master.master_role import MasterRole
     from store.message_store import MessageStore
 
     from cluster.messaging.send import MasterForwarder
-    from cluster.node.node_role import Role
+    from cluster.config.node_role import Role
 
 log = logging.getLogger(__name__)
 OK = d.Status(code=d.OK, message="OK")

@@ -34,12 +34,12 @@ from common.clock import Clock
 from common.service import Service
 
 from cluster.messaging import transaction_records as tr
-from cluster.messaging.v2_status import V2Error
+from cluster.v2.v2_status import V2Error
 from cluster.messaging.telemetry import TelemetryHub
 
 if TYPE_CHECKING:
     from cluster.messaging.transaction import TransactionService
-    from cluster.node.live_config import LiveConfig
+    from cluster.config.live_config import LiveConfig
 
 log = logging.getLogger(__name__)
 

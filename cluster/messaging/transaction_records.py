@@ -60,9 +60,9 @@ from store.codec import Message, MessageRecord, SysFlag
 from store.errors import MessageIllegal
 
 from cluster.consume.handle_mac import mac, verify
-from cluster.messaging.convert import record_to_v2
+from cluster.v2.convert import record_to_v2
 
-from cluster.messaging.v2_status import V2Error
+from cluster.v2.v2_status import V2Error
 
 log = logging.getLogger(__name__)
 

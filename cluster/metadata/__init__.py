@@ -1,5 +1,4 @@
-"""Node metadata in replicated tables (cluster/replicated/), so a promoted slave has exactly its
-master's metadata up to the confirm offset and `config/*.json` are views written from them.
+"""Node metadata in replicated tables: the topic table.
 
     topic_state   TopicState: every topic's config as a pure state machine, and its records
     topic_table   TopicTable: the replicated table of a node (leader and follower), the

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from store.errors import ConfigError
+from common.config_values import ConfigError
 from store.json_config import TopicConfig, TopicConfigTable
 
 from cluster.replicated.table_records import TableRecords

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from common.clock import Clock
     from store.message_store import MessageStore
 
-    from cluster.node.node_role import Role
+    from cluster.config.node_role import Role
 
 log = logging.getLogger(__name__)
 

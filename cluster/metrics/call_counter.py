@@ -13,7 +13,7 @@ from typing import Any, Callable
 import grpc
 import grpc.aio
 
-from cluster.node.handler_cache import WrapCache
+from cluster.serving.handler_cache import WrapCache
 
 
 class _Recording:

@@ -43,7 +43,7 @@ from store.index.index_process import IndexProcess
 from store.retention.retention import RetentionService, default_disk_usage
 
 if TYPE_CHECKING:
-    from cluster.node.node import Node
+    from cluster.assembly.node import Node
 
 log = logging.getLogger(__name__)
 P = "rmqstore_"

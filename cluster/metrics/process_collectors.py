@@ -21,8 +21,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from cluster.controller.active_gate import NotActiveController
 
 if TYPE_CHECKING:
-    from cluster.archive.archive_process import ArchiveProcess
-    from cluster.controller.controller_process import ControllerProcess
+    from cluster.assembly.archive_process import ArchiveProcess
+    from cluster.assembly.controller_process import ControllerProcess
 
 C = "rmqstore_controller_"
 A = "rmqstore_archive_"

@@ -53,7 +53,7 @@ from store.json_config import JsonConfigFile
 from store.put_result import PutResult, PutStatus
 from common.service import Service
 
-from cluster.node.node_role import NotMaster
+from cluster.config.node_role import NotMaster
 from cluster.replicated.table_records import TableRecordError, TableRecords
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from common.clock import Clock
     from store.message_store import MessageStore
 
-    from cluster.node.node_role import Role
+    from cluster.config.node_role import Role
 
 log = logging.getLogger(__name__)
 SNAPSHOT_EVERY = 1000

@@ -1,2 +1,2 @@
-"""Security: peer membership, TLS and the throwaway CA, access control of the client API (ACL)
-and request signatures."""
+"""Security: membership proofs, TLS, ACL and request signatures.
+"""

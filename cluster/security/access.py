@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 from cluster.security.signature import Metadata, verify
 from cluster.security.acl import Need, Refusal
@@ -34,7 +34,7 @@ from cluster.security.acl_reload import AclSource
 if TYPE_CHECKING:
     from common.clock import Clock
 
-    from cluster.node.node_config import NodeConfig
+    from cluster.config.node_config import NodeConfig
 
 ACL_KEYS = frozenset({"aclEnable", "aclFile", "aclDateTimeWindowSeconds"})
 DEFAULT_WINDOW_SECONDS = 15 * 60

@@ -19,11 +19,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
-from cluster.consume.dead_letter import DLQ_PREFIX
-
-RETRY_PREFIX = "%RETRY%"
+from store.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
 
 class Perm(enum.IntFlag):
@@ -67,7 +65,7 @@ class Need:
     @staticmethod
     def topic(name: str, perm: Perm) -> "Need":
         """A need on a topic; a retry/DLQ topic becomes the need on its group."""
-        for prefix in (RETRY_PREFIX, DLQ_PREFIX):
+        for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX):
             if name.startswith(prefix) and len(name) > len(prefix):
                 return Need(Kind.GROUP, name[len(prefix):], perm)
         return Need(Kind.TOPIC, name, perm)

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 from cluster.security.acl import Account, Acl, Perm, parse_perm
 

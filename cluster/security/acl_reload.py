@@ -14,7 +14,7 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 from cluster.security.acl import Acl
 from cluster.security.acl_file import read_acl_file

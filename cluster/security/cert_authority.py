@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 CA_NAME = "ca"
 # The CA lives as long as a throwaway cluster might: 10 years, so a demo or test cluster left

@@ -21,7 +21,7 @@ import grpc
 from proto import membership_pb2 as pb
 from proto import membership_pb2_grpc as pb_grpc
 from common.clock import SYSTEM_CLOCK, Clock
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 from cluster.security import member_proof
 from cluster.security.member_proof import ChallengeBook, MembershipRefused

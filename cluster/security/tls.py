@@ -33,7 +33,7 @@ from typing import Sequence, Union
 
 import grpc
 
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 KEYS = frozenset({"tlsEnable", "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath",
                   "tlsServerNeedClientAuth"})

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import codec
 from ..config import FIELD_BY_KEY, StoreConfig, key_for, load_config_file, parse_properties
-from ..errors import ConfigError, StoreError
+from common.config_values import ConfigError
+from store.errors import StoreError
 from ..layout import StoreLayout, is_index_file_name, is_offset_file_name
 from ..readonly import IndexReader, infer_index_geometry, numbered_files
 from common.text_output import Progress

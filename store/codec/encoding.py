@@ -14,7 +14,7 @@ from .layout import (
     parse_host, _HEADERS, _I16, _I32, _I64, _QO_PO, _SIZE_MAGIC, _U8)
 
 if TYPE_CHECKING:
-    from store.dispatch.dispatch import DispatchRequest
+    from .dispatch import DispatchRequest
 
 
 # -- message to encode -----------------------------------------------------------------------
@@ -89,7 +89,7 @@ class EncodedRecord:
     transaction_type: int
     sys_flag: int = 0  # as written, with the host-v6 bits
     properties_text: str = ""  # the properties as written (no CRC tail)
-    # What reput will dispatch for this record, filled in under the put lock (store.dispatch.dispatch:
+    # What reput will dispatch for this record, filled in under the put lock (store.codec.dispatch:
     # dispatch_hint); None when reput must decode the record.
     hint: "DispatchRequest | None" = None
 

@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Sequence
 from store import codec
 from common.clock import Clock
 from store.codec import EncodedRecord, SysFlag
-from store.dispatch.dispatch import HINTS_MAX, DispatchRequest, fill_hint
+from store.codec.dispatch import HINTS_MAX, DispatchRequest, fill_hint
 from store.errors import DiskError, OffsetOutOfRange
 from .fileio import FileIO
 from .mapped_file import MappedFile

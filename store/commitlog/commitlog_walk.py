@@ -1,7 +1,7 @@
 """The one walk over commitlog bytes: record after record, from a BLANK on to the next file,
 stopping at the first thing that is not a record, with the reason as a type.
 
-Used by reput (store.dispatch.reput), the reader (store.reader), recovery (store.recovery), the read-only
+Used by reput (store.reput), the reader (store.reader), recovery (store.recovery), the read-only
 StoreReader (store.readonly) and the audit's executors (cluster.audit). `CommitLogWalk.file` is
 the loop; `files` (a run of files, e.g. a snapshot or a read-only directory) and `mapped` (the
 live commitlog: each file held while it is walked) feed it file after file.

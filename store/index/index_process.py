@@ -34,7 +34,7 @@ import threading
 from typing import Callable, Iterable, NamedTuple, NoReturn, Sequence
 
 from common.clock import SYSTEM_CLOCK, Clock
-from store.dispatch.dispatch import DispatchRequest
+from store.codec.dispatch import DispatchRequest
 from .index_service import DEFAULT_HASH_SLOT_NUM, DEFAULT_INDEX_NUM, index_entries
 from .index_wire import IndexProcessError, ok_value, read_frame, write_frame
 from common.pipe_frames import PipeError

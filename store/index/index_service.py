@@ -26,7 +26,7 @@ from typing import Sequence
 
 from common.clock import SYSTEM_CLOCK, Clock
 from store.codec import KEY_SEPARATOR
-from store.dispatch.dispatch import DispatchRequest
+from store.codec.dispatch import DispatchRequest
 from store.errors import CorruptFile
 from store.commitlog.fileio import DEFAULT_FILE_IO, FileIO
 from .index_file import IndexFile, index_file_size, initial_index_file_size, is_grown_size

@@ -25,12 +25,13 @@ from typing import Any
 
 from store.errors import CorruptFile, CreateFileError, DiskError
 from common.pipe_frames import PipeError, read_frame, write_frame
+from store.errors import StoreError
 
 __all__ = ["IndexProcessError", "error_reply", "ok_value", "raise_error", "read_frame",
            "write_frame"]
 
 
-class IndexProcessError(PipeError):
+class IndexProcessError(PipeError, StoreError):
     """The index process died, could not start, or failed in a way that is not a store error
     of its own (its message says which)."""
 

@@ -29,7 +29,7 @@ import threading
 import time
 from typing import Callable, Iterator, Sequence
 
-from store.dispatch.dispatch import DispatchRequest
+from store.codec.dispatch import DispatchRequest
 from store.commitlog.fileio import DEFAULT_FILE_IO, FileIO
 from store.commitlog.mapped_file import MappedFile
 from store.commitlog.mapped_file_queue import MappedFileQueue

@@ -10,7 +10,7 @@ import threading
 from typing import Sequence
 
 from .consume_queue import DEFAULT_CQ_FILE_SIZE, ConsumeQueue
-from store.dispatch.dispatch import DispatchRequest
+from store.codec.dispatch import DispatchRequest
 from store.commitlog.fileio import DEFAULT_FILE_IO, FileIO
 
 

@@ -16,12 +16,7 @@ from store import codec
 from store.codec import RecordKind
 from store.config import StoreConfig
 from store.queue.consume_queue import CQ_STORE_UNIT_SIZE, FILLER_SIZE
-from store.dispatch.dispatch import (
-    SCHEDULE_TOPIC,
-    DispatchRequest,
-    build_request,
-    delay_level_lookup,
-)
+from store.codec.dispatch import SCHEDULE_TOPIC, DispatchRequest, build_request, delay_level_lookup
 from .findings import Findings
 from store.index.index_file import INDEX_HEADER_SIZE
 from store.index.index_service import build_key

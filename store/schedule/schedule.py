@@ -76,7 +76,7 @@ from typing import TYPE_CHECKING, Any
 
 from store import codec
 from store.codec import Message
-from store.dispatch.dispatch import SCHEDULE_TOPIC
+from store.codec.dispatch import SCHEDULE_TOPIC
 from store.errors import CorruptFile, DiskError, MessageIllegal
 from store.json_config import JsonConfigFile
 from store.layout import StoreLayout

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from store import codec
 from store.codec import Message, MessageRecord, SysFlag
-from store.dispatch.dispatch import SCHEDULE_TOPIC
+from store.codec.dispatch import SCHEDULE_TOPIC
 from store.errors import MessageIllegal
 from store.put_result import PutResult, PutStatus
 from store.validation import check_topic

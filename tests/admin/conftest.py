@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import pytest
 
 from cluster.client.admin_client import AdminClient
-from cluster.node.node import Node
+from cluster.assembly.node import Node
 from tests.support.nodes import SteppedWallClock
 
 

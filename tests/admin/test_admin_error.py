@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from cluster.admin.admin_error import OPERATOR_METADATA, caller, invalid, not_master_error
-from cluster.node.node_role import NotMaster
+from cluster.config.node_role import NotMaster
 
 
 class Context:

@@ -14,7 +14,7 @@ from cluster.admin.admin_token import (BearerTokenInterceptor, ensure_token_file
                                        resolve_token)
 from proto import admin_pb2 as pb
 from proto import admin_pb2_grpc as pb_grpc
-from store.errors import ConfigError
+from common.config_values import ConfigError
 from store.layout import ADMIN_TOKEN_FILE, CONFIG_DIR
 from tests.support.nodes import TOKEN
 

@@ -8,7 +8,7 @@ import grpc
 import pytest
 
 from cluster.admin.runtime_config import RUNTIME_KEYS
-from cluster.messaging.v2_status import V2Error
+from cluster.v2.v2_status import V2Error
 from proto import admin_pb2 as pb
 from store.config import FIELD_BY_KEY
 from store.retention.retention import RetentionService

@@ -15,7 +15,7 @@ import pytest
 
 from proto import admin_pb2 as admin_pb
 
-from cluster.node.local_archive import EVERY_HOUR
+from cluster.assembly.local_archive import EVERY_HOUR
 from tests.integration.harness import ROOT, ArchiveServerProcess, wait_until
 from tests.support.official_client import client_home, run_tool
 

@@ -16,11 +16,11 @@ from proto import archive_pb2 as pb
 from proto import archive_pb2_grpc as pb_grpc
 
 from cluster.archive.archive_config import ArchiveConfig
-from cluster.archive.archive_process import ArchiveProcess
+from cluster.assembly.archive_process import ArchiveProcess
 from cluster.archive.registry import read_registry
 from cluster.archive.ship_plan import Verdict
 from cluster.archive.shipper import ArchiveShipper, StoreFiles
-from cluster.archive.shipping_config import ShippingConfig
+from cluster.config.shipping_config import ShippingConfig
 from cluster.security.member_gate import MemberCredentials
 from tests.store.retention_env import NEXT_DAY_0405, NOON, Env
 

@@ -11,7 +11,7 @@ from tests.integration.harness import NodeProcess
 
 
 def record(context: ProcessContext, message: str = "hello %s") -> logging.LogRecord:
-    r = logging.LogRecord("cluster.node.node", logging.INFO, __file__, 1, message, ("world",),
+    r = logging.LogRecord("cluster.assembly.node", logging.INFO, __file__, 1, message, ("world",),
                           None)
     context.filter(r)
     return r
@@ -19,7 +19,7 @@ def record(context: ProcessContext, message: str = "hello %s") -> logging.LogRec
 
 def test_text_and_json_lines_name_the_process():
     context = ProcessContext("node")
-    assert "[node epoch 0] cluster.node.node: hello world" in TextFormatter().format(
+    assert "[node epoch 0] cluster.assembly.node: hello world" in TextFormatter().format(
         record(context))
     context.describe = lambda: ("broker-a:0", 3, "SYNC_MASTER")
     assert "[broker-a:0 epoch 3 SYNC_MASTER]" in TextFormatter().format(record(context))

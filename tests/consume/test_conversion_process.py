@@ -32,7 +32,7 @@ from cluster.consume.receipt import IssuedHandles
 from cluster.consume.conversion_worker import ConversionWorker
 from cluster.consume.delivery_bytes import (EncodedAnswer, delivered_message, message_parts,
                                             set_ack, varint)
-from cluster.messaging.convert import RESERVED_PROPERTY_NAMES, record_to_v2
+from cluster.v2.convert import RESERVED_PROPERTY_NAMES, record_to_v2
 
 FILE_SIZE = 64 * 1024
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cluster.controller.controller_config import controller_config_from_properties
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 
 def test_without_endpoints_the_state_stays_in_a_file():

@@ -7,7 +7,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cluster.controller.controller_config import ControllerConfig, EtcdSettings
-from cluster.controller.controller_process import ACTIVE_HEALTH_SERVICE, ControllerProcess
+from cluster.assembly.controller_process import ACTIVE_HEALTH_SERVICE, ControllerProcess
 from cluster.controller.controller_servicer import SERVICE
 from tests.support.waiting import wait_until
 

@@ -12,7 +12,7 @@ import pytest
 from cluster.drills.runner import DrillOptions, run_drill
 from cluster.drills.scenarios import DRILLS, Timing
 from cluster.drills.workload import WorkloadConfig
-from cluster.node.local_cluster import free_base_port
+from cluster.assembly.local_cluster import free_base_port
 
 SHORT = Timing(warmup_s=3.0, fault_s=6.0, after_s=4.0)
 LIGHT = WorkloadConfig(producers=2, rate=40.0)

@@ -8,7 +8,7 @@ import pytest
 from ha.ack_tracker import AckTracker, SlaveAckState
 from common.clock import ManualClock
 from common.completion import Completion
-from store.errors import ConfigError
+from common.config_values import ConfigError
 from store.put_result import PutStatus
 
 MAX_GAP = 1000

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 from cluster.client.admin_client import AdminClient
 from cluster.client.controller_client import ControllerClient
-from cluster.node.local_cluster import free_base_port
+from cluster.assembly.local_cluster import free_base_port
 from proto import admin_pb2 as pb
 from store.layout import COMMITLOG_DIR, CONSUME_QUEUE_DIR, LOCK_FILE
 # messages (support/admin.py), FAST_HA, free_port and wait_until (support/waiting.py) are

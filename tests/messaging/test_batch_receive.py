@@ -12,7 +12,7 @@ import pytest
 
 from cluster.client import Message, Producer, SimpleConsumer
 from cluster.messaging.send import MasterForwarder
-from cluster.messaging.v2_status import V2Error
+from cluster.v2.v2_status import V2Error
 from cluster.security.access import AclConfig
 from cluster.security.signature import sign
 from proto import batch_receive_pb2 as br

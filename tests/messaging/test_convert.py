@@ -7,9 +7,9 @@ import zlib
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cluster.messaging import convert
-from cluster.messaging.convert import to_store_messages
-from cluster.messaging.v2_status import V2Error
+from cluster.v2 import convert
+from cluster.v2.convert import to_store_messages
+from cluster.v2.v2_status import V2Error
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store import codec
 from store.codec import MessageRecord, SysFlag

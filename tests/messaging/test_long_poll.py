@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import wait
 
-from cluster.messaging.long_poll import Attempt, DispatchWaiter, long_poll
+from cluster.v2.long_poll import Attempt, DispatchWaiter, long_poll
 from cluster.messaging.telemetry import StreamBudget
 from common.clock import ManualClock
 from tests.support.waiting import in_background, waiting_on

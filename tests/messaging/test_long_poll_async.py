@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from cluster.messaging.long_poll import Attempt, DispatchWaiter, Interest, long_poll_async
+from cluster.v2.long_poll import Attempt, DispatchWaiter, Interest, long_poll_async
 from cluster.messaging.telemetry import StreamBudget
 from common.clock import ManualClock
 

@@ -19,7 +19,7 @@ from store.get_result import QueueRef
 
 from cluster.consume.answer_forms import CHILD_MIN_DELIVERIES
 from cluster.consume.conversion_process import ConversionProcess
-from cluster.messaging.convert import record_to_v2
+from cluster.v2.convert import record_to_v2
 from tests.support.nodes import settle
 from tests.support.v2 import G, msg, receive_request
 

@@ -13,9 +13,9 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.json_config import PERM_READ, TopicConfig
 from store.layout import CONFIG_DIR, TOPICS_FILE
 
-from cluster.messaging.v2_status import V2Error
+from cluster.v2.v2_status import V2Error
 from cluster.metadata.topic_state import TOPIC_TABLE_TOPIC
-from cluster.node.node_role import Transitioning
+from cluster.config.node_role import Transitioning
 from tests.support.v2 import topic_registry
 
 

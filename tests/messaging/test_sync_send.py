@@ -13,7 +13,7 @@ import threading
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
-from cluster.node.grpc_server import POOL_WORKERS
+from cluster.serving.grpc_server import POOL_WORKERS
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from tests.faults import FaultyFileIO

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.messaging import v2_status
-from cluster.messaging.v2_status import V2Error, v2_require_master, v2_route
-from cluster.node.node_role import Follower, Forward, Leader, Role, Transitioning
+from cluster.v2 import v2_status
+from cluster.v2.v2_status import V2Error, v2_require_master, v2_route
+from cluster.config.node_role import Follower, Forward, Leader, Role, Transitioning
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.broker_role import BrokerRole
 from store.put_result import PutResult, PutStatus

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from cluster.metadata.topic_state import (TOPIC_RECORDS, TOPIC_TABLE_TOPIC, delete_event,
                                           upsert_event)
 from cluster.metadata.topic_table import TopicExists, TopicMissing, TopicTable
-from cluster.node.node_role import NotMaster
+from cluster.config.node_role import NotMaster
 from store.json_config import PERM_READ, TopicConfig, TopicConfigTable
 from store.layout import StoreLayout
 from store.put_result import PutStatus

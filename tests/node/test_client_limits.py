@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.node.client_limits import CLIENT_LIMIT_KEYS, MIB, ClientLimits, server_options
-from cluster.node.node_config import NODE_KEYS, node_config_from_properties
+from cluster.config.client_limits import CLIENT_LIMIT_KEYS, MIB, ClientLimits, server_options
+from cluster.config.node_config import NODE_KEYS, node_config_from_properties
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 from tests.support.v2 import msg
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.node.controller_choice import ControllerChoice, named_active
-from cluster.node.node_config import node_config_from_properties
-from store.errors import ConfigError
+from cluster.assembly.controller_choice import ControllerChoice, named_active
+from cluster.config.node_config import node_config_from_properties
+from common.config_values import ConfigError
 
 A, B, C = "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"
 

@@ -1,4 +1,4 @@
-"""The node's asyncio gRPC server (cluster/node/grpc_server.py, thread_bridge.py) with real
+"""The node's asyncio gRPC server (cluster/serving/grpc_server.py, thread_bridge.py) with real
 calls on 127.0.0.1: plain handlers run in the pool and async ones on the loop; a plain streaming
 handler gets the threaded server's context (is_active, cancel, abort with its code); a handler
 whose client stops reading blocks until the call ends and is then closed (its cleanup runs);
@@ -13,8 +13,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import HealthServicer
 
 from cluster.metrics.call_counter import CallCounter
-from cluster.node.grpc_server import EVENT_LOOPS, AioGrpcServer, new_event_loop
-from cluster.node.handler_cache import WrapCache
+from cluster.config.node_config import EVENT_LOOPS
+from cluster.serving.grpc_server import AioGrpcServer, new_event_loop
+from cluster.serving.handler_cache import WrapCache
 from tests.support.waiting import wait_until
 
 SERVICE = "test.Bridge"

@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from cluster.node.live_config import LiveConfig
-from cluster.node.node_config import NodeConfig
+from cluster.config.live_config import LiveConfig
+from cluster.config.node_config import NodeConfig
 from store.config import StoreConfig
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 
 def base() -> NodeConfig:

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from cluster.node.node_config import NodeConfig, load_node_config, node_config_from_properties
+from cluster.config.node_config import NodeConfig, load_node_config, node_config_from_properties
 from store.config import StoreConfig
-from store.errors import ConfigError
+from common.config_values import ConfigError
 from store.layout import ADMIN_TOKEN_FILE, CONFIG_DIR
 
 SECRET = "0123456789abcdef"

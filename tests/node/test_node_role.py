@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.node.node_role import Follower, Forward, Leader, NotMaster, Role, Transitioning
+from cluster.config.node_role import Follower, Forward, Leader, NotMaster, Role, Transitioning
 from store.broker_role import BrokerRole
 
 MASTER = object()  # stands in for the MasterRole a Leader carries

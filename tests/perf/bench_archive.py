@@ -39,7 +39,7 @@ from store.config import StoreConfig
 from store.message_store import MessageStore
 
 from cluster.archive.shipper import ArchiveShipper, StoreFiles
-from cluster.archive.shipping_config import ShippingConfig
+from cluster.config.shipping_config import ShippingConfig
 from cluster.security.member_gate import MemberCredentials
 from tests.integration.harness import CLUSTER_SECRET, ArchiveServerProcess
 

@@ -37,8 +37,8 @@ from concurrent import futures
 import grpc
 
 from cluster.client.admin_client import AdminClient
-from cluster.node.node import Node
-from cluster.node.node_config import NodeConfig
+from cluster.assembly.node import Node
+from cluster.config.node_config import NodeConfig
 from common import crc
 from proto import replication_pb2 as rpb
 from proto import replication_pb2_grpc as rpb_grpc

@@ -313,7 +313,7 @@ class BareServicer(s_grpc.MessagingServiceServicer):
 
 
 class AioBareServicer(BareServicer):
-    """The bare service as the node serves it (cluster/node/grpc_server.py): the hot calls are
+    """The bare service as the node serves it (cluster/serving/grpc_server.py): the hot calls are
     coroutines on the event loop."""
 
     async def SendMessage(self, request, context):  # noqa: N802
@@ -337,7 +337,7 @@ class AioBareServicer(BareServicer):
 
 
 def _serve_bare(address: str, ready) -> None:
-    from cluster.node.grpc_server import AioGrpcServer  # the node's serving layer
+    from cluster.serving.grpc_server import AioGrpcServer  # the node's serving layer
     server = AioGrpcServer(options=[("grpc.max_receive_message_length", 64 << 20),
                                     ("grpc.max_send_message_length", 64 << 20)])
     servicer = AioBareServicer(address)

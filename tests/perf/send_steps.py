@@ -7,10 +7,10 @@ figure is stable, and each step's time per message is printed next to the floor 
     parse              SendMessageRequest.FromString (what gRPC's deserializer does)
     read the fields    every field the conversion reads, read once (upb attribute access):
                        the floor of `convert`
-    convert            cluster.messaging.convert.to_store_messages (checks + store Message)
+    convert            cluster.v2.convert.to_store_messages (checks + store Message)
     store checks       store.validation.check_message per message
     encode             store.codec.encode per message
-    dispatch hint      store.dispatch.dispatch.dispatch_hint per message
+    dispatch hint      store.codec.dispatch.dispatch_hint per message
     append             MessageStore.append of the batch into a real store in a temp dir
                        (checks, encode, hint, the commitlog copy; ASYNC_FLUSH, loaded but
                        no service running, so nothing else takes the GIL)
@@ -36,11 +36,11 @@ from typing import Callable
 
 from cluster.client.message import Message as ClientMessage
 from cluster.client.message import to_v2
-from cluster.messaging.convert import SendLimits, to_store_messages
+from cluster.v2.convert import SendLimits, to_store_messages
 from cluster.messaging.send import send_response
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store import codec
-from store.dispatch.dispatch import dispatch_hint
+from store.codec.dispatch import dispatch_hint
 from store.validation import check_message
 from tests.perf.bench_store import open_store
 

@@ -10,7 +10,7 @@ import pytest
 
 from store.put_result import PutStatus
 
-from cluster.node.node_role import Follower, NotMaster
+from cluster.config.node_role import Follower, NotMaster
 from cluster.replicated.replicated_table import AppendRefused, ReplicatedTable, TableService
 from cluster.replicated.table_records import TableRecordError, TableRecords
 from tests.support.leader_store import LeaderStore

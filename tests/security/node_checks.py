@@ -6,7 +6,7 @@ import time
 
 import grpc
 
-from cluster.node.node import Node
+from cluster.assembly.node import Node
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 

@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 from cluster.security.acl import Account, Acl, Kind, Need, Perm, parse_perm
 
 import pytest
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 APP = Account("app1-key", "app1-secret", topic_perms={"orders": Perm.PUB, "audit": Perm.SUB,
                                                       "both": Perm.PUB | Perm.SUB,

@@ -6,7 +6,7 @@ import pytest
 
 from cluster.security.acl import Need, Perm
 from cluster.security.acl_file import parse_acl, read_acl_file
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 # RocketMQ's distributed conf/plain_acl.yml (4.x), comments trimmed.
 ROCKETMQ_SAMPLE = """\

@@ -7,14 +7,14 @@ import os
 
 import pytest
 
-from cluster.node.node_config import NodeConfig, node_config_from_properties
+from cluster.config.node_config import NodeConfig, node_config_from_properties
 from cluster.security.access import AccessControl, AclConfig
 from cluster.security.acl import Need, Perm
 from cluster.security.acl_reload import AclSource
 from cluster.security.signature import sign
 from common.clock import ManualClock
 from store.config import StoreConfig
-from store.errors import ConfigError
+from common.config_values import ConfigError
 from tests.support.files import replace_file
 
 READER = """\

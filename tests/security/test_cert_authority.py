@@ -17,7 +17,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cluster.security.cert_authority import (CertificateError, ensure_ca, ensure_leaf, issued_by,
                                              load_cert, load_key, load_pair, subject_alt_names,
                                              target_names)
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 
 def mode(path: str) -> int:

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cluster.node.node import Node
+from cluster.assembly.node import Node
 from cluster.security.member_gate import MemberCredentials
 from cluster.security.member_proof import REPLICATION_STREAM
 from proto import replication_pb2 as pb

@@ -14,8 +14,8 @@ import grpc
 import pytest
 
 from cluster.controller.controller_config import ControllerConfig
-from cluster.controller.controller_process import ControllerProcess
-from cluster.node.grpc_server import AioGrpcServer
+from cluster.assembly.controller_process import ControllerProcess
+from cluster.serving.grpc_server import AioGrpcServer
 from cluster.security import member_proof as mp
 from cluster.security.member_gate import MemberCredentials
 from master.replication_servicer import ReplicationServicer

@@ -1,4 +1,4 @@
-"""The controller serving TLS (cluster/controller/controller_process.py with tls* keys): a node
+"""The controller serving TLS (cluster/assembly/controller_process.py with tls* keys): a node
 serving TLS heartbeats it over TLS and takes the master role from it; the operator's
 ControllerClient needs the CA; with tlsServerNeedClientAuth a client without a certificate is
 refused."""
@@ -9,9 +9,9 @@ import pytest
 
 from cluster.client.controller_client import ControllerClient
 from cluster.controller.controller_config import ControllerConfig, controller_config_from_properties
-from cluster.controller.controller_process import ControllerProcess
+from cluster.assembly.controller_process import ControllerProcess
 from cluster.security.tls import ClientTls
-from store.errors import ConfigError
+from common.config_values import ConfigError
 from tests.support.nodes import CLUSTER_SECRET
 from tests.support.waiting import wait_until
 

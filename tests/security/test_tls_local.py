@@ -14,7 +14,7 @@ import grpc
 import pytest
 
 from cluster.client.admin_client import AdminClient
-from cluster.node.local_cluster import cluster_tls
+from cluster.assembly.local_cluster import cluster_tls
 from cluster.security.cert_authority import load_cert, subject_alt_names
 from tests.integration.harness import LocalCluster, cluster_cli as cli, pid_gone, wait_until
 

@@ -1,4 +1,4 @@
-"""TLS on a real node's port (cluster/security/tls.py wired into cluster/node/node.py): a
+"""TLS on a real node's port (cluster/security/tls.py wired into cluster/assembly/node.py): a
 plaintext client and a client trusting another CA fail, a client trusting the cluster's CA
 works; with tlsServerNeedClientAuth a client without a certificate, or with another CA's, is
 refused at the handshake and one with a cluster certificate works; a master and a slave both on
@@ -14,11 +14,11 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from cluster.client.admin_client import AdminClient
-from cluster.node.node_config import node_config_from_properties
+from cluster.config.node_config import node_config_from_properties
 from cluster.security.cert_authority import ensure_ca, ensure_leaf
 from cluster.security.tls import (ClientTls, TlsSettings, add_port, open_channel, peer_identity,
                                   tls_settings_from_properties)
-from store.errors import ConfigError
+from common.config_values import ConfigError
 from proto import admin_pb2 as apb
 from tests.support.nodes import TOKEN, settle
 from tests.support.waiting import wait_until

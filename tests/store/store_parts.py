@@ -8,7 +8,7 @@ import os
 from store import codec
 from common.clock import ManualClock
 from store.codec import Message, SysFlag
-from store.dispatch.dispatch import delay_level_lookup
+from store.codec.dispatch import delay_level_lookup
 from store.commitlog.commitlog import CommitLog
 from store.queue.consume_queue_store import ConsumeQueueStore
 from store.commitlog.fileio import FileIO
@@ -16,7 +16,7 @@ from store.index.index_service import IndexService
 from store.layout import StoreLayout
 from store.put_result import AppendResult
 from store.reader import MessageReader
-from store.dispatch.reput import ReputService
+from store.reput import ReputService
 
 COMMITLOG_FILE = 4096  # a few records per file: rolling (BLANK) happens all the time
 CQ_FILE = 20 * 8

@@ -8,7 +8,7 @@ from store import codec
 from common.clock import ManualClock
 from store.codec import Message, SysFlag
 from store.commitlog.commitlog import CommitLog
-from store.dispatch.dispatch import dispatch_hint
+from store.codec.dispatch import dispatch_hint
 from store.errors import CreateFileError, DiskError, OffsetOutOfRange
 from store.commitlog.fileio import FileIO
 from store.layout import COMMITLOG_DIR

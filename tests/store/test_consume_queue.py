@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from store.queue.consume_queue import ConsumeQueue
 from store.queue.consume_queue_store import ConsumeQueueStore
-from store.dispatch.dispatch import DispatchRequest
+from store.codec.dispatch import DispatchRequest
 from store.commitlog.fileio import FileIO
 
 UNIT = 20
@@ -431,7 +431,7 @@ def test_truncate_and_retention_scan_across_read_chunks(tmp_path):
 
 def test_huge_queue_offset_from_a_damaged_record_does_not_fill_millions_of_units(tmp_path):
     from store.queue.consume_queue import ConsumeQueue
-    from store.dispatch.dispatch import DispatchRequest
+    from store.codec.dispatch import DispatchRequest
     from store.commitlog.fileio import FileIO
 
     cq = ConsumeQueue("T", 0, str(tmp_path), 20 * 8, FileIO())

@@ -1,4 +1,4 @@
-"""Dispatch hints: what a master's put leaves for reput (store.dispatch.dispatch.dispatch_hint) must be
+"""Dispatch hints: what a master's put leaves for reput (store.codec.dispatch.dispatch_hint) must be
 exactly what reput would decode from the bytes, for any message; and the hints must never
 let reput pass the dispatch bound, survive a cut of the log, or skip a record without one."""
 from __future__ import annotations
@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from store.commitlog import commitlog as commitlog_module
-from store.dispatch import reput as reput_module
+from store import reput as reput_module
 from store import running_flags as rf
 from common.clock import ManualClock
 from store.codec import Message, SysFlag
 from store.config import StoreConfig
-from store.dispatch.dispatch import SCHEDULE_TOPIC, DispatchRequest
+from store.codec.dispatch import SCHEDULE_TOPIC, DispatchRequest
 from store.message_store import MessageStore
 
 T0 = 1_700_000_000_000

@@ -12,7 +12,7 @@ from typing import Callable
 import pytest
 
 from common import failpoints
-from store.errors import ConfigError
+from common.config_values import ConfigError
 from store.commitlog.fileio import WRITE_FAILPOINT, FileIO
 from tests.faults import FaultyFileIO
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from common.clock import ManualClock
-from store.dispatch.dispatch import DispatchRequest
+from store.codec.dispatch import DispatchRequest
 from store.commitlog.fileio import FileIO
 from store.index.index_file import index_key_hash
 from store.index.index_service import IndexService

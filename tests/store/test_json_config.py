@@ -10,7 +10,8 @@ import threading
 import pytest
 
 from common.clock import ManualClock
-from store.errors import ConfigError, CorruptFile, DiskError
+from common.config_values import ConfigError
+from store.errors import CorruptFile, DiskError
 from store.commitlog.fileio import FileIO
 from store.json_config import (PERM_INHERIT, PERM_READ, PERM_WRITE, JsonConfigFile, TopicConfig,
                                TopicConfigTable)

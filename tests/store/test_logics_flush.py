@@ -3,7 +3,7 @@ from __future__ import annotations
 from store.checkpoint import StoreCheckpoint
 from common.clock import ManualClock
 from store.queue.consume_queue_store import ConsumeQueueStore
-from store.dispatch.dispatch import DispatchRequest
+from store.codec.dispatch import DispatchRequest
 from store.commitlog.fileio import FileIO
 from store.index.index_service import IndexService
 from store.layout import CHECKPOINT_FILE

@@ -7,7 +7,7 @@ from store import codec
 from common.clock import ManualClock
 from store.codec import Message
 from store.config import StoreConfig
-from store.dispatch.dispatch import SCHEDULE_TOPIC
+from store.codec.dispatch import SCHEDULE_TOPIC
 from store.put_input import PutInput
 from store.put_result import PutStatus
 

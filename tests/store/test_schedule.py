@@ -12,7 +12,7 @@ from store import running_flags as rf
 from common.clock import ManualClock
 from store.codec import Message, SysFlag
 from store.config import StoreConfig
-from store.dispatch.dispatch import SCHEDULE_TOPIC
+from store.codec.dispatch import SCHEDULE_TOPIC
 from store.errors import MessageIllegal
 from store.message_store import MessageStore
 from store.put_result import PutStatus
@@ -348,7 +348,7 @@ def replicate(src: MessageStore, dst: MessageStore, end: int) -> None:
 
 
 def promote(store: MessageStore) -> None:
-    """What a node does to its store when it becomes master (cluster/node/node.py)."""
+    """What a node does to its store when it becomes master (cluster/assembly/node.py)."""
     store.reconfigure(dataclasses.replace(store.config, broker_role="ASYNC_MASTER"))
     store.prepare_for_writes()
 

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from store.config import StoreConfig
-from store.errors import ConfigError
+from common.config_values import ConfigError
 from store.volume_check import check_volumes
 
 MB = 1 << 20

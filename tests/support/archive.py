@@ -3,7 +3,7 @@ archive server by the node's own shipper."""
 from __future__ import annotations
 
 from cluster.archive.shipper import ArchiveShipper, StoreFiles
-from cluster.archive.shipping_config import ShippingConfig
+from cluster.config.shipping_config import ShippingConfig
 from cluster.security.member_gate import MemberCredentials
 
 

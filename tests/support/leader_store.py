@@ -19,7 +19,7 @@ from common.clock import ManualClock
 from store.config import StoreConfig
 from store.message_store import MessageStore
 
-from cluster.node.node_role import Follower, Leader, Role
+from cluster.config.node_role import Follower, Leader, Role
 
 
 class LeaderStore:

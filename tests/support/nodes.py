@@ -1,4 +1,4 @@
-"""In-process nodes for tests: real nodes (cluster/node/node.py) serving gRPC on free
+"""In-process nodes for tests: real nodes (cluster/assembly/node.py) serving gRPC on free
 127.0.0.1 ports in this process, each with its store in <root>/<name>, 1 MiB commitlog files
 and fast replication timings.
 
@@ -33,8 +33,8 @@ import grpc
 
 from cluster.client import ClientConfig, Connection
 from cluster.client.admin_client import AdminClient
-from cluster.node.node import Node
-from cluster.node.node_config import NodeConfig
+from cluster.assembly.node import Node
+from cluster.config.node_config import NodeConfig
 from cluster.security.cert_authority import ensure_ca, ensure_leaf
 from cluster.security.tls import ClientTls, TlsSettings, open_channel
 from proto import batch_receive_pb2_grpc as br_grpc

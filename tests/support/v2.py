@@ -14,7 +14,7 @@ import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from cluster.messaging.convert import SendLimits
+from cluster.v2.convert import SendLimits
 from cluster.messaging.route import TopicDefaults, TopicRegistry
 from cluster.metadata.topic_table import TopicTable
 from proto.apache.rocketmq.v2 import definition_pb2 as d

@@ -46,22 +46,30 @@ from cluster.metrics.node_collector import NodeCollector
 from cluster.admin.admin_servicer import AdminServicer
 from cluster.admin.admin_token import BearerTokenInterceptor, resolve_token
 from cluster.messaging.messaging_service import SERVICE_NAME as MESSAGING_SERVICE, MessagingService
-from cluster.messaging.messaging_servicer import (BatchReceiveServicer, MessagingServicer,
-                                                  add_to_server)
+from cluster.messaging.messaging_servicer import (
+    BatchReceiveServicer,
+    MessagingServicer,
+    add_to_server,
+)
 from cluster.messaging.v2_access import V2AccessInterceptor
 from cluster.controller.election import Assignment
-from cluster.node.assignment_plan import plan_assignment
-from cluster.node.controller_link import ControllerLink
-from cluster.node.grpc_server import AioGrpcServer
+from .assignment_plan import plan_assignment
+from .controller_link import ControllerLink
+from cluster.serving.grpc_server import AioGrpcServer
 from cluster.consume.handle_mac import handle_key
-from cluster.node.client_limits import server_options
-from cluster.node.request_decoding import UndecodableRequestInterceptor
-from cluster.node.live_config import LiveConfig
-from cluster.node.node_config import NodeConfig
-from cluster.node.node_role import Follower, Leader, Role, Transitioning
-from cluster.node.node_status import node_status
-from cluster.security.member_gate import (MemberCredentials, MemberGate, MembershipServicer,
-                                          Refusal, resolve_cluster_secret)
+from cluster.config.client_limits import server_options
+from cluster.serving.request_decoding import UndecodableRequestInterceptor
+from cluster.config.live_config import LiveConfig
+from cluster.config.node_config import NodeConfig
+from cluster.config.node_role import Follower, Leader, Role, Transitioning
+from .node_status import node_status
+from cluster.security.member_gate import (
+    MemberCredentials,
+    MemberGate,
+    MembershipServicer,
+    Refusal,
+    resolve_cluster_secret,
+)
 from cluster.security.member_proof import CONTROLLER_HEARTBEAT, REPLICATION_STREAM
 from cluster.security.tls import open_channel
 

@@ -20,7 +20,7 @@ A node is in exactly one of three states:
         each believe the other is master must not bounce a write between them)
 
 Locking: the state is one immutable object behind one reference. The node replaces it under
-its role lock (cluster/node/node.py); readers take no lock and act on the state they read. A
+its role lock (cluster/assembly/node.py); readers take no lock and act on the state they read. A
 state read just before a switch may name a MasterRole that has since stopped: its appends then
 answer SERVICE_NOT_AVAILABLE, which callers treat like any refused write.
 """

@@ -29,8 +29,7 @@ from cluster.admin.admin_token import BearerTokenInterceptor, ensure_token_file
 from cluster.controller.controller_config import ControllerConfig
 from cluster.controller.controller_service import ControllerService, FileStateStore
 from cluster.controller.active_gate import NotActiveController
-from cluster.controller.controller_servicer import (PROTECTED_METHODS, SERVICE,
-                                                    ControllerServicer)
+from cluster.controller.controller_servicer import PROTECTED_METHODS, SERVICE, ControllerServicer
 from cluster.controller.etcd_client import EtcdClient
 from cluster.controller.etcd_store import EtcdStateStore
 from cluster.controller.leadership import Leadership, LeadershipConfig, LeadershipThread

@@ -33,8 +33,12 @@ from cluster.archive.registry import ArchiveEntry, announce
 from cluster.client.connection import ClientConfig
 from cluster.metrics.exposition import ApiError, MetricsEndpoint, proto_json
 from cluster.metrics.process_collectors import ArchiveCollector
-from cluster.security.member_gate import (MemberCredentials, MemberGate, MembershipServicer,
-                                          resolve_cluster_secret)
+from cluster.security.member_gate import (
+    MemberCredentials,
+    MemberGate,
+    MembershipServicer,
+    resolve_cluster_secret,
+)
 from cluster.security.member_proof import ARCHIVE_ANNOUNCE, ARCHIVE_SHIP, MembershipRefused
 from cluster.security.refusal_log import RefusalLog
 from cluster.security.tls import add_port, open_channel

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from store.broker_role import BrokerRole
 
 from cluster.controller.election import Assignment
-from cluster.node.node_role import Follower, Leader, RoleState
+from cluster.config.node_role import Follower, Leader, RoleState
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 KEYS = frozenset({"archiveAddress", "archiveShipFrom", "archiveShipAheadHours",
                   "archiveShipAll", "archiveShipIntervalMillis", "archiveBlockBytes"})

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
 from store import codec
-from store.codec import SysFlag
+from . import SysFlag
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _TAG_CODES: dict[str, int] = {}

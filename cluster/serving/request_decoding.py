@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator, Callable, Iterator
 import grpc
 import grpc.aio
 
-from cluster.node.handler_cache import WrapCache
+from .handler_cache import WrapCache
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ import logging
 import threading
 from typing import Callable, Iterator, Sequence
 
-from store import codec
-from store.commitlog.commitlog import CommitLog
-from store.commitlog.commitlog_walk import CommitLogWalk, Stop
-from .dispatch import HINTS_MAX, Dispatcher, DispatchRequest, request_from_fields
+from . import codec
+from .commitlog.commitlog import CommitLog
+from .commitlog.commitlog_walk import CommitLogWalk, Stop
+from .codec.dispatch import HINTS_MAX, Dispatcher, DispatchRequest, request_from_fields
 from common.service import Service
 
 log = logging.getLogger(__name__)

@@ -40,8 +40,9 @@ from typing import Any, Awaitable, Callable, Sequence, TypeVar
 import grpc
 import grpc.aio
 
-from cluster.node.handler_cache import WrapCache
-from cluster.node.thread_bridge import threaded_stream
+from cluster.config.node_config import EVENT_LOOPS
+from .handler_cache import WrapCache
+from .thread_bridge import threaded_stream
 from cluster.security.tls import TlsSettings, add_port
 
 T = TypeVar("T")
@@ -109,9 +110,6 @@ class _GenericHandlersOnly:
 
     def add_registered_method_handlers(self, service: str, handlers) -> None:
         """Not registered: the generic handler added just before serves these methods."""
-
-
-EVENT_LOOPS = ("uvloop", "asyncio")
 
 
 def new_event_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:

@@ -47,9 +47,10 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store import codec
 from store.codec import Message, MessageRecord, SysFlag
 from store.errors import MessageIllegal
+from store.reader import TagFilter
 from store.validation import check_group, check_topic
 
-from cluster.messaging.v2_status import V2Error
+from .v2_status import V2Error
 
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
 PROPERTY_TRACE_CONTEXT = "TRACE_CONTEXT"
@@ -77,7 +78,7 @@ SECONDS_THAT_ARE_MILLIS = 10 ** 11  # see the module doc (client bug)
 
 @dataclass(frozen=True)
 class SendLimits:
-    """What one SendMessage may carry (keys and defaults: cluster/node/client_limits.py)."""
+    """What one SendMessage may carry (keys and defaults: cluster/config/client_limits.py)."""
     max_body: int  # maxMessageSize (per message body, after decompression; per batch)
     max_delay_ms: int  # timerMaxDelaySec in ms
     max_user_property_size: int = 16 * 1024  # user properties + tag + keys, UTF-8 bytes
@@ -433,3 +434,16 @@ def record_to_v2(record: MessageRecord, namespace: str = "",
 
 def records_to_v2(records: Iterable[MessageRecord], namespace: str = "") -> list[d.Message]:
     return [record_to_v2(r, namespace) for r in records]
+
+
+def tag_expression(expression: d.FilterExpression) -> str | None:
+    """The validated TAG expression of a filter (None: every message)."""
+    if expression.type == d.SQL:
+        raise V2Error(d.NOT_IMPLEMENTED, "SQL92 filter expressions are not implemented yet")
+    if expression.type not in (d.TAG, d.FILTER_TYPE_UNSPECIFIED):
+        raise V2Error(d.ILLEGAL_FILTER_EXPRESSION, f"unknown filter type {expression.type}")
+    try:
+        TagFilter.parse(expression.expression)
+    except ValueError as e:
+        raise V2Error(d.ILLEGAL_FILTER_EXPRESSION, str(e)) from None
+    return expression.expression or None

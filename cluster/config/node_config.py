@@ -33,7 +33,7 @@ from the controller, whatever brokerRole and brokerId say (brokerRole is only th
 group starts from, and haMasterAddress is not needed):
     controllerAddr              host:port of the controller; several controllers sharing their
                                 state in etcd as host:port;host:port (RocketMQ's separator):
-                                heartbeats go to the active one (cluster/node/controller_link.py)
+                                heartbeats go to the active one (cluster/assembly/controller_link.py)
     controllerHeartbeatInterval ms between two heartbeats to it (500)
     brokerElectionPriority      the lower wins an election between equally complete nodes (0)
 TLS on the node's port and its calls to peers (cluster/security/tls.py has the details):
@@ -47,17 +47,17 @@ Transactions (RocketMQ's BrokerConfig names and defaults, see cluster/messaging/
     transactionTimeOut       ms a half message stays unchecked after it was stored (6000)
     transactionCheckMax      checks sent before an unanswered transaction is rolled back (15)
     transactionCheckInterval ms between two check-back rounds of the master (60000)
-The commitlog archive (archiveAddress, archiveShipFrom, ...): cluster/archive/shipping_config.py.
+The commitlog archive (archiveAddress, archiveShipFrom, ...): cluster/config/shipping_config.py.
     metricsListenAddress  host:port of the Prometheus metrics endpoint (GET /metrics;
                        cluster/metrics/node_collector.py lists the metrics); empty: none
     serverEventLoop    uvloop (default) | asyncio: the event loop of the node's gRPC server
-                       (cluster/node/grpc_server.py)
+                       (cluster/serving/grpc_server.py)
     receiveConversionProcessEnable  true (default): a master builds the messages of its
                        receives' answers in a child process that reads the commitlog
                        files itself (cluster/consume/conversion_process.py); false: in the
                        serving process
 Client limits (maxUserPropertySize, userPropertyMaxNum, maxBatchMessageCount,
-grpcMaxInboundMessageSize, ...): cluster/node/client_limits.py.
+grpcMaxInboundMessageSize, ...): cluster/config/client_limits.py.
 Every other key is a StoreConfig key; unknown keys are logged and ignored, as RocketMQ does.
 One has another default on a node: messageIndexProcessEnable is true (the index is built by
 a child process, store/index/index_process.py; false builds it in the node's own process).
@@ -68,15 +68,12 @@ import ipaddress
 import logging
 from dataclasses import dataclass, field
 
-from cluster.node.grpc_server import EVENT_LOOPS
-from cluster.node.client_limits import (CLIENT_LIMIT_KEYS, ClientLimits,
-                                        client_limits_from_properties)
+from .client_limits import CLIENT_LIMIT_KEYS, ClientLimits, client_limits_from_properties
 from store.config import StoreConfig, parse_properties
-from store.errors import ConfigError
+from common.config_values import ConfigError
 from store.layout import StoreLayout
 
-from cluster.archive.shipping_config import KEYS as SHIPPING_KEYS, ShippingConfig, \
-    shipping_config_from_properties
+from .shipping_config import KEYS as SHIPPING_KEYS, ShippingConfig, shipping_config_from_properties
 from cluster.security.access import ACL_KEYS, AclConfig, acl_config_from_properties
 from cluster.security.tls import KEYS as TLS_KEYS, TlsSettings, tls_settings_from_properties
 
@@ -220,6 +217,9 @@ class NodeConfig:
 
 # StoreConfig keys whose default differs on a node: a node builds its index in a child
 # process (store/index/index_process.py), off the GIL of the process that serves the clients.
+# serverEventLoop: the gRPC server's event loop (cluster/serving/grpc_server.new_event_loop)
+EVENT_LOOPS = ("uvloop", "asyncio")
+
 NODE_STORE_DEFAULTS = {"messageIndexProcessEnable": "true"}
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from cluster.node.node_config import NodeConfig
+from .node_config import NodeConfig
 
 Subscriber = Callable[[NodeConfig, NodeConfig], None]  # (old, new)
 

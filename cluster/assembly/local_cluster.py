@@ -13,7 +13,7 @@ then one node exiting stops the others.
 
 Ports: the nodes listen on base, base+10 and base+20; the controller on base+30; each serves
 Prometheus metrics on its port + 5 (cluster/metrics/); with
-`--archive` an archive server on base+40 (cluster/node/local_archive.py: the short retention
+`--archive` an archive server on base+40 (cluster/assembly/local_archive.py: the short retention
 demo).
 
 `--tls`: a throwaway CA and a certificate per node, for the controller and for the operator's
@@ -44,7 +44,7 @@ from store.layout import ADMIN_TOKEN_FILE
 
 from cluster.admin.admin_token import ensure_token_file, read_token_file
 from cluster.client.admin_client import AdminClient
-from cluster.node import local_archive
+from . import local_archive
 from cluster.security.cert_authority import ensure_ca, ensure_leaf, target_names
 from cluster.security.acl_file import read_acl_file
 from cluster.security.tls import ClientTls

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from store.errors import ConfigError
+from common.config_values import ConfigError
 
 MIB = 1024 * 1024
 

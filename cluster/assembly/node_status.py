@@ -13,9 +13,9 @@ if TYPE_CHECKING:
     from slave.replication_client import ReplicationClient
     from store.message_store import MessageStore
 
-    from cluster.node.controller_link import ControllerLink
-    from cluster.node.node_config import NodeConfig
-    from cluster.node.node_role import Role
+    from .controller_link import ControllerLink
+    from cluster.config.node_config import NodeConfig
+    from cluster.config.node_role import Role
 
 
 def node_status(c: "NodeConfig", role: "Role", store: "MessageStore", epochs: "EpochCache",

@@ -1,5 +1,5 @@
 """A node's line to its controller: a heartbeat every controllerHeartbeatInterval, and each
-answer handed to the node, which carries it out (cluster/node/assignment_plan.py decides what
+answer handed to the node, which carries it out (cluster/assembly/assignment_plan.py decides what
 that means). An answer also renews a master's write lease from the moment its heartbeat was
 sent (master/write_lease.py), so a master that cannot reach the controller stops on time.
 
@@ -26,7 +26,7 @@ from common.clock import Clock
 from common.service import Service
 
 from cluster.controller.election import Assignment
-from cluster.node.controller_choice import ControllerChoice
+from .controller_choice import ControllerChoice
 from cluster.security.member_proof import MembershipRefused
 from cluster.security.tls import TlsSettings, open_channel
 

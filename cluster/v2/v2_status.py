@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.put_result import PutResult, PutStatus
 
-from cluster.node.node_role import NotMaster
+from cluster.config.node_role import NotMaster
 
 if TYPE_CHECKING:
     from master.master_role import MasterRole
 
-    from cluster.node.node_role import Forward, Role
+    from cluster.config.node_role import Forward, Role
 
 
 # What a put was for, as its refusal names it ("<what> failed, status ...").

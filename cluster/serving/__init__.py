@@ -1,0 +1,2 @@
+"""The gRPC serving plumbing: server, thread pool, shared interceptor parts.
+"""

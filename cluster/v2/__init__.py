@@ -1,0 +1,2 @@
+"""RocketMQ 5 protocol helpers shared by messaging and consume.
+"""
