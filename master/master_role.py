@@ -1,21 +1,22 @@
 """The master role of a node: the write path with its replication wait, the ack tracker, and
 the registry of replication streams.
 
-    put_messages -> [SYNC_MASTER: refuse if fewer in sync than minInSyncReplicas]
-                 -> MessageStore.put_messages (append + flush policy)
-                 -> [SYNC_MASTER: wait until the required in-sync slaves acked the end,
-                     FLUSH_SLAVE_TIMEOUT after slaveTimeout]
+    append -> [SYNC_MASTER: refuse if fewer in sync than minInSyncReplicas]
+           -> MessageStore.append                                   (no waiting)
+    Appended, waited for by its holder (a thread: wait(); a coroutine: await)
+           -> the store's flush policy (SYNC_FLUSH: on disk)
+           -> [SYNC_MASTER: until the required in-sync slaves acked the end,
+               FLUSH_SLAVE_TIMEOUT after slaveTimeout]
 
 The confirm offset (min of the in-sync acks and the master's max) bounds the master's own
 reput, so consumers never read what a failover could take away.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Generator, Sequence
 
 from ha.ack_tracker import AckTracker, SlaveAckState
 from ha.epoch import EpochCache
@@ -41,19 +42,20 @@ class MasterRole:
     """A node's master role, from `start()` until `stop()` (a role switch makes a new one).
 
     Owns: the write path's replication step (`append` refuses when too few replicas are in
-    sync; `wait_durable` waits for the slaves' acks), the `AckTracker` (in-sync set, confirm
-    offset, waiting puts), the registry of `MasterConnection`s (one per slave stream) and the
-    housekeeping thread. Shares, without owning: the store (it appends through it and installs
-    `confirm_source` and an append listener there) and the node's `EpochCache` (read only).
+    sync; the `Appended` it returns waits for the slaves' acks), the `AckTracker` (in-sync
+    set, confirm offset, waiting puts), the registry of `MasterConnection`s (one per slave
+    stream) and the housekeeping thread. Shares, without owning: the store (it appends through
+    it and installs `confirm_source` and an append listener there) and the node's `EpochCache`
+    (read only).
 
-    Threads and locks: put threads (the messaging and admin servicers) call `put_messages`,
-    `append` and `wait_durable`; the event loop calls `put_messages_async`, `append` and
-    `wait_durable_async` (the sends and acks of a master that waits for slaves or for a
-    flush), and `on_acked` and the tracker
-    (each connection's acks); the housekeeping thread calls `housekeeping`; the node's role
-    switch calls `start` and `stop`. `_lock` guards writes to the registry and to `closed`, so no connection is
-    added after `stop` closed them all; readers of either take no lock (a copy-on-write tuple,
-    a bool). The tracker has its own lock; everything else is set once in `__init__`.
+    Threads and locks: callers on threads (the admin servicer, the transaction service) and
+    coroutines on the server's event loop (sends, consumer state changes) call `append`; the
+    former wait with `Appended.wait()`, the latter await it; the event loop calls `on_acked`
+    and the tracker (each connection's acks); the housekeeping thread calls `housekeeping`;
+    the node's role switch calls `start` and `stop`. `_lock` guards writes to the registry and
+    to `closed`, so no connection is added after `stop` closed them all; readers of either
+    take no lock (a copy-on-write tuple, a bool). The tracker has its own lock; everything
+    else is set once in `__init__`.
     """
 
     def __init__(self, store: MessageStore, epochs: EpochCache, broker_name: str,
@@ -104,24 +106,22 @@ class MasterRole:
         self.store.confirm_source = lambda: end  # nothing new becomes visible until a new role
 
     # -- writes -----------------------------------------------------------------------------
-    @property
-    def answers_at_append(self) -> bool:
-        """A put is answered as soon as it is appended: no wait for a flush (ASYNC_FLUSH) nor
-        for slaves (ASYNC_MASTER), so the caller never blocks (the server's event loop may
-        run it itself, cluster/serving/grpc_server.py)."""
-        return not self.sync_master and not self.store.config.is_sync_flush
+    def put_messages(self, msgs: Sequence[Message], *, allow_system_topic: bool = False
+                     ) -> PutResult:
+        """A put for a caller on a thread: the append, then the wait in the calling thread.
+        A coroutine awaits `append(msgs, timed=True)` instead."""
+        return self.append(msgs, allow_system_topic=allow_system_topic, timed=True).wait()
 
-    def put_messages(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
-        started = time.perf_counter()
-        result = self.append(msgs, allow_system_topic=allow_system_topic)
-        result = self.wait_durable(msgs, result)
-        self.store.put_latency.observe(result.status.name, time.perf_counter() - started)
-        return result
+    def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False,
+               timed: bool = False) -> "Appended":
+        """The in-sync check and the append, without waiting: what is still to be waited for
+        (the flush and replication policy) is the returned Appended's, which its holder waits
+        for in its own execution model. Callers that must order their appends under their own
+        lock (consumer state records) append there and wait outside it. `timed`: the wait's
+        end records the put's latency (a client's put, not an internal record)."""
+        return Appended(self, msgs, self._append(msgs, allow_system_topic), timed)
 
-    def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
-        """The first half of a put: the in-sync check and the append, no waiting. Callers that
-        must order their appends under their own lock (consumer state records) append there and
-        call wait_durable outside it."""
+    def _append(self, msgs: Sequence[Message], allow_system_topic: bool) -> PutResult:
         if self.closed:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="this node is no longer master")
         refusal = self.lease_refusal()
@@ -146,47 +146,6 @@ class MasterRole:
         return (f"no answer from the controller for {lease.lease_ms + lease.expired_for_ms()} ms "
                 f"and no in-sync slave to confirm writes: a new master may have been elected, so "
                 f"this one stops acknowledging")
-
-    def wait_durable(self, msgs: Sequence[Message], result: PutResult) -> PutResult:
-        """The second half: the store's flush policy, then (SYNC_MASTER) the slaves' acks."""
-        if result.status is not PutStatus.PUT_OK:
-            return result
-        result = self.store.wait_durable(msgs, result)
-        wait = self._replica_wait(msgs, result)
-        if wait is None:
-            return result
-        waiter, timeout_ms = wait
-        return self._replicated(result, waiter, timeout_ms,
-                                waiter.wait(timeout_ms / 1000.0 + 0.5))
-
-    @property
-    def puts_on_loop(self) -> bool:
-        """A put waits for slaves or for a flush (SYNC_MASTER, SYNC_FLUSH): its append does not
-        block and both waits can be awaited (the slaves' acks through the tracker, the flush
-        through the group commit's completions), so a caller on an event loop runs
-        put_messages_async there instead of holding a pool thread for the wait."""
-        return not self.answers_at_append
-
-    async def put_messages_async(self, msgs: Sequence[Message]) -> PutResult:
-        """put_messages on the event loop, when `puts_on_loop`: the append runs on the loop,
-        the wait for the slaves' acks is awaited."""
-        if not self.puts_on_loop:  # the caller asked an older role: block in the pool
-            return await asyncio.to_thread(self.put_messages, msgs)
-        started = time.perf_counter()
-        result = await self.wait_durable_async(msgs, self.append(msgs))
-        self.store.put_latency.observe(result.status.name, time.perf_counter() - started)
-        return result
-
-    async def wait_durable_async(self, msgs: Sequence[Message], result: PutResult) -> PutResult:
-        """wait_durable on the event loop: the flush (SYNC_FLUSH), then the slaves' acks
-        (SYNC_MASTER), both awaited."""
-        result = await self.store.wait_durable_async(msgs, result)
-        wait = self._replica_wait(msgs, result)
-        if wait is None:
-            return result
-        waiter, timeout_ms = wait
-        return self._replicated(result, waiter, timeout_ms,
-                                await waiter.wait_async(timeout_ms / 1000.0 + 0.5))
 
     def _replica_wait(self, msgs: Sequence[Message], result: PutResult
                       ) -> tuple[Completion[PutStatus], int] | None:
@@ -265,6 +224,61 @@ class MasterRole:
 
     def slave_states(self) -> list[SlaveAckState]:
         return self.tracker.states(self.store.max_phy_offset())
+
+
+class Appended:
+    """A put appended by `MasterRole.append` and its wait for the flush and replication policy.
+
+    `result` is the append's own outcome: a refusal (nothing written), or PUT_OK with where
+    each message landed. What still has to hold before the put may be acknowledged (SYNC_FLUSH:
+    on disk; SYNC_MASTER: acked by the in-sync slaves) is waited for by the holder, in its own
+    execution model: `wait()` blocks the calling thread, `await appended` waits on the event
+    loop. A coroutine must await: the slaves' acks arrive on the server's loop, so blocking it
+    would wait for itself. Both walk the same two steps with MasterRole's rules
+    (`_replica_wait`, `_replicated`) and give the same PutResult; only how each step is waited
+    for differs. Used by one caller, once; no lock (its fields are set in `__init__`).
+    """
+
+    __slots__ = ("role", "messages", "result", "_started")
+
+    def __init__(self, role: MasterRole, messages: Sequence[Message], result: PutResult,
+                 timed: bool) -> None:
+        self.role = role
+        self.messages = messages
+        self.result = result
+        self._started = time.perf_counter() if timed else None
+
+    def wait(self) -> PutResult:
+        """The final result, waited for in the calling thread."""
+        role, result = self.role, self.result
+        if result.status is PutStatus.PUT_OK:
+            result = role.store.wait_durable(self.messages, result)
+            wait = role._replica_wait(self.messages, result)
+            if wait is not None:
+                waiter, timeout_ms = wait
+                result = role._replicated(result, waiter, timeout_ms,
+                                          waiter.wait(timeout_ms / 1000.0 + 0.5))
+        return self._done(result)
+
+    def __await__(self) -> Generator[Any, None, PutResult]:
+        return self._awaited().__await__()
+
+    async def _awaited(self) -> PutResult:
+        role, result = self.role, self.result
+        if result.status is PutStatus.PUT_OK:
+            result = await role.store.wait_durable_async(self.messages, result)
+            wait = role._replica_wait(self.messages, result)
+            if wait is not None:
+                waiter, timeout_ms = wait
+                result = role._replicated(result, waiter, timeout_ms,
+                                          await waiter.wait_async(timeout_ms / 1000.0 + 0.5))
+        return self._done(result)
+
+    def _done(self, result: PutResult) -> PutResult:
+        if self._started is not None:
+            self.role.store.put_latency.observe(result.status.name,
+                                                time.perf_counter() - self._started)
+        return result
 
 
 def _wants_wait(msgs: Sequence[Message]) -> bool:

@@ -68,9 +68,24 @@ class AnswerForms:
         here), so a receive may hand out QueueRefs (ConsumerCalls._receive_plan)."""
         return self.conversion is not None
 
-    def stream(self, handout: "Handout") -> list[s.ReceiveMessageResponse]:
-        """The v2 stream: a status, the delivery timestamp, one response per message (each
-        built in place)."""
+    async def stream(self, handout: "Handout") -> list:
+        """The v2 stream: a status, the delivery timestamp, one response per message (built by
+        the conversion process when there is one, else here in place)."""
+        messages = await self._messages(handout)
+        if messages is None:
+            return self._stream_here(self._with_records(handout))
+        return [s.ReceiveMessageResponse(status=OK),
+                s.ReceiveMessageResponse(delivery_timestamp=self._now()),
+                *map(EncodedMessageResponse, messages)]
+
+    async def batch(self, handout: "Handout") -> br.ReceiveMessagesResponse | EncodedAnswer:
+        """The same answer in one response (proto/batch_receive.proto)."""
+        messages = await self._messages(handout)
+        if messages is None:
+            return self._batch_here(self._with_records(handout))
+        return EncodedAnswer(OK, self._clock.now_ms(), messages)
+
+    def _stream_here(self, handout: "Handout") -> list[s.ReceiveMessageResponse]:
         if not handout.deliveries:
             return [s.ReceiveMessageResponse(status=NOT_FOUND)]
         out = [s.ReceiveMessageResponse(status=OK),
@@ -81,8 +96,7 @@ class AnswerForms:
             out.append(response)
         return out
 
-    def batch(self, handout: "Handout") -> br.ReceiveMessagesResponse:
-        """The same answer in one response (proto/batch_receive.proto)."""
+    def _batch_here(self, handout: "Handout") -> br.ReceiveMessagesResponse:
         if not handout.deliveries:
             return br.ReceiveMessagesResponse(status=NOT_FOUND)
         out = br.ReceiveMessagesResponse(status=OK, delivery_timestamp=self._now())
@@ -91,24 +105,7 @@ class AnswerForms:
             self._fill(add(), handout, qid, x)
         return out
 
-    async def batch_async(self, handout: "Handout"
-                           ) -> br.ReceiveMessagesResponse | EncodedAnswer:
-        """`batch`, its messages built by the conversion process when there is one."""
-        messages = await self._messages_async(handout)
-        if messages is None:
-            return self.batch(self._with_records(handout))
-        return EncodedAnswer(OK, self._clock.now_ms(), messages)
-
-    async def stream_async(self, handout: "Handout") -> list:
-        """`stream`, its messages built by the conversion process when there is one."""
-        messages = await self._messages_async(handout)
-        if messages is None:
-            return self.stream(self._with_records(handout))
-        return [s.ReceiveMessageResponse(status=OK),
-                s.ReceiveMessageResponse(delivery_timestamp=self._now()),
-                *map(EncodedMessageResponse, messages)]
-
-    async def _messages_async(self, handout: "Handout") -> list[bytes] | None:
+    async def _messages(self, handout: "Handout") -> list[bytes] | None:
         """The delivered messages' bytes built by the conversion process, for
         CHILD_MIN_DELIVERIES or more; None when it does not build them (there is none, fewer
         deliveries, or it cannot serve now): the caller builds them in place. A record it

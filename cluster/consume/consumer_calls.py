@@ -1,8 +1,9 @@
 """The v2 consumer calls on a master: ReceiveMessage, UpdateOffset and GetOffset here;
 AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue in settle_calls.py.
-Validation first (a refusal changes nothing), then one state change under the consumer
-service's lock (consumer_service.py), then the wait for the flush/replication policy outside
-it.
+Each is a coroutine on the server's event loop. Validation first (a refusal changes nothing),
+then one state change under the consumer service's lock (consumer_service.py), then the wait
+for the flush/replication policy outside it, awaited (the slaves' acks arrive on the same
+loop).
 
 ReceiveMessage hands out up to batch_size messages across the topic's readable queues, starting
 with the queue the client named: expired deliveries first, then new messages (planner.py). Each
@@ -26,7 +27,6 @@ A delivery that already used the group's max attempts (retryMaxTimes + 1, Rocket
 """
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Callable
 
 from proto import batch_receive_pb2 as br
@@ -37,12 +37,13 @@ from store.reader import TagFilter
 from cluster.consume.answer_forms import AnswerForms, Handout
 from cluster.consume.delivery_bytes import EncodedAnswer
 from cluster.consume.dead_letter import dead_letter, dlq_topic, record_at
-from cluster.consume.consumer_service import ConsumerService
+from cluster.consume.consumer_service import settled
 from cluster.consume.conversion_process import ConversionProcess
 from cluster.consume.planner import AnswerRoom, Delivery, plan_queue
-from cluster.consume.settle_calls import (OK, CarriedAck, ConsumeSettings, SettleCalls,
+from cluster.consume.state import GroupInfo
+from cluster.consume.settle_calls import (OK, CarriedAck, ConsumeContext, SettleCalls,
                                           ack_answer, duration_ms, group_name)
-from cluster.v2.long_poll import Attempt, DispatchWaiter, Interest, long_poll, long_poll_async
+from cluster.v2.long_poll import Attempt, Interest, long_poll
 from cluster.v2.convert import tag_expression
 from cluster.v2.v2_status import V2Error
 
@@ -51,50 +52,45 @@ if TYPE_CHECKING:
 
 
 
-class ConsumerCalls(SettleCalls):
-    """The consumer calls of a master (the module doc): ReceiveMessage and the offsets here,
-    the calls that settle a delivery by its handle in SettleCalls."""
+class ConsumerCalls:
+    """ReceiveMessage (both answer forms), AckAndReceive and the offsets of a master (the
+    module doc), as coroutines. Holds its ConsumeContext (shared with `settle`, the calls that
+    settle a delivery by its handle) and the long polls' budget; builds its answers with
+    AnswerForms. Owns no state of its own: the consumer state is the context's consumer
+    service's, under its lock."""
 
-    def __init__(self, consumers: ConsumerService, waiter: "DispatchWaiter",
-                 budget: "StreamBudget | None", settings: ConsumeSettings = ConsumeSettings(),
-                 *, receipt_key: bytes, async_budget: "StreamBudget | None" = None,
-                 conversion: ConversionProcess | None = None) -> None:
-        super().__init__(consumers, waiter, settings, receipt_key=receipt_key)
-        self.budget = budget  # long polls holding a thread
-        self.async_budget = async_budget  # long polls waiting on the event loop
-        self.answers = AnswerForms(consumers.store, self.handles, self._clock, conversion)
+    def __init__(self, context: ConsumeContext, settle: SettleCalls,
+                 budget: "StreamBudget | None", conversion: ConversionProcess | None = None
+                 ) -> None:
+        self.context = context
+        self.settle = settle
+        self.budget = budget  # long polls waiting on the event loop
+        self.answers = AnswerForms(context.consumers.store, context.handles, context.clock,
+                                   conversion)
+
+    @property
+    def consumers(self):
+        return self.context.consumers
 
     # -- ReceiveMessage -----------------------------------------------------------------------
-    def receive(self, request: s.ReceiveMessageRequest,
-                time_remaining: Callable[[], float | None] = lambda: None
-                ) -> list[s.ReceiveMessageResponse]:
-        """ReceiveMessage waiting in the calling thread."""
-        attempt, wait_s, _ = self._receive_plan(request)
-        return self.answers.stream(long_poll(attempt, wait_s=wait_s, waiter=self.waiter,
-                                      clock=self._clock, budget=self.budget,
-                                      time_remaining=time_remaining))
+    async def receive(self, request: s.ReceiveMessageRequest,
+                      time_remaining: Callable[[], float | None] = lambda: None
+                      ) -> list[s.ReceiveMessageResponse]:
+        """ReceiveMessage answered as the v2 stream's responses."""
+        return await self.answers.stream(await self._handout(
+            request, time_remaining, refs=self.answers.reads_records))
 
-    async def receive_async(self, request: s.ReceiveMessageRequest,
-                            time_remaining: Callable[[], float | None] = lambda: None, *,
-                            inline: bool = True, attempts_inline: bool | None = None
-                            ) -> list[s.ReceiveMessageResponse]:
-        """ReceiveMessage on the server's event loop, answered as the v2 stream's responses."""
-        return await self.answers.stream_async(await self._handout_async(
-            request, time_remaining, inline, attempts_inline, refs=self.answers.reads_records))
-
-    async def receive_batch_async(self, request: s.ReceiveMessageRequest,
-                                  time_remaining: Callable[[], float | None] = lambda: None, *,
-                                  inline: bool = True, attempts_inline: bool | None = None
-                                  ) -> br.ReceiveMessagesResponse | EncodedAnswer:
+    async def receive_batch(self, request: s.ReceiveMessageRequest,
+                            time_remaining: Callable[[], float | None] = lambda: None
+                            ) -> br.ReceiveMessagesResponse | EncodedAnswer:
         """The same receive answered in one ReceiveMessagesResponse (proto/batch_receive.proto)."""
-        return await self.answers.batch_async(await self._handout_async(
-            request, time_remaining, inline, attempts_inline, self.settings.max_answer_bytes,
+        return await self.answers.batch(await self._handout(
+            request, time_remaining, self.context.settings.max_answer_bytes,
             refs=self.answers.reads_records))
 
-    async def ack_and_receive_batch_async(
+    async def ack_and_receive_batch(
             self, ack: s.AckMessageRequest, request: s.ReceiveMessageRequest,
-            time_remaining: Callable[[], float | None] = lambda: None, *, inline: bool = True,
-            attempts_inline: bool | None = None
+            time_remaining: Callable[[], float | None] = lambda: None
     ) -> tuple[s.AckMessageResponse, br.ReceiveMessagesResponse | EncodedAnswer]:
         """AckAndReceive on a master: the ack's entries are checked by the receive's first
         attempt, under the same lock, and its `acks` record goes out in the same append as
@@ -105,15 +101,14 @@ class ConsumerCalls(SettleCalls):
         A receive refused before its first attempt leaves the ack to commit alone; an append
         refused refuses both (nothing applied)."""
         try:
-            carried = self._carried_ack(ack)
+            carried = self.context.carried_ack(ack)
         except V2Error as e:  # the ack's request refused: the receive runs on its own
             return (s.AckMessageResponse(status=e.status()),
-                    await self.receive_batch_async(request, time_remaining, inline=inline,
-                                                   attempts_inline=attempts_inline))
+                    await self.receive_batch(request, time_remaining))
         try:
-            answer = await self.answers.batch_async(await self._handout_async(
-                request, time_remaining, inline, attempts_inline,
-                self.settings.max_answer_bytes, carried, refs=self.answers.reads_records))
+            answer = await self.answers.batch(await self._handout(
+                request, time_remaining, self.context.settings.max_answer_bytes, carried,
+                refs=self.answers.reads_records))
         except V2Error as e:
             if carried.checked and not carried.committed:  # its append was refused
                 return s.AckMessageResponse(status=e.status()), \
@@ -121,69 +116,61 @@ class ConsumerCalls(SettleCalls):
             answer = br.ReceiveMessagesResponse(status=e.status())
         if not carried.checked:  # the receive was refused before it took the ack
             try:
-                return await self.ack_async(ack), answer
+                return await self.settle.ack(ack), answer
             except V2Error as e:
                 return s.AckMessageResponse(status=e.status()), answer
-        pending = carried.pending
-        status = OK if pending is None else \
-            await self.consumers.wait_async(carried.master, pending)
+        appended = carried.appended
+        status = OK if appended is None else settled(await appended)
         return ack_answer(carried.results, status), answer
 
-    async def _handout_async(self, request: s.ReceiveMessageRequest,
-                             time_remaining: Callable[[], float | None], inline: bool,
-                             attempts_inline: bool | None,
-                             max_bytes: int | None = None,
-                             carried: CarriedAck | None = None, *, refs: bool = False
-                             ) -> "Handout":
-        """The long poll on the server's event loop: the waits hold no thread (long_poll.py);
-        the checks run on the loop when `inline` (the master answers at append) or when they
-        cannot write (a known group on a loaded state), else in the thread pool (a new group is
-        recorded and waited for, which a master that waits for slaves must not do on the loop
-        that carries their acks). The attempts run on the loop when
-        `attempts_inline` (default: `inline`): they append the deliveries' records and never
-        wait for them (a master that waits for slaves or a flush runs them there too).
-        `max_bytes`: what the deliveries' records may add up to (planner.py). `carried`: an
-        ack the first attempt commits with its deliveries (ack_and_receive_batch_async).
-        `refs`: new messages may be handed out as QueueRefs (see _receive_plan)."""
-        if inline or self._group_ready(request):
-            # not inline: a group deleted since _group_ready is refused, not made on the loop
-            attempt, wait_s, interest = self._receive_plan(request, max_bytes, carried,
-                                                           create_group=inline, refs=refs)
-        else:
-            attempt, wait_s, interest = await asyncio.to_thread(
-                self._receive_plan, request, max_bytes, carried, refs=refs)
-        return await long_poll_async(
-            attempt, interest, wait_s=wait_s, waiter=self.waiter, clock=self._clock,
-            budget=self.async_budget,
-            attempt_inline=inline if attempts_inline is None else attempts_inline,
-            time_remaining=time_remaining)
+    async def _handout(self, request: s.ReceiveMessageRequest,
+                       time_remaining: Callable[[], float | None],
+                       max_bytes: int | None = None, carried: CarriedAck | None = None, *,
+                       refs: bool = False) -> "Handout":
+        """The request checked (an unknown group created, its record awaited), then the long
+        poll: its attempts append the deliveries' records and never wait for them; its waits
+        hold no thread (long_poll.py). `max_bytes`: what the deliveries' records may add up to
+        (planner.py). `carried`: an ack the first attempt commits with its deliveries
+        (ack_and_receive_batch). `refs`: new messages may be handed out as QueueRefs (see
+        _receive_plan)."""
+        attempt, wait_s, interest = await self._receive_plan(request, max_bytes, carried,
+                                                             refs=refs)
+        return await long_poll(attempt, interest, wait_s=wait_s, waiter=self.context.waiter,
+                               clock=self.context.clock, budget=self.budget,
+                               time_remaining=time_remaining)
 
-    def _group_ready(self, request: s.ReceiveMessageRequest) -> bool:
-        """The receive's checks would not write: the consumer state is loaded for this master
-        and has the request's group (an unknown one is created: recorded and waited for)."""
+    async def _group(self, group: str) -> GroupInfo:
+        """A group's config; an unknown one is created (RocketMQ's autoCreateSubscriptionGroup)
+        and its record awaited."""
         consumers = self.consumers
-        return (consumers.table.loaded_for_current_master() is not None
-                and request.group.name in consumers.state.groups)
+        consumers.ensure_loaded()
+        info, created = consumers.group_or_create(group)
+        if created is not None:
+            status = settled(await created)
+            if status.code != d.OK:
+                raise V2Error(status.code, status.message)
+        return info
 
-    def _receive_plan(self, request: s.ReceiveMessageRequest, max_bytes: int | None = None,
-                      carried: CarriedAck | None = None, *, create_group: bool = True,
-                      refs: bool = False
-                      ) -> tuple[Callable[[], Attempt["Handout"]], float, Interest]:
-        """The request checked (V2Error when refused): one attempt, how long to poll, and what
-        to wait for. The first attempt commits `carried` (see _take). `create_group` False:
-        an unknown group is CONSUMER_GROUP_NOT_FOUND instead of created. `refs`: new
+    async def _receive_plan(self, request: s.ReceiveMessageRequest,
+                            max_bytes: int | None = None, carried: CarriedAck | None = None, *,
+                            refs: bool = False
+                            ) -> tuple[Callable[[], Attempt["Handout"]], float, Interest]:
+        """The request checked (V2Error when refused; an unknown group is created only once
+        the rest passed): one attempt, how long to poll, and what to wait for. The first
+        attempt commits `carried` (see _take). `refs`: new
         messages are planned from their consume queue units (QueueRefs: no record read) when
         nothing needs the records to plan, i.e. no tag filter and not a FIFO group; whoever
         answers reads them (AnswerForms)."""
         group = group_name(request.group)
-        topic, config = self._topic(request.message_queue.topic)
+        ctx = self.context
+        topic, config = ctx.topic(request.message_queue.topic)
         filt = tag_expression(request.filter_expression)
-        st = self.settings
+        st = ctx.settings
         batch = request.batch_size
         if not 0 < batch <= st.max_batch_size:
             raise V2Error(d.BAD_REQUEST, f"batch_size {batch} is not in [1, {st.max_batch_size}]")
         if request.HasField("invisible_duration"):
-            invisible = self._invisible_ms(request.invisible_duration, "invisible_duration")
+            invisible = ctx.invisible_ms(request.invisible_duration, "invisible_duration")
         elif request.auto_renew:
             invisible = st.auto_renew_invisible_ms  # push consumers; see the module doc
         else:
@@ -195,8 +182,7 @@ class ConsumerCalls(SettleCalls):
             raise V2Error(d.ILLEGAL_POLLING_TIME,
                           f"long_polling_timeout {poll_ms} ms is not in [0, {st.max_long_polling_ms}]")
         consumers = self.consumers
-        consumers.ensure_loaded()
-        info = consumers.group(group, create=create_group)
+        info = await self._group(group)
         if not info.consume_enable:
             raise V2Error(d.FORBIDDEN, f"consumer group {group} may not consume (consumeEnable=false)")
         count = config.read_queue_nums
@@ -204,7 +190,7 @@ class ConsumerCalls(SettleCalls):
             raise V2Error(d.FORBIDDEN, f"topic {topic} is not readable")
         first = request.message_queue.id if 0 <= request.message_queue.id < count else 0
         queues = [(first + i) % count for i in range(count)]
-        clock = self._clock
+        clock = ctx.clock
         carry = [carried] if carried is not None else []  # for the first attempt only
         refs = refs and not info.fifo and TagFilter.parse(filt).tags is None
 
@@ -240,7 +226,7 @@ class ConsumerCalls(SettleCalls):
                     if (carried.group, carried.topic) == (group, topic):
                         acked = carried.acked
             state = consumers.state
-            now = self._clock.now_ms()
+            now = self.context.clock.now_ms()
             until = now + invisible_ms
             handles = iter(range(state.next_handle, 2 ** 62))
             events, dead_letters = [], []
@@ -277,7 +263,7 @@ class ConsumerCalls(SettleCalls):
             events = carried_events + events
             pending = consumers.commit(master, events, dead_letters) if events else None
             if carried is not None:
-                carried.appended(master, pending if carried_events else None)
+                carried.commit(pending if carried_events else None)
             # When the long poll waits for a delivery to become visible again. Only an empty
             # attempt waits, and only these queues can deliver: scanning every in-flight entry
             # of the state on each receive cost O(deliveries in flight) per call.
@@ -289,13 +275,13 @@ class ConsumerCalls(SettleCalls):
 
     # -- offsets (pull consumers) -------------------------------------------------------------
     def _queue(self, mq: d.MessageQueue) -> tuple[str, int]:
-        topic, config = self._topic(mq.topic)
+        topic, config = self.context.topic(mq.topic)
         count = max(config.read_queue_nums, config.write_queue_nums)
         if not 0 <= mq.id < count:
             raise V2Error(d.BAD_REQUEST, f"queue {mq.id} of topic {topic} is not in [0, {count})")
         return topic, mq.id
 
-    def update_offset(self, request: s.UpdateOffsetRequest) -> s.UpdateOffsetResponse:
+    async def update_offset(self, request: s.UpdateOffsetRequest) -> s.UpdateOffsetResponse:
         group = group_name(request.group)
         topic, qid = self._queue(request.message_queue)
         if request.offset < 0:
@@ -304,13 +290,13 @@ class ConsumerCalls(SettleCalls):
         if request.offset > high:
             raise V2Error(d.ILLEGAL_OFFSET, f"offset {request.offset} is beyond the end {high} "
                                             f"of {topic} queue {qid}")
-        self.consumers.ensure_loaded()
-        self.consumers.group(group)
-        status = self.consumers.change([{"kind": "offset", "group": group, "topic": topic,
-                                         "queue": qid, "offset": request.offset}])
-        return s.UpdateOffsetResponse(status=status)
+        consumers = self.consumers
+        await self._group(group)
+        appended = consumers.commit_change([{"kind": "offset", "group": group, "topic": topic,
+                                             "queue": qid, "offset": request.offset}])
+        return s.UpdateOffsetResponse(status=settled(await appended))
 
-    def get_offset(self, request: s.GetOffsetRequest) -> s.GetOffsetResponse:
+    async def get_offset(self, request: s.GetOffsetRequest) -> s.GetOffsetResponse:
         group = group_name(request.group)
         topic, qid = self._queue(request.message_queue)
         self.consumers.ensure_loaded()

@@ -29,10 +29,11 @@ from cluster.consume.state import ConsumerState, GroupInfo
 from cluster.v2.convert import check_group_resource
 from cluster.v2.v2_status import RECORDING_CONSUMER_STATE, V2Error, put_status, v2_require_master
 from cluster.config.node_role import NotMaster
-from cluster.replicated.replicated_table import AppendRefused, Pending, ReplicatedTable
+from cluster.replicated.replicated_table import AppendRefused, ReplicatedTable
 
 if TYPE_CHECKING:
-    from master.master_role import MasterRole
+    from master.master_role import Appended, MasterRole
+    from store.put_result import PutResult
     from common.clock import Clock
     from store.message_store import MessageStore
 
@@ -83,8 +84,11 @@ class ConsumerService:
             return v2_require_master(self.role, "consumer groups")
 
     # -- changing -----------------------------------------------------------------------------
+    # A change is committed under the lock (appended and applied, no waiting) and holds once
+    # its Appended is waited for, outside the lock, by the caller's execution model: a
+    # coroutine awaits it, a thread calls wait(); `settled` reads the outcome as a v2 status.
     def commit(self, master: "MasterRole", events: list[dict[str, Any]],
-               extra: Sequence[Message] = ()) -> Pending:
+               extra: Sequence[Message] = ()) -> "Appended":
         """Append `extra` messages and the events' records as one batch, then apply the events.
         Call with the lock held. Nothing is applied when the append is refused (V2Error)."""
         try:
@@ -92,31 +96,33 @@ class ConsumerService:
         except AppendRefused as e:
             raise V2Error.from_put(e.result, RECORDING_CONSUMER_STATE) from None
 
-    def wait(self, master: "MasterRole", pending: Pending) -> d.Status:
-        """Wait (without the lock) until the change holds under the flush/replication policy."""
-        return put_status(self.table.wait(master, pending), RECORDING_CONSUMER_STATE)
-
-    async def wait_async(self, master: "MasterRole", pending: Pending) -> d.Status:
-        """wait() for a caller on the event loop."""
-        return put_status(await self.table.wait_async(master, pending), RECORDING_CONSUMER_STATE)
-
-    def change(self, events: list[dict[str, Any]]) -> d.Status:
+    def commit_change(self, events: list[dict[str, Any]]) -> "Appended":
+        """ensure_loaded, then commit under the lock; the caller waits outside it."""
         master = self.ensure_loaded()
         with self.lock:
-            pending = self.commit(master, events)
-        return self.wait(master, pending)
+            return self.commit(master, events)
+
+    def change(self, events: list[dict[str, Any]]) -> d.Status:
+        """commit_change and its wait, for a caller on a thread (the admin calls)."""
+        return settled(self.commit_change(events).wait())
 
     # -- groups -------------------------------------------------------------------------------
-    def group(self, name: str, *, create: bool = True) -> GroupInfo:
-        """A group's config; unknown groups are created with RocketMQ's defaults
-        (autoCreateSubscriptionGroup)."""
+    def group(self, name: str) -> GroupInfo:
+        """A known group's config (CONSUMER_GROUP_NOT_FOUND otherwise)."""
         info = self.state.groups.get(name)
-        if info is not None or not create:
-            if info is None:
-                raise V2Error(d.CONSUMER_GROUP_NOT_FOUND, f"consumer group {name} does not exist")
-            return info
-        self.upsert_group(name)
-        return self.state.groups[name]
+        if info is None:
+            raise V2Error(d.CONSUMER_GROUP_NOT_FOUND, f"consumer group {name} does not exist")
+        return info
+
+    def group_or_create(self, name: str) -> tuple[GroupInfo, "Appended | None"]:
+        """A group's config; an unknown group is created with RocketMQ's defaults
+        (autoCreateSubscriptionGroup): its record committed, and returned to be waited for
+        (None when the group existed)."""
+        info = self.state.groups.get(name)
+        if info is not None:
+            return info, None
+        info = GroupInfo(name)
+        return info, self.commit_change([self.state.group_event(info)])
 
     def list_groups(self) -> list[GroupInfo]:
         self.ensure_loaded()
@@ -214,7 +220,7 @@ class ConsumerService:
         if offset is not None and offset < 0:
             raise V2Error(d.ILLEGAL_OFFSET, f"offset {offset} is negative")
         self.ensure_loaded()
-        self.group(group, create=False)
+        self.group(group)
         store = self.store
         targets = []
         for q in ([queue_id] if queue_id is not None else range(count)):
@@ -230,3 +236,8 @@ class ConsumerService:
             raise V2Error(status.code, status.message)
         log.warning("consumer offsets of %s on %s reset to %s", group, topic, targets)
         return targets
+
+
+def settled(result: "PutResult") -> d.Status:
+    """A consumer state change's outcome once waited for, as the v2 status its call answers."""
+    return put_status(result, RECORDING_CONSUMER_STATE)

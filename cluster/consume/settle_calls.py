@@ -1,9 +1,9 @@
 """The v2 calls that settle a delivery by its receipt handle, on a master: AckMessage,
-ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue (ConsumerCalls, consumer_calls.py,
-adds ReceiveMessage and the offsets). Each checks the request and the handle, commits one state
-change under the consumer service's lock, then waits outside it for the flush/replication
-policy: in the calling thread, or awaited on the event loop (the `_async` forms, for a master
-whose waits can be awaited there, MasterRole.puts_on_loop).
+ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue (ReceiveMessage and the offsets are
+ConsumerCalls', consumer_calls.py; what both need is a ConsumeContext). Each is a coroutine on
+the server's event loop: it checks the request and the handle, commits one state change under
+the consumer service's lock (no waiting), then awaits, outside it, the flush/replication policy
+(MasterRole's Appended: the slaves' acks arrive on the same loop).
 """
 from __future__ import annotations
 
@@ -17,15 +17,14 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.json_config import TopicConfig
 
 from cluster.consume import receipt
-from cluster.consume.consumer_service import ConsumerService
+from cluster.consume.consumer_service import ConsumerService, settled
 from cluster.consume.dead_letter import dead_letter, dlq_topic, record_at
 from cluster.v2.convert import check_group_resource, check_topic_resource
 from cluster.v2.v2_status import V2Error
 
 if TYPE_CHECKING:
     from cluster.v2.long_poll import DispatchWaiter
-    from cluster.replicated.replicated_table import Pending
-    from master.master_role import MasterRole
+    from master.master_role import Appended
 
 OK = d.Status(code=d.OK, message="OK")
 
@@ -63,10 +62,12 @@ def group_name(resource: d.Resource) -> str:
     return name
 
 
-class SettleCalls:
-    """Holds the consumer service (whose lock guards the consumer state these calls change),
-    the receipt key, the dispatch waiter (poked when a delivery becomes visible again) and the
-    consume settings; owns no state of its own."""
+class ConsumeContext:
+    """What every consumer call of a master works with, and the lookups they share: the
+    consumer service (whose lock guards the consumer state), the receipt handles issued with
+    the group's shared key, the dispatch waiter (poked when a delivery becomes visible again)
+    and the consume settings. Owns no state of its own; SettleCalls and ConsumerCalls hold
+    one each (the same)."""
 
     def __init__(self, consumers: ConsumerService, waiter: "DispatchWaiter",
                  settings: ConsumeSettings, *, receipt_key: bytes) -> None:
@@ -77,10 +78,11 @@ class SettleCalls:
         self.settings = settings
 
     @property
-    def _clock(self):
+    def clock(self):
         return self.consumers.clock
 
-    def _topic(self, resource: d.Resource) -> tuple[str, TopicConfig]:
+    def topic(self, resource: d.Resource) -> tuple[str, TopicConfig]:
+        """A call's topic and its config (TOPIC_NOT_FOUND when there is none)."""
         topic = check_topic_resource(resource)
         topics = self.consumers.topics
         config = topics.get(topic)
@@ -92,7 +94,8 @@ class SettleCalls:
             raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
         return topic, config
 
-    def _invisible_ms(self, value: Duration, what: str, minimum: int | None = None) -> int:
+    def invisible_ms(self, value: Duration, what: str, minimum: int | None = None) -> int:
+        """An invisible duration within the settings' bounds (ILLEGAL_INVISIBLE_TIME)."""
         ms = duration_ms(value)
         st = self.settings
         low = st.min_invisible_ms if minimum is None else minimum
@@ -101,44 +104,16 @@ class SettleCalls:
                           f"{what} {ms} ms is not in [{low}, {st.max_invisible_ms}]")
         return ms
 
-    # -- AckMessage ---------------------------------------------------------------------------
-    def ack(self, request: s.AckMessageRequest) -> s.AckMessageResponse:
-        master, results, pending = self._ack_commit(request)
-        status = self.consumers.wait(master, pending) if pending is not None else OK
-        return ack_answer(results, status)
-
-    async def ack_async(self, request: s.AckMessageRequest) -> s.AckMessageResponse:
-        """ack() on the event loop, for a master whose wait is awaitable there
-        (MasterRole.puts_on_loop): the commit runs on the loop, the wait is awaited."""
-        master, results, pending = self._ack_commit(request)
-        status = await self.consumers.wait_async(master, pending) if pending is not None else OK
-        return ack_answer(results, status)
-
-    def _ack_commit(self, request: s.AckMessageRequest
-                    ) -> tuple["MasterRole", list[tuple[s.AckMessageEntry, d.Status | None]],
-                               Pending | None]:
-        """The acks committed: (master, each entry with its refusal or None, what to wait for,
-        None when no entry was valid)."""
-        carried = self._carried_ack(request)
-        consumers = self.consumers
-        master = consumers.ensure_loaded()
-        with consumers.lock:
-            event = carried.check()
-            # one record for every valid entry: one append, one dispatch by reput and one
-            # wait for the request, not one per entry
-            pending = consumers.commit(master, [event]) if event is not None else None
-        return master, carried.results, pending
-
-    def _carried_ack(self, request: s.AckMessageRequest) -> "CarriedAck":
-        """The request's own checks (V2Error when refused); its entries are checked later,
-        under the lock, by CarriedAck.check."""
+    def carried_ack(self, request: s.AckMessageRequest) -> "CarriedAck":
+        """An AckMessage after the request's own checks (V2Error when refused); its entries
+        are checked later, under the lock, by CarriedAck.check."""
         group = group_name(request.group)
-        topic, _ = self._topic(request.topic)
+        topic, _ = self.topic(request.topic)
         if not request.entries:
             raise V2Error(d.BAD_REQUEST, "no entries to acknowledge")
-        return CarriedAck(self._current, request, group, topic)
+        return CarriedAck(self.current, request, group, topic)
 
-    def _current(self, group: str, topic: str, text: str) -> receipt.Receipt:
+    def current(self, group: str, topic: str, text: str) -> receipt.Receipt:
         """The receipt of a delivery still in flight (call with the lock held)."""
         try:
             r = self.handles.decode(text, topic, group)
@@ -152,64 +127,63 @@ class SettleCalls:
                           f"redelivered or its invisibility changed since")
         return r
 
-    # -- ChangeInvisibleDuration --------------------------------------------------------------
-    def change_invisible(self, request: s.ChangeInvisibleDurationRequest
-                         ) -> s.ChangeInvisibleDurationResponse:
-        master, pending, handle = self._change_commit(request)
-        return s.ChangeInvisibleDurationResponse(status=self.consumers.wait(master, pending),
-                                                 receipt_handle=handle)
 
-    async def change_invisible_async(self, request: s.ChangeInvisibleDurationRequest
-                                     ) -> s.ChangeInvisibleDurationResponse:
-        """change_invisible() on the event loop (see ack_async)."""
-        master, pending, handle = self._change_commit(request)
-        return s.ChangeInvisibleDurationResponse(
-            status=await self.consumers.wait_async(master, pending), receipt_handle=handle)
+class SettleCalls:
+    """AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue of a master
+    (the module doc), as coroutines. Holds its ConsumeContext; owns no state."""
 
-    def _change_commit(self, request: s.ChangeInvisibleDurationRequest
-                       ) -> tuple["MasterRole", "Pending", str]:
-        """The change committed: (master, what to wait for, the delivery's new handle)."""
-        group = group_name(request.group)
-        topic, _ = self._topic(request.topic)
-        # 0 is allowed: push consumers nack with their backoff delay, often below the
-        # receive minimum
-        invisible = self._invisible_ms(request.invisible_duration, "invisible_duration", 0)
-        consumers = self.consumers
+    def __init__(self, context: ConsumeContext) -> None:
+        self.context = context
+
+    # -- AckMessage ---------------------------------------------------------------------------
+    async def ack(self, request: s.AckMessageRequest) -> s.AckMessageResponse:
+        """The acks of the valid entries in one record, committed, then awaited."""
+        carried = self.context.carried_ack(request)
+        consumers = self.context.consumers
         master = consumers.ensure_loaded()
         with consumers.lock:
-            r = self._current(group, topic, request.receipt_handle)
+            event = carried.check()
+            # one record for every valid entry: one append, one dispatch by reput and one
+            # wait for the request, not one per entry
+            appended = consumers.commit(master, [event]) if event is not None else None
+        status = settled(await appended) if appended is not None else OK
+        return ack_answer(carried.results, status)
+
+    # -- ChangeInvisibleDuration --------------------------------------------------------------
+    async def change_invisible(self, request: s.ChangeInvisibleDurationRequest
+                               ) -> s.ChangeInvisibleDurationResponse:
+        ctx = self.context
+        group = group_name(request.group)
+        topic, _ = ctx.topic(request.topic)
+        # 0 is allowed: push consumers nack with their backoff delay, often below the
+        # receive minimum
+        invisible = ctx.invisible_ms(request.invisible_duration, "invisible_duration", 0)
+        consumers = ctx.consumers
+        master = consumers.ensure_loaded()
+        with consumers.lock:
+            r = ctx.current(group, topic, request.receipt_handle)
             new = consumers.state.next_handle
-            pending = consumers.commit(master, [{
+            appended = consumers.commit(master, [{
                 "kind": "change", "group": group, "topic": topic, "queue": r.queue_id,
                 "offset": r.offset, "handle": r.handle, "new_handle": new,
-                "until": self._clock.now_ms() + invisible}])
+                "until": ctx.clock.now_ms() + invisible}])
         # a waiting receive planned its wake-up from the old expiry: let one recompute it
-        self.waiter.poke(topic, group)
-        return master, pending, self.handles.encode(topic, group, r.queue_id, r.offset, new)
+        ctx.waiter.poke(topic, group)
+        handle = ctx.handles.encode(topic, group, r.queue_id, r.offset, new)
+        return s.ChangeInvisibleDurationResponse(status=settled(await appended),
+                                                 receipt_handle=handle)
 
     # -- ForwardMessageToDeadLetterQueue ------------------------------------------------------
-    def forward_to_dlq(self, request: s.ForwardMessageToDeadLetterQueueRequest
-                       ) -> s.ForwardMessageToDeadLetterQueueResponse:
-        master, pending = self._dlq_commit(request)
-        return s.ForwardMessageToDeadLetterQueueResponse(
-            status=self.consumers.wait(master, pending))
-
-    async def forward_to_dlq_async(self, request: s.ForwardMessageToDeadLetterQueueRequest
-                                   ) -> s.ForwardMessageToDeadLetterQueueResponse:
-        """forward_to_dlq() on the event loop (see ack_async)."""
-        master, pending = self._dlq_commit(request)
-        return s.ForwardMessageToDeadLetterQueueResponse(
-            status=await self.consumers.wait_async(master, pending))
-
-    def _dlq_commit(self, request: s.ForwardMessageToDeadLetterQueueRequest
-                    ) -> tuple["MasterRole", "Pending"]:
+    async def forward_to_dlq(self, request: s.ForwardMessageToDeadLetterQueueRequest
+                             ) -> s.ForwardMessageToDeadLetterQueueResponse:
+        ctx = self.context
         group = group_name(request.group)
-        topic, _ = self._topic(request.topic)
-        consumers = self.consumers
+        topic, _ = ctx.topic(request.topic)
+        consumers = ctx.consumers
         master = consumers.ensure_loaded()
         store = consumers.store
         with consumers.lock:
-            r = self._current(group, topic, request.receipt_handle)
+            r = ctx.current(group, topic, request.receipt_handle)
             record = record_at(store, topic, r.queue_id, r.offset)
             events = [{"kind": "ack", "group": group, "topic": topic, "queue": r.queue_id,
                        "offset": r.offset, "handle": r.handle}]
@@ -218,8 +192,8 @@ class SettleCalls:
                 attempt = consumers.state.queue(group, topic, r.queue_id).inflight[r.offset].attempt
                 copies.append(dead_letter(record, group, attempt))
                 consumers.topics.ensure(dlq_topic(group), 1)
-            pending = consumers.commit(master, events, copies)
-        return master, pending
+            appended = consumers.commit(master, events, copies)
+        return s.ForwardMessageToDeadLetterQueueResponse(status=settled(await appended))
 
 
 class CarriedAck:
@@ -231,14 +205,13 @@ class CarriedAck:
 
     def __init__(self, current: Callable[[str, str, str], receipt.Receipt],
                  request: s.AckMessageRequest, group: str, topic: str) -> None:
-        self.current = current  # SettleCalls._current: a handle's delivery still in flight
+        self.current = current  # ConsumeContext.current: a handle's delivery still in flight
         self.request, self.group, self.topic = request, group, topic
         self.results: list[tuple[s.AckMessageEntry, d.Status | None]] = []
         self.acked: dict[int, set[int]] = {}  # queue id -> offsets of the valid entries
         self.checked = False  # check() ran (the entries were looked at under the lock)
         self.committed = False  # its event (if any) was appended and applied
-        self.master: "MasterRole | None" = None  # the master that appended it
-        self.pending: "Pending | None" = None  # what to wait for; None: nothing appended
+        self.appended: "Appended | None" = None  # what to wait for; None: nothing appended
 
     def check(self) -> dict | None:
         self.checked = True
@@ -256,9 +229,9 @@ class CarriedAck:
             return None
         return {"kind": "acks", "group": self.group, "topic": self.topic, "items": items}
 
-    def appended(self, master: "MasterRole", pending: "Pending | None") -> None:
-        """Its event (if check() made one) was appended, by `master`, as `pending`."""
-        self.master, self.pending, self.committed = master, pending, True
+    def commit(self, appended: "Appended | None") -> None:
+        """Its event (if check() made one) was appended, as `appended`."""
+        self.appended, self.committed = appended, True
 
 
 def ack_answer(results: list[tuple[s.AckMessageEntry, d.Status | None]], status: d.Status

@@ -32,11 +32,13 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.errors import StoreError
 
-from cluster.consume.consumer_calls import ConsumeSettings, ConsumerCalls
+from cluster.consume.consumer_calls import ConsumerCalls
+from cluster.consume.settle_calls import ConsumeContext, ConsumeSettings, SettleCalls
 from cluster.consume.conversion_process import ConversionProcess
 from cluster.consume.consumer_service import ConsumerService
 from cluster.messaging.consumer_router import ConsumerRouter
-from cluster.v2.convert import SendLimits, check_topic_resource, to_store_messages
+from cluster.v2.convert import (SendLimits, check_group_resource, check_topic_resource,
+                                to_store_messages)
 from cluster.messaging.pull_reader import Reader
 from cluster.messaging.route import (TopicDefaults, TopicRegistry, config_from_route, endpoints,
                                      message_queues)
@@ -47,11 +49,12 @@ from cluster.messaging.telemetry_relay import TelemetryRelay
 from cluster.messaging.transaction import TransactionService
 from cluster.messaging.transaction_check import TransactionChecker
 from cluster.messaging.transaction_records import check_transactional_send
-from cluster.v2.v2_status import V2Error
+from cluster.v2.v2_status import V2Error, v2_route
 from cluster.metadata.topic_table import TopicTable
 from cluster.config.node_role import Forward, NotMaster
 from cluster.replicated.replicated_table import TableService
 from cluster.security.access import AccessControl
+from cluster.serving.execution import in_pool
 
 if TYPE_CHECKING:
     from common.clock import Clock
@@ -94,27 +97,29 @@ class MessagingService:
             TopicTable(role, store, clock),
             lambda: TopicDefaults(self.config.auto_create_topic_enable,
                                   self.config.default_topic_queue_nums))
-        self.budget = StreamBudget(MAX_OPEN_STREAMS)  # calls holding a pool thread
-        self.async_budget = StreamBudget(MAX_ASYNC_LONG_POLLS)  # waiting on the event loop
+        self.budget = StreamBudget(MAX_OPEN_STREAMS)  # telemetry streams holding a pool thread
+        self.async_budget = StreamBudget(MAX_ASYNC_LONG_POLLS)  # long polls on the event loop
         self.telemetry = TelemetryHub(self.budget, lambda: self.max_body_size)
         self.telemetry.group_settings = self._group_settings
         self.transactions = TransactionService(role, store, key=key)
         self.transaction_checker = TransactionChecker(self.transactions, self.telemetry, clock,
                                                       config)
-        self.sender = Sender(lambda msgs: role.require_master().put_messages(msgs), self.topics,
-                             self.limits, clock.now_ms, prepare=self.transactions.prepare,
-                             put_async=lambda msgs: role.require_master().put_messages_async(msgs))
-        self.reader = Reader(store, self.topics, self.budget, clock)
+        self.sender = Sender(lambda msgs: role.require_master().append(msgs, timed=True),
+                             self.topics, self.limits, clock.now_ms,
+                             prepare=self.transactions.prepare)
+        self.reader = Reader(store, self.topics, self.async_budget, clock)
         self.forwarder = MasterForwarder(c.access_key, c.secret_key, c.tls)
         self.relay = TelemetryRelay(  # producers on a slave still get the master's checks
             lambda: role.followed_address, self.telemetry, self.forwarder)
         self.consumers = ConsumerService(role, store, clock, self.topics)
         self.tables = TableService([self.consumers.table, self.topics.table.replicated])
-        self.consumer_router = ConsumerRouter(self, ConsumerCalls(
-            self.consumers, self.reader.waiter, self.budget,
-            consume_settings(c), receipt_key=key, async_budget=self.async_budget,
-            conversion=ConversionProcess(store.commitlog.queue.directory)
-            if c.receive_conversion_process else None))
+        context = ConsumeContext(self.consumers, self.reader.waiter, consume_settings(c),
+                                 receipt_key=key)
+        settle = SettleCalls(context)
+        self.consumer_router = ConsumerRouter(role, self.forwarder, ConsumerCalls(
+            context, settle, self.async_budget,
+            ConversionProcess(store.commitlog.queue.directory)
+            if c.receive_conversion_process else None), settle)
 
     @property
     def config(self) -> "NodeConfig":
@@ -165,9 +170,10 @@ class MessagingService:
             out.append(master)
         return out
 
-    # -- role-aware calls ---------------------------------------------------------------------
-    def query_route(self, request: s.QueryRouteRequest, *, forwarded: bool = False,
-                    timeout: float | None = None, client_id: str = "") -> s.QueryRouteResponse:
+    # -- role-aware calls (coroutines on the server's loop: cluster/serving/execution.py) -----
+    async def query_route(self, request: s.QueryRouteRequest, *, forwarded: bool = False,
+                          timeout: float | None = None, client_id: str = ""
+                          ) -> s.QueryRouteResponse:
         try:
             topic = check_topic_resource(request.topic)
             try:
@@ -175,8 +181,8 @@ class MessagingService:
             except NotMaster:
                 target = None  # a slave asked by another node, or a node between roles
             if isinstance(target, Forward):
-                config = self._route_from_master(target.address, request, topic, timeout,
-                                                 client_id)
+                config = await self._route_from_master(target.address, request, topic, timeout,
+                                                       client_id)
             elif target is not None:
                 config = self.topics.get_or_create(topic)
             else:
@@ -189,13 +195,14 @@ class MessagingService:
                                 endpoints(self.group_addresses()))
         return s.QueryRouteResponse(status=d.Status(code=d.OK, message="OK"), message_queues=queues)
 
-    def _route_from_master(self, address: str, request: s.QueryRouteRequest, topic: str,
-                           timeout: float | None, client_id: str):
+    async def _route_from_master(self, address: str, request: s.QueryRouteRequest, topic: str,
+                                 timeout: float | None, client_id: str):
         limit = ROUTE_FROM_MASTER_TIMEOUT if timeout is None else min(timeout, ROUTE_FROM_MASTER_TIMEOUT)
         problem = None
         try:
-            answer = self.forwarder.call(address, "QueryRoute",
-                                         s.QueryRouteRequest(topic=request.topic), limit, client_id)
+            answer = await self.forwarder.call(address, "QueryRoute",
+                                               s.QueryRouteRequest(topic=request.topic), limit,
+                                               client_id)
             if answer.status.code == d.OK:
                 config = config_from_route(topic, answer.message_queues)
                 if config is not None:
@@ -213,44 +220,38 @@ class MessagingService:
         log.info("route of %s from this node's replicated topic table: %s", topic, problem.message if problem else "")
         return config
 
-    def answers_at_once(self, *, forwarded: bool) -> bool:
-        """A write call (send, ack) here would be answered without blocking: this node is the
-        master and acknowledges at append (MasterRole.answers_at_append), or it refuses at
-        once. Otherwise (a forward to the master, a wait for flush or slaves) the server awaits
-        it on the loop (`puts_on_loop`) or runs it in its thread pool."""
+    def query_assignment(self, request: s.QueryAssignmentRequest) -> s.QueryAssignmentResponse:
+        """QueryAssignment (push consumers): one assignment per readable queue of the topic,
+        each with the group's endpoints: every queue is consumed through ReceiveMessage on
+        this broker group."""
         try:
-            target = self.role.route(forwarded=forwarded)
-        except NotMaster:
-            return True
-        return not isinstance(target, Forward) and target.answers_at_append
+            topic = check_topic_resource(request.topic)
+            if not check_group_resource(request.group):
+                raise V2Error(d.ILLEGAL_CONSUMER_GROUP, "the consumer group is required")
+            config = self.topics.get(topic)
+            if config is None:
+                raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+        except V2Error as e:
+            return s.QueryAssignmentResponse(status=e.status())
+        queues = message_queues(request.topic, config, self.config.broker_name,
+                                endpoints(self.group_addresses()))
+        answer = s.QueryAssignmentResponse(status=d.Status(code=d.OK, message="OK"))
+        for mq in queues:
+            if mq.permission in (d.READ, d.READ_WRITE):
+                answer.assignments.append(d.Assignment(message_queue=mq))
+        return answer
 
-    def puts_on_loop(self, *, forwarded: bool) -> bool:
-        """A send here would be put on this master and wait for its slaves or its flush, so
-        the server awaits it on the loop (send_async, MasterRole.puts_on_loop) instead of the
-        pool."""
-        try:
-            target = self.role.route(forwarded=forwarded)
-        except NotMaster:
-            return False
-        return not isinstance(target, Forward) and target.puts_on_loop
-
-    async def send_async(self, request: s.SendMessageRequest, *, peer_ip: str = ""
-                         ) -> s.SendMessageResponse:
-        """send() to this master on the event loop, where puts_on_loop said so."""
-        try:
-            return await self.sender.send_async(request, peer_ip)
-        except (StoreError, NotMaster) as e:  # the role changed under the put
-            return _error(d.INTERNAL_SERVER_ERROR, str(e))
-
-    def send(self, request: s.SendMessageRequest, *, peer_ip: str = "", forwarded: bool = False,
-             timeout: float | None = None, client_id: str = "") -> s.SendMessageResponse:
+    async def send(self, request: s.SendMessageRequest, *, peer_ip: str = "",
+                   forwarded: bool = False, timeout: float | None = None, client_id: str = ""
+                   ) -> s.SendMessageResponse:
+        """The master puts it (send.Sender); a slave forwards it to its master."""
         try:
             target = self.role.route(forwarded=forwarded)
         except NotMaster as e:
             return _error(d.INTERNAL_SERVER_ERROR, e.reason)
         if not isinstance(target, Forward):
             try:
-                return self.sender.send(request, peer_ip)
+                return await self.sender.send(request, peer_ip)
             except (StoreError, NotMaster) as e:  # the role changed under the put
                 return _error(d.INTERNAL_SERVER_ERROR, str(e))
         try:  # refused here, before it costs the master anything (the master checks again)
@@ -265,17 +266,26 @@ class MessagingService:
                 if not m.system_properties.born_host.strip():
                     m.system_properties.born_host = peer_ip
         try:
-            return self.forwarder.call(target.address, "SendMessage", copy,
-                                       10.0 if timeout is None else timeout - 0.05, client_id)
+            return await self.forwarder.call(target.address, "SendMessage", copy,
+                                             10.0 if timeout is None else timeout - 0.05,
+                                             client_id)
         except V2Error as e:
             return s.SendMessageResponse(status=e.status())
 
-    def end_transaction(self, request: s.EndTransactionRequest, *, forwarded: bool = False,
-                        timeout: float | None = None,
-                        client_id: str = "") -> s.EndTransactionResponse:
-        """The master resolves the transaction (transaction.py); a slave forwards it."""
-        return self.transactions.end_transaction(request, self.forwarder, forwarded=forwarded,
-                                                 timeout=timeout, client_id=client_id)
+    async def end_transaction(self, request: s.EndTransactionRequest, *,
+                              forwarded: bool = False, timeout: float | None = None,
+                              client_id: str = "") -> s.EndTransactionResponse:
+        """The master resolves the transaction (transaction.py, which waits in its thread: in
+        the pool); a slave forwards it."""
+        try:
+            target = v2_route(self.role, forwarded=forwarded)
+            if not isinstance(target, Forward):
+                return await in_pool(self.transactions.end, request)
+            return await self.forwarder.call(target.address, "EndTransaction", request,
+                                             10.0 if timeout is None else timeout - 0.05,
+                                             client_id)
+        except V2Error as e:
+            return s.EndTransactionResponse(status=e.status())
 
 
 def send_limits(config: "NodeConfig") -> SendLimits:

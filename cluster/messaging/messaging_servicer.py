@@ -3,6 +3,8 @@ included: the official clients read the Status, not the gRPC code). Signatures a
 are checked before a call gets here (v2_access.py, a server interceptor); an unexpected exception
 answers INTERNAL_ERROR and is logged.
 
+Where each method runs (a coroutine on the server's event loop, or a plain function in its
+thread pool) is cluster/serving/execution.py's table; the methods below follow it.
 Consumer calls go through the role-aware router (consumer_router.py). BatchReceiveServicer
 serves proto/batch_receive.proto's ReceiveMessages (ReceiveMessage answered in one response)
 and AckAndReceive (an AckMessage, then a ReceiveMessages) the same way. Not implemented, answered
@@ -10,8 +12,8 @@ with NOT_IMPLEMENTED (50100), never a fake success: RecallMessage, SyncLiteSubsc
 """
 from __future__ import annotations
 
-import asyncio
 import logging
+from typing import Awaitable
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
@@ -55,27 +57,19 @@ def _failure(response_cls, e: Exception):
 
 
 class MessagingServicer(s_grpc.MessagingServiceServicer):
+    """The gRPC adapter of one node's MessagingService: maps each call to the service, its
+    router or its reader, and any exception to an answer with a status. Owns nothing."""
     SERVICE = s.DESCRIPTOR.services_by_name["MessagingService"]
 
     def __init__(self, service: MessagingService) -> None:
         self.service = service
 
-    def _unary(self, context, response_cls, fn):
+    @staticmethod
+    async def _answer(response_cls, answer: Awaitable):
         try:
-            return fn()
+            return await answer
         except Exception as e:
             return _failure(response_cls, e)
-
-    def _streaming(self, context, response_cls, fn):
-        """A server-streaming call: the responses of fn(), or one status when refused."""
-        try:
-            responses = fn()
-        except Exception as e:  # answer with a status; the client must not hang or crash
-            log.exception("%s failed", response_cls.__name__)
-            yield response_cls(status=d.Status(code=d.INTERNAL_ERROR,
-                                               message=f"{type(e).__name__}: {e}"))
-            return
-        yield from responses
 
     @staticmethod
     def _call_info(context) -> dict:
@@ -91,39 +85,36 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
             left = None  # a call without a deadline: grpc reports a meaningless number
         return {"forwarded": forwarded, "timeout": left, "client_id": client_id}
 
-    # -- implemented --------------------------------------------------------------------------
-    def QueryRoute(self, request, context):  # noqa: N802
-        return self._unary(context, s.QueryRouteResponse,
-                           lambda: self.service.query_route(request, **self._call_info(context)))
+    # -- routes and sends -----------------------------------------------------------------------
+    async def QueryRoute(self, request, context):  # noqa: N802
+        return await self._answer(s.QueryRouteResponse, self.service.query_route(
+            request, **self._call_info(context)))
 
-    def Heartbeat(self, request, context):  # noqa: N802
-        return self._unary(context, s.HeartbeatResponse,
-                           lambda: s.HeartbeatResponse(status=d.Status(code=d.OK, message="OK")))
+    async def Heartbeat(self, request, context):  # noqa: N802
+        return s.HeartbeatResponse(status=d.Status(code=d.OK, message="OK"))
 
-    def NotifyClientTermination(self, request, context):  # noqa: N802
-        return self._unary(context, s.NotifyClientTerminationResponse,
-                           lambda: s.NotifyClientTerminationResponse(
-                               status=d.Status(code=d.OK, message="OK")))
+    async def NotifyClientTermination(self, request, context):  # noqa: N802
+        return s.NotifyClientTerminationResponse(status=d.Status(code=d.OK, message="OK"))
 
-    # -- on the event loop (cluster/serving/grpc_server.py) --------------------------------------
     async def SendMessage(self, request, context):  # noqa: N802
-        info, ip = self._call_info(context), peer_ip(context)
+        return await self._answer(s.SendMessageResponse, self.service.send(
+            request, peer_ip=peer_ip(context), **self._call_info(context)))
 
-        def answer() -> s.SendMessageResponse:
-            return self._unary(context, s.SendMessageResponse,
-                               lambda: self.service.send(request, peer_ip=ip, **info))
-        if self.service.answers_at_once(forwarded=info["forwarded"]):
-            return answer()
-        if self.service.puts_on_loop(forwarded=info["forwarded"]):  # awaits the slaves' acks
-            return await self._unary_async(s.SendMessageResponse,
-                                           self.service.send_async(request, peer_ip=ip))
-        return await asyncio.to_thread(answer)
+    async def EndTransaction(self, request, context):  # noqa: N802
+        return await self._answer(s.EndTransactionResponse, self.service.end_transaction(
+            request, **self._call_info(context)))
 
+    async def QueryAssignment(self, request, context):  # noqa: N802
+        try:
+            return self.service.query_assignment(request)
+        except Exception as e:
+            return _failure(s.QueryAssignmentResponse, e)
+
+    # -- consumer calls (consumer_router.py) ----------------------------------------------------
     async def ReceiveMessage(self, request, context):  # noqa: N802
         try:
-            responses = await self.service.consumer_router.call_async(
-                "ReceiveMessage", request, time_remaining=context.time_remaining,
-                **self._call_info(context))
+            responses = await self.service.consumer_router.receive(
+                request, time_remaining=context.time_remaining, **self._call_info(context))
         except Exception as e:  # answer with a status; the client must not hang or crash
             log.exception("ReceiveMessageResponse failed")
             responses = [s.ReceiveMessageResponse(status=d.Status(
@@ -132,37 +123,45 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
             yield response
 
     async def AckMessage(self, request, context):  # noqa: N802
-        return await self._settle(context, "AckMessage", s.AckMessageResponse, request)
+        return await self._answer(s.AckMessageResponse, self.service.consumer_router.ack(
+            request, **self._call_info(context)))
 
     async def ChangeInvisibleDuration(self, request, context):  # noqa: N802
-        return await self._settle(context, "ChangeInvisibleDuration",
-                                  s.ChangeInvisibleDurationResponse, request)
+        return await self._answer(
+            s.ChangeInvisibleDurationResponse,
+            self.service.consumer_router.change_invisible(request, **self._call_info(context)))
 
     async def ForwardMessageToDeadLetterQueue(self, request, context):  # noqa: N802
-        return await self._settle(context, "ForwardMessageToDeadLetterQueue",
-                                  s.ForwardMessageToDeadLetterQueueResponse, request)
+        return await self._answer(
+            s.ForwardMessageToDeadLetterQueueResponse,
+            self.service.consumer_router.forward_to_dlq(request, **self._call_info(context)))
 
-    async def _settle(self, context, method: str, response_cls, request):
-        """A call that settles a delivery: on the loop where it can be (call_async)."""
-        return await self._unary_async(response_cls, self.service.consumer_router.call_async(
-            method, request, **self._call_info(context)))
+    async def UpdateOffset(self, request, context):  # noqa: N802
+        return await self._answer(s.UpdateOffsetResponse, self.service.consumer_router.
+                                  update_offset(request, **self._call_info(context)))
 
-    async def _unary_async(self, response_cls, answer):
+    async def GetOffset(self, request, context):  # noqa: N802
+        return await self._answer(s.GetOffsetResponse, self.service.consumer_router.get_offset(
+            request, **self._call_info(context)))
+
+    # -- reads of any replica (pull_reader.py) ----------------------------------------------------
+    async def QueryOffset(self, request, context):  # noqa: N802
         try:
-            return await answer
+            return self.service.reader.query_offset(request)
         except Exception as e:
-            return _failure(response_cls, e)
+            return _failure(s.QueryOffsetResponse, e)
 
-    # -- in the thread pool ---------------------------------------------------------------------
+    async def PullMessage(self, request, context):  # noqa: N802
+        try:
+            responses = await self.service.reader.pull(request, context.time_remaining)
+        except Exception as e:  # answer with a status; the client must not hang or crash
+            log.exception("PullMessageResponse failed")
+            responses = [s.PullMessageResponse(status=d.Status(
+                code=d.INTERNAL_ERROR, message=f"{type(e).__name__}: {e}"))]
+        for response in responses:
+            yield response
 
-    def QueryOffset(self, request, context):  # noqa: N802
-        return self._unary(context, s.QueryOffsetResponse,
-                           lambda: self.service.reader.query_offset(request))
-
-    def PullMessage(self, request, context):  # noqa: N802
-        return self._streaming(context, s.PullMessageResponse,
-                               lambda: self.service.reader.pull(request, context.time_remaining))
-
+    # -- in the thread pool (execution.py: POOL) -------------------------------------------------
     def Telemetry(self, request_iterator, context):  # noqa: N802
         md = _metadata(context)
         yield from self.service.telemetry.serve(
@@ -170,35 +169,11 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
             relayed=md.get(FORWARDED_HEADER) == "1", is_active=context.is_active)
 
     # -- not implemented yet ------------------------------------------------------------------
-    def _not_implemented(self, context, response_cls, what: str):
-        return self._unary(context, response_cls,
-                           lambda: response_cls(status=not_implemented(what)))
+    async def RecallMessage(self, request, context):  # noqa: N802
+        return s.RecallMessageResponse(status=not_implemented("RecallMessage"))
 
-    def _consumer(self, context, method: str, response_cls, request):
-        return self._unary(context, response_cls, lambda: self.service.consumer_router.call(
-            method, request, **self._call_info(context)))
-
-    def UpdateOffset(self, request, context):  # noqa: N802
-        return self._consumer(context, "UpdateOffset", s.UpdateOffsetResponse, request)
-
-    def GetOffset(self, request, context):  # noqa: N802
-        return self._consumer(context, "GetOffset", s.GetOffsetResponse, request)
-
-    def EndTransaction(self, request, context):  # noqa: N802
-        return self._unary(context, s.EndTransactionResponse,
-                           lambda: self.service.end_transaction(request,
-                                                                **self._call_info(context)))
-
-    def QueryAssignment(self, request, context):  # noqa: N802
-        return self._unary(context, s.QueryAssignmentResponse,
-                           lambda: self.service.consumer_router.query_assignment(request))
-
-    def RecallMessage(self, request, context):  # noqa: N802
-        return self._not_implemented(context, s.RecallMessageResponse, "RecallMessage")
-
-    def SyncLiteSubscription(self, request, context):  # noqa: N802
-        return self._not_implemented(context, s.SyncLiteSubscriptionResponse,
-                                     "SyncLiteSubscription")
+    async def SyncLiteSubscription(self, request, context):  # noqa: N802
+        return s.SyncLiteSubscriptionResponse(status=not_implemented("SyncLiteSubscription"))
 
 
 class BatchReceiveServicer(br_grpc.BatchReceiveServicer):
@@ -210,11 +185,11 @@ class BatchReceiveServicer(br_grpc.BatchReceiveServicer):
         self.service = service
 
     async def ReceiveMessages(self, request, context):  # noqa: N802
-        return await self._answer(self.service.consumer_router.receive_batch_async, request,
+        return await self._answer(self.service.consumer_router.receive_batch, request,
                                   context)
 
     async def AckAndReceive(self, request, context):  # noqa: N802
-        return await self._answer(self.service.consumer_router.ack_and_receive_async, request,
+        return await self._answer(self.service.consumer_router.ack_and_receive, request,
                                   context)
 
     @staticmethod

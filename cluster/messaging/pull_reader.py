@@ -21,6 +21,7 @@ TIMESTAMP -> the first offset stored at or after the time (END when every messag
 """
 from __future__ import annotations
 
+import itertools
 from typing import Callable
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
@@ -28,10 +29,11 @@ from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.get_result import GetMessageResult, GetStatus
 from common.clock import SYSTEM_CLOCK, Clock
 from store.message_store import MessageStore
+from store.reader import TagFilter
 
 from cluster.v2.convert import (check_group_resource, check_topic_resource, records_to_v2,
                                 tag_expression, timestamp_ms)
-from cluster.v2.long_poll import Attempt, DispatchWaiter, long_poll
+from cluster.v2.long_poll import Attempt, DispatchWaiter, Interest, long_poll
 from cluster.messaging.route import TopicRegistry
 from cluster.messaging.telemetry import StreamBudget
 from cluster.v2.v2_status import V2Error
@@ -42,9 +44,15 @@ _AT_END = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.NO_MESSAGE_IN_QUEUE,
            GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.MESSAGE_WAS_REMOVING,
            GetStatus.NO_MATCHED_LOGIC_QUEUE)
 _SKIP_FILTERED = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING)
+_PULL_GROUP = "\0pull#"  # no consumer group has a NUL in its name (convert.check_group_resource)
+_pulls = itertools.count()
 
 
 class Reader:
+    """PullMessage and QueryOffset of one node (any role). Owns the dispatch waiter its long
+    polls wait on (attached to the store's reput while the node serves); reads go to the store,
+    which locks what it reads. Its calls run on the server's event loop."""
+
     def __init__(self, store: MessageStore, topics: TopicRegistry,
                  budget: StreamBudget | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
@@ -77,8 +85,9 @@ class Reader:
         return (self.topics.get(topic) is not None
                 or self.store.cq_store.find(topic, queue_id) is not None)
 
-    def pull(self, request: s.PullMessageRequest,
-             time_remaining: Callable[[], float | None] = lambda: None) -> list[s.PullMessageResponse]:
+    async def pull(self, request: s.PullMessageRequest,
+                   time_remaining: Callable[[], float | None] = lambda: None
+                   ) -> list[s.PullMessageResponse]:
         try:
             check_group_resource(request.group)
             topic, queue_id = self._queue(request.message_queue)
@@ -94,11 +103,11 @@ class Reader:
                 wait_s = min(max(lp.seconds + lp.nanos / 1e9, 0.0), MAX_LONG_POLL_SECONDS)
         except V2Error as e:
             return [s.PullMessageResponse(status=e.status())]
-        result = self._read_waiting(topic, queue_id, request.offset, batch, filt, wait_s,
-                                    time_remaining)
+        result = await self._read_waiting(topic, queue_id, request.offset, batch, filt, wait_s,
+                                          time_remaining)
         return pull_responses(result, request.message_queue.topic.resource_namespace)
 
-    def _read_waiting(self, topic: str, queue_id: int, offset: int, batch: int, filt: str | None,
+    async def _read_waiting(self, topic: str, queue_id: int, offset: int, batch: int, filt: str | None,
                       wait_s: float, time_remaining) -> GetMessageResult:
         last: GetMessageResult | None = None
 
@@ -112,8 +121,13 @@ class Reader:
             last = result
             return Attempt(result, result.status not in _AT_END or wait_s <= 0)
 
-        return long_poll(attempt, wait_s=wait_s, waiter=self.waiter, clock=self.clock,
-                         budget=self.budget, time_remaining=time_remaining)
+        # A pull reads one queue: it is a waiter group of its own, so every dispatch of its
+        # topic with its tags wakes it (a group's waiters share the messages of a round).
+        interest = Interest(topic, f"{_PULL_GROUP}{next(_pulls)}", TagFilter.parse(filt).codes,
+                            batch)
+        return await long_poll(attempt, interest, wait_s=wait_s, waiter=self.waiter,
+                               clock=self.clock, budget=self.budget,
+                               time_remaining=time_remaining)
 
     def query_offset(self, request: s.QueryOffsetRequest) -> s.QueryOffsetResponse:
         try:

@@ -23,7 +23,6 @@ accessKey/secretKey signature (cluster/security/signature.py).
 """
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 import threading
@@ -49,6 +48,7 @@ from cluster.security.refusal_log import RefusalLog
 from cluster.messaging.transaction_records import check_transactional_send
 from cluster.security import signature
 from cluster.security.tls import TlsSettings, open_channel
+from cluster.serving.execution import in_pool
 
 log = logging.getLogger(__name__)
 FORWARDED_HEADER = "x-rmqstore-forwarded"
@@ -76,17 +76,16 @@ Prepare = Callable[[d.Message, Message], s.SendMessageResponse]
 
 
 class Sender:
-    """Turns a SendMessage request into a put and the put's result into the answer. `put` is
-    the master's put (any thread); `put_async`, when given, is its event-loop form, which
-    `send_async` awaits (MasterRole.put_messages_async)."""
+    """Turns a SendMessage request into a put and the put's result into the answer, on the
+    server's event loop. `put` appends on the current master and returns what to await (the
+    master's Appended); `prepare` stores a transactional message as a half message, in the
+    thread pool (transaction.py waits in its thread). Its state: the queue selector and the
+    refusal log, each with its own lock."""
 
-    def __init__(self, put: Callable[[list[Message]], PutResult], topics: TopicRegistry,
+    def __init__(self, put: Callable[[list[Message]], Awaitable[PutResult]], topics: TopicRegistry,
                  limits: Callable[[], SendLimits], now_ms: Callable[[], int],
-                 prepare: Prepare | None = None,
-                 put_async: Callable[[list[Message]], Awaitable[PutResult]] | None = None
-                 ) -> None:
+                 prepare: Prepare | None = None) -> None:
         self.put = put
-        self.put_async = put_async
         self.topics = topics
         self.limits = limits
         self.now_ms = now_ms
@@ -96,26 +95,15 @@ class Sender:
         # every send: logged once per client host and reason every 10 s, with a count
         self.refusals = RefusalLog(log)
 
-    def send(self, request: s.SendMessageRequest, peer_ip: str = "") -> s.SendMessageResponse:
+    async def send(self, request: s.SendMessageRequest, peer_ip: str = ""
+                   ) -> s.SendMessageResponse:
         prepared = self._to_put(request, peer_ip)
         if isinstance(prepared, s.SendMessageResponse):
             return prepared
         msgs, transactional = prepared
         if transactional:
-            return self.prepare(request.messages[0], msgs[0])
-        return self._answer(self.put(msgs), msgs, peer_ip)
-
-    async def send_async(self, request: s.SendMessageRequest, peer_ip: str = ""
-                         ) -> s.SendMessageResponse:
-        """send() on the event loop: the put awaited; a transactional send (it waits inside
-        the half message's store) in the loop's pool."""
-        prepared = self._to_put(request, peer_ip)
-        if isinstance(prepared, s.SendMessageResponse):
-            return prepared
-        msgs, transactional = prepared
-        if transactional:
-            return await asyncio.to_thread(self.prepare, request.messages[0], msgs[0])
-        return self._answer(await self.put_async(msgs), msgs, peer_ip)
+            return await in_pool(self.prepare, request.messages[0], msgs[0])
+        return self._answer(await self.put(msgs), msgs, peer_ip)
 
     def _to_put(self, request: s.SendMessageRequest, peer_ip: str
                 ) -> tuple[list[Message], bool] | s.SendMessageResponse:
@@ -204,7 +192,9 @@ _RAISE = object()  # MasterForwarder.call: no stand-in for UNIMPLEMENTED, raise 
 
 class MasterForwarder:
     """A slave's one channel to its current master's MessagingService (and BatchReceive,
-    proto/batch_receive.proto). `_lock` guards the channel, its stubs and the address."""
+    proto/batch_receive.proto): `call` forwards a request from a coroutine (the blocking stub
+    call in the pool); the telemetry relay opens its stream on `stub`. `_lock` guards the
+    channel, its stubs and the address."""
 
     def __init__(self, access_key: str = "", secret_key: str = "",
                  tls: TlsSettings | None = None) -> None:
@@ -238,18 +228,27 @@ class MasterForwarder:
             md = [kv for kv in md if kv[0] not in dict(caller)] + list(caller)
         return [*md, (FORWARDED_HEADER, "1")]
 
-    def call(self, address: str, method: str, request, timeout: float, client_id: str = "",
-             *, unimplemented: object = _RAISE):
-        """The master's answer, or V2Error when it cannot be reached in time. A method of
-        BatchReceive goes to that service; `unimplemented`, when given, is returned instead
-        when the master does not serve the method (an older version during an upgrade)."""
+    async def call(self, address: str, method: str, request, timeout: float,
+                   client_id: str = "", *, unimplemented: object = _RAISE,
+                   streaming: bool = False):
+        """The master's answer to `method` (a gRPC method name of MessagingService or
+        BatchReceive; a server-streaming one with `streaming`, answered as the list of its
+        responses), or V2Error when it cannot be reached in time. `unimplemented`, when
+        given, is returned instead when the master does not serve the method (an older
+        version during an upgrade). The channel blocks: the call runs in the pool."""
         if not address:
             raise V2Error(d.INTERNAL_SERVER_ERROR, "this slave has no master to forward to")
+        return await in_pool(self._call, address, method, request, timeout, client_id,
+                             unimplemented, streaming)
+
+    def _call(self, address: str, method: str, request, timeout: float, client_id: str,
+              unimplemented: object, streaming: bool):
         messaging, batch = self._stubs(address)
         stub = batch if method in BATCH_RECEIVE_METHODS else messaging
         try:
-            return getattr(stub, method)(request, timeout=max(timeout, 0.05),
-                                         metadata=self.metadata(client_id))
+            answer = getattr(stub, method)(request, timeout=max(timeout, 0.05),
+                                           metadata=self.metadata(client_id))
+            return list(answer) if streaming else answer
         except grpc.RpcError as e:
             if unimplemented is not _RAISE and e.code() is grpc.StatusCode.UNIMPLEMENTED:
                 return unimplemented

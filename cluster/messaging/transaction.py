@@ -39,21 +39,13 @@ from cluster.messaging import transaction_records as tr
 from cluster.v2.convert import check_topic_resource, has_control_character
 from cluster.messaging.send import send_response
 from cluster.messaging.transaction_state import OpenHalf, QueueShrank, TransactionTable
-from cluster.v2.v2_status import (
-    RECORDING_TRANSACTION,
-    V2Error,
-    put_status,
-    put_status_message,
-    v2_require_master,
-    v2_route,
-)
-from cluster.config.node_role import Forward
+from cluster.v2.v2_status import (RECORDING_TRANSACTION, V2Error, put_status,
+                                  put_status_message, v2_require_master)
 
 if TYPE_CHECKING:
-    from master.master_role import MasterRole
+    from master.master_role import Appended, MasterRole
     from store.message_store import MessageStore
 
-    from cluster.messaging.send import MasterForwarder
     from cluster.config.node_role import Role
 
 log = logging.getLogger(__name__)
@@ -115,14 +107,14 @@ class TransactionService:
         except V2Error as e:
             return s.SendMessageResponse(status=e.status())
         half = tr.half_message(msg, v2)
-        result = master.append([half], allow_system_topic=True)
-        if result.status is PutStatus.PUT_OK:
-            record = self._appended_record(result)
+        appended = master.append([half], allow_system_topic=True)
+        if appended.result.status is PutStatus.PUT_OK:
+            record = self._appended_record(appended.result)
             if record is not None:
                 with self.lock:
                     if self._loaded_for is master:
                         self.table.add_half(record)
-        result = master.wait_durable([half], result)
+        result = appended.wait()
         uniq = msg.properties[codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
         ids = [tr.transaction_id(self.key, a.msg_id, msg.topic, uniq) for a in result.appends]
         return send_response(result, [half], ids)
@@ -135,19 +127,6 @@ class TransactionService:
         return record
 
     # -- EndTransaction -----------------------------------------------------------------------
-    def end_transaction(self, request: s.EndTransactionRequest, forwarder: "MasterForwarder", *,
-                        forwarded: bool = False, timeout: float | None = None,
-                        client_id: str = "") -> s.EndTransactionResponse:
-        """Role-aware: the master resolves, a slave forwards to its master."""
-        try:
-            target = v2_route(self.role, forwarded=forwarded)
-            if not isinstance(target, Forward):
-                return self.end(request)
-            return forwarder.call(target.address, "EndTransaction", request,
-                                  10.0 if timeout is None else timeout - 0.05, client_id)
-        except V2Error as e:
-            return s.EndTransactionResponse(status=e.status())
-
     def end(self, request: s.EndTransactionRequest) -> s.EndTransactionResponse:
         topic = check_topic_resource(request.topic)
         message_id = request.message_id
@@ -183,12 +162,12 @@ class TransactionService:
                               f"already {what}; nothing was written")
             msgs = [tr.committed_message(record)] if how == "commit" else []
             msgs.append(tr.op_message(queue_offset))
-            result = self._append_locked(master, msgs)
+            appended = self._append_locked(master, msgs)
             self.table.resolve(root, how)
         log.info("transaction %s of %s on %s: %s (%s)", request.transaction_id, message_id, topic,
                  how, d.TransactionSource.Name(request.source) if request.source in
                  d.TransactionSource.values() else request.source)
-        status = put_status(master.wait_durable(msgs, result), RECORDING_TRANSACTION)
+        status = put_status(appended.wait(), RECORDING_TRANSACTION)
         return s.EndTransactionResponse(status=status)
 
     def _half_at(self, phy: int, offset_msg_id: str, transaction_id: str) -> MessageRecord:
@@ -221,11 +200,12 @@ class TransactionService:
             raise V2Error(d.ILLEGAL_MESSAGE_ID, f"transaction {transaction_id} belongs to message "
                                                 f"{uniq}, not {message_id}")
 
-    def _append_locked(self, master: "MasterRole", msgs: Sequence[Message]) -> PutResult:
-        result = master.append(msgs, allow_system_topic=True)
-        if result.status is not PutStatus.PUT_OK:
-            raise V2Error.from_put(result, RECORDING_TRANSACTION)
-        return result
+    def _append_locked(self, master: "MasterRole", msgs: Sequence[Message]) -> "Appended":
+        """The records appended (V2Error when refused); the caller waits outside the lock."""
+        appended = master.append(msgs, allow_system_topic=True)
+        if appended.result.status is not PutStatus.PUT_OK:
+            raise V2Error.from_put(appended.result, RECORDING_TRANSACTION)
+        return appended
 
     # -- for the checker ----------------------------------------------------------------------
     def renew(self, half: OpenHalf) -> Renewed | None:
@@ -240,11 +220,11 @@ class TransactionService:
         with self.lock:
             if self._loaded_for is not master or half.root not in self.table.open:
                 return None
-            result = self._append_locked(master, [copy])
-            appended = self._appended_record(result)
-            if appended is not None:
-                self.table.add_half(appended)
-        result = master.wait_durable([copy], result)
+            appended = self._append_locked(master, [copy])
+            renewed = self._appended_record(appended.result)
+            if renewed is not None:
+                self.table.add_half(renewed)
+        result = appended.wait()
         if not result.status.stored:
             log.warning("check copy of transaction %d: %s", half.root,
                         put_status_message(result, RECORDING_TRANSACTION))
@@ -260,9 +240,9 @@ class TransactionService:
             if self._loaded_for is not master or half.root not in self.table.open:
                 return False
             msgs = [tr.op_message(half.queue_offset)]
-            result = self._append_locked(master, msgs)
+            appended = self._append_locked(master, msgs)
             self.table.resolve(half.root, "rollback")
-        status = put_status(master.wait_durable(msgs, result), RECORDING_TRANSACTION)
+        status = put_status(appended.wait(), RECORDING_TRANSACTION)
         log.warning("transaction %d (topic %s) was checked %d times without an answer: rolled "
                     "back (%s)", half.root, half.real_topic, half.check_times, status.message)
         return True

@@ -107,7 +107,7 @@ class TopicTable:
                 return config
         return existing
 
-    # -- explicit changes (master; answer once durable) ----------------------------------------
+    # -- explicit changes (master, from a thread: admin calls; answer once durable) ----------------------------------------
     def create(self, config: TopicConfig) -> PutResult:
         """TopicExists when the table has the topic."""
         table = self.replicated
@@ -115,8 +115,8 @@ class TopicTable:
         with self.lock:  # check and append under the lock, wait outside it
             if table.state.get(config.topic_name) is not None:
                 raise TopicExists(config.topic_name)
-            pending = table.commit(master, [upsert_event(config, self.clock.now_ms(), "admin")])
-        return table.wait(master, pending)
+            appended = table.commit(master, [upsert_event(config, self.clock.now_ms(), "admin")])
+        return appended.wait()
 
     def update(self, name: str, change: Callable[[TopicConfig], TopicConfig]
                ) -> tuple[TopicConfig, TopicConfig, PutResult]:
@@ -126,8 +126,8 @@ class TopicTable:
         with self.lock:
             old = _existing(table.state, name)
             new = change(old)
-            pending = table.commit(master, [upsert_event(new, self.clock.now_ms(), "admin")])
-        return old, new, table.wait(master, pending)
+            appended = table.commit(master, [upsert_event(new, self.clock.now_ms(), "admin")])
+        return old, new, appended.wait()
 
     def delete(self, name: str) -> tuple[TopicConfig, PutResult]:
         """(the deleted config, result). TopicMissing when the table does not have it."""
@@ -135,8 +135,8 @@ class TopicTable:
         master = table.ensure_loaded()
         with self.lock:
             old = _existing(table.state, name)
-            pending = table.commit(master, [delete_event(name, self.clock.now_ms())])
-        return old, table.wait(master, pending)
+            appended = table.commit(master, [delete_event(name, self.clock.now_ms())])
+        return old, appended.wait()
 
     # -- migration ----------------------------------------------------------------------------
     def _legacy_import(self) -> list[dict[str, Any]]:

@@ -4,8 +4,8 @@ The master owns the table. Every change is a list of events that is appended to 
 topic (table_records.py) and then applied to the in-memory state, both under `lock`, so the log
 order is the apply order and replaying the log rebuilds the same state on any replica:
 
-    writer:  with table.lock:  pending = table.commit(master, events)   # append, then apply
-             result = table.wait(master, pending)                         # outside the lock
+    writer:  with table.lock:  appended = table.commit(master, events)  # append, then apply
+             result = appended.wait()      # outside the lock; a coroutine: await appended
 
 Waiting for the flush and replication policy happens after the lock is released, so one slow
 replication round does not serialize every writer. A refused append raises AppendRefused and
@@ -57,7 +57,7 @@ from cluster.config.node_role import NotMaster
 from cluster.replicated.table_records import TableRecordError, TableRecords
 
 if TYPE_CHECKING:
-    from master.master_role import MasterRole
+    from master.master_role import Appended, MasterRole
     from common.clock import Clock
     from store.message_store import MessageStore
 
@@ -88,13 +88,6 @@ class AppendRefused(Exception):
     def __init__(self, result: PutResult) -> None:
         super().__init__(f"{result.status.value}: {result.reason}")
         self.result = result
-
-
-@dataclass
-class Pending:
-    """An appended change still to be waited for (outside the lock)."""
-    messages: Sequence[Message]
-    result: PutResult
 
 
 @dataclass
@@ -260,31 +253,25 @@ class ReplicatedTable(Generic[S]):
 
     # -- changing -----------------------------------------------------------------------------
     def commit(self, master: "MasterRole", events: list[dict[str, Any]],
-               extra: Sequence[Message] = ()) -> Pending:
+               extra: Sequence[Message] = ()) -> "Appended":
         """Append `extra` messages and the events' records as one batch, then apply the events.
-        Call with the lock held. AppendRefused (nothing applied) when the store refuses."""
+        Call with the lock held. AppendRefused (nothing applied) when the store refuses. The
+        change holds under the flush/replication policy once the returned Appended is waited
+        for, outside the lock: `wait()` on a thread, `await` on the event loop."""
         messages = [*extra, *(self.records.to_message(e) for e in events)]
-        result = master.append(messages, allow_system_topic=True)
-        if result.status is not PutStatus.PUT_OK:
-            raise AppendRefused(result)
+        appended = master.append(messages, allow_system_topic=True)
+        if appended.result.status is not PutStatus.PUT_OK:
+            raise AppendRefused(appended.result)
         for event in events:
             self.state.apply(event)
-        return Pending(messages, result)
-
-    def wait(self, master: "MasterRole", pending: Pending) -> PutResult:
-        """Wait (without the lock) until the change holds under the flush/replication policy."""
-        return master.wait_durable(pending.messages, pending.result)
-
-    async def wait_async(self, master: "MasterRole", pending: Pending) -> PutResult:
-        """wait() for a caller on the event loop (MasterRole.wait_durable_async)."""
-        return await master.wait_durable_async(pending.messages, pending.result)
+        return appended
 
     def change(self, events: list[dict[str, Any]]) -> PutResult:
-        """ensure_loaded, commit under the lock, wait outside it."""
+        """For a caller on a thread: ensure_loaded, commit under the lock, wait outside it."""
         master = self.ensure_loaded()
         with self.lock:
-            pending = self.commit(master, events)
-        return self.wait(master, pending)
+            appended = self.commit(master, events)
+        return appended.wait()
 
     # -- snapshots and views ------------------------------------------------------------------
     def maybe_snapshot(self) -> bool:
@@ -300,9 +287,9 @@ class ReplicatedTable(Generic[S]):
         if not due:
             return False
         with self.lock:
-            pending = self.commit(master, [self.state.snapshot_event()])
+            appended = self.commit(master, [self.state.snapshot_event()])
         self._last_snapshot_ms = now
-        result = self.wait(master, pending)
+        result = appended.wait()  # the table service's thread
         if result.status is not PutStatus.PUT_OK:
             log.warning("%s snapshot: %s %s", self.topic, result.status.value, result.reason)
         return True

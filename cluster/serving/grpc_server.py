@@ -3,18 +3,19 @@ for the handlers that block.
 
 Why asyncio: a long poll held by a thread costs a thread (stack, GIL hand-offs) for as long as
 it waits, so a threaded server caps the consumers that may wait at once (it used to be 40 of 96
-workers). On the loop a waiting ReceiveMessage is a coroutine (a few KiB), and the calls that
-answer without blocking (an ASYNC_MASTER's send, a receive or ack on the master) run on the loop
-thread itself, without a hand-off between gRPC's poller and a worker thread per call.
+workers). On the loop a waiting ReceiveMessage is a coroutine (a few KiB), and a call runs on
+the loop thread itself, without a hand-off between gRPC's poller and a worker thread per call.
 
-Which handler runs where is decided per method by gRPC itself:
-- `async def` methods (MessagingServicer's hot calls, the replication stream) run on the loop;
-  they move the parts that block (a forward to the master, a wait for flush or replication)
-  to the pool themselves (`asyncio.to_thread`, which keeps the call's context variables: the
-  caller's signature).
-- plain methods (Admin, Membership, Health and the rest of MessagingService) run in the pool,
-  as they did on the threaded server; streaming ones through thread_bridge.py, which gives
-  them the threaded server's context (is_active, cancel).
+Which handler runs where is decided per method by gRPC itself, from what the servicer defines:
+`async def` methods run on the loop, plain ones in the pool. For the client API the table of
+cluster/serving/execution.py says which each must be (a test holds the servicers to it):
+- coroutines on the loop await what they wait for (the flush and replication policy of a
+  write, a long poll, a forward's answer), and hand what must block a thread to the pool in
+  one way only (`execution.in_pool`, which keeps the call's context variables: the caller's
+  signature);
+- plain methods (Admin, Membership, Health, Telemetry) run in the pool, as they did on the
+  threaded server; streaming ones through thread_bridge.py, which gives them the threaded
+  server's context (is_active, cancel).
 
 Server interceptors must be `grpc.aio.ServerInterceptor`s: `AioInterceptors` adapts the node's
 synchronous ones (they only inspect metadata and wrap handlers; a wrapper of a coroutine handler

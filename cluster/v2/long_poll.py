@@ -1,25 +1,22 @@
 """Long polling: answer when there is something, or when the wait is over. One implementation
-for PullMessage (pull_reader.py) and ReceiveMessage (cluster/consume/consumer_calls.py).
+for PullMessage (cluster/messaging/pull_reader.py) and ReceiveMessage
+(cluster/consume/consumer_calls.py), both coroutines on the server's event loop:
 
-    long_poll(attempt, wait_s=..., waiter=..., clock=..., budget=..., time_remaining=...)
-    await long_poll_async(attempt, ...)      # on the server's event loop (grpc_server.py)
+    await long_poll(attempt, interest, wait_s=..., waiter=..., clock=..., budget=...,
+                    time_remaining=...)
 
-Both drive one decision generator (`poll_steps`), which yields each wait it wants (`Wait`) and
-returns the answer: the blocking driver waits on the waiter's condition in the calling thread,
-the async one awaits a future the reput thread resolves through the loop, so a waiting
-ReceiveMessage holds no thread. `poll_steps` calls `attempt()` until it says done, waiting between attempts for the next dispatch by reput
-(`DispatchWaiter`, a store reput listener) or for the attempt's own wake time (ReceiveMessage:
-the next invisibility expiry). It stops and returns the last attempt's value when
+`long_poll` drives one decision generator (`poll_steps`, no I/O), which yields each wait it
+wants (`Wait`) and returns the answer; the driver awaits a future that the reput thread
+resolves through the loop, so a waiting call holds no thread. `poll_steps` calls `attempt()`
+until it says done, waiting between attempts for the next dispatch by reput (`DispatchWaiter`,
+a store reput listener) or for the attempt's own wake time (ReceiveMessage: the next
+invisibility expiry). It stops and returns the last attempt's value when
 
 - `wait_s` of the injected clock's time passed (tests advance a ManualClock instead of
-  sleeping: Clock.wait_for ends by the clock's own time), or
+  sleeping: Clock.wait_async ends by the clock's own time), or
 - the call's gRPC deadline is near (`time_remaining`, real seconds; ANSWER_MARGIN_S is left to
   send the answer), or
-- no room is left in the budget of held calls (too many long polls: answer now). The blocking
-  driver counts against the threads' StreamBudget, the async one against a much larger one.
-
-Both wait by the injected clock (`Clock.wait_for`, `Clock.wait_async`): a test advancing a
-ManualClock ends either kind of wait.
+- no room is left in the budget of held calls (too many long polls: answer now).
 """
 from __future__ import annotations
 
@@ -60,12 +57,12 @@ class _AsyncWaiter:
 
 
 class DispatchWaiter:
-    """Wakes long polls when reput dispatched something (a store reput listener). `_cond`
-    guards `_generation`, which counts dispatch rounds, and `_by_topic`, the async waiters per
-    topic, oldest first.
+    """Wakes long polls when reput dispatched something (a store reput listener, called on
+    reput's thread). `_lock` guards `_generation`, which counts dispatch rounds, and
+    `_by_topic`, the waiters per topic, oldest first (they wait on the server's event loop;
+    reput resolves their futures through it).
 
-    Threads (the blocking driver) wake on every round. Async waiters wake only for their
-    topic, and per consumer group only as many per round as can take the messages the round
+    Waiters wake only for their topic, and per consumer group only as many per round as can take the messages the round
     brought (by their batch sizes and tags): with 2,000 consumers of one group waiting, one
     message wakes one of them (the oldest), not all (RocketMQ's pop long polling does the
     same), and 128 messages wake 8 consumers receiving 16 at a time. A woken consumer that finds
@@ -73,15 +70,14 @@ class DispatchWaiter:
     visible again (a nack), which no dispatch announces."""
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
         self._generation = 0
         self._by_topic: dict[str, dict[str, deque[_AsyncWaiter]]] = {}
 
     def on_dispatched(self, requests) -> None:
         woken: list[_AsyncWaiter] = []
-        with self._cond:
+        with self._lock:
             self._generation += 1
-            self._cond.notify_all()
             if self._by_topic:
                 arrived: dict[str, list[int]] = {}
                 for r in requests:
@@ -94,14 +90,14 @@ class DispatchWaiter:
 
     def poke(self, topic: str, group: str) -> None:
         """Wake one async waiter of `group` on `topic`, whatever its tags."""
-        with self._cond:
+        with self._lock:
             woken = self._take(topic, group, None) if group in self._by_topic.get(topic, ()) \
                 else []
         _wake(woken)
 
     def _take(self, topic: str, group: str, codes: list[int] | None) -> list[_AsyncWaiter]:
         """The oldest waiters of `group` on `topic` that can take the messages with these tag
-        `codes` between them (codes None: the oldest one). Called with _cond held."""
+        `codes` between them (codes None: the oldest one). Called with _lock held."""
         groups = self._by_topic[topic]
         waiters = groups[group]
         present = None if codes is None else set(codes)
@@ -135,21 +131,14 @@ class DispatchWaiter:
     def async_waiting(self) -> int:
         return sum(len(q) for groups in self._by_topic.values() for q in groups.values())
 
-    def wait(self, seen: int, timeout_s: float, clock: "Clock",
-             real_limit_s: float | None = None) -> None:
-        """Until a dispatch round after `seen`, `timeout_s` of `clock`'s time, or
-        `real_limit_s` real seconds."""
-        with self._cond:
-            clock.wait_for(self._cond, lambda: self._generation != seen, timeout_s, real_limit_s)
-
-    async def wait_async(self, seen: int, timeout_s: float, interest: Interest, clock: "Clock",
+    async def wait(self, seen: int, timeout_s: float, interest: Interest, clock: "Clock",
                          real_limit_s: float | None = None) -> None:
-        """On an event loop: until a dispatch round after `seen` brought `interest` a message
+        """Until a dispatch round after `seen` brought `interest` a message
         (only the first check is against any round: one may have passed since `seen`),
         `timeout_s` of `clock`'s time, or `real_limit_s` real seconds."""
         loop = asyncio.get_running_loop()
         waiter = _AsyncWaiter(loop, loop.create_future(), interest)
-        with self._cond:
+        with self._lock:
             if self._generation != seen:
                 return
             self._by_topic.setdefault(interest.topic, {}).setdefault(
@@ -158,7 +147,7 @@ class DispatchWaiter:
             await clock.wait_async(waiter.future, timeout_s, real_limit_s)
         finally:
             if not waiter.future.done():  # timed out or cancelled: leave the queue
-                with self._cond:
+                with self._lock:
                     self._forget(interest, waiter)
 
     def _forget(self, interest: Interest, waiter: _AsyncWaiter) -> None:
@@ -238,9 +227,13 @@ def poll_steps(*, wait_s: float, waiter: DispatchWaiter, clock: "Clock",
             budget.release()
 
 
-def long_poll(attempt: Callable[[], Attempt[T]], *, wait_s: float, waiter: DispatchWaiter,
-              clock: "Clock", budget: "StreamBudget | None",
-              time_remaining: Callable[[], float | None] = lambda: None) -> T:
+async def long_poll(attempt: Callable[[], Attempt[T]], interest: Interest, *,
+                    wait_s: float, waiter: DispatchWaiter, clock: "Clock",
+                    budget: "StreamBudget | None",
+                    time_remaining: Callable[[], float | None] = lambda: None) -> T:
+    """The long poll of one call on the event loop: the attempts run on the loop (they never
+    block: they read and append, and what they append is not waited for here), the waits
+    hold no thread."""
     steps = poll_steps(wait_s=wait_s, waiter=waiter, clock=clock, budget=budget,
                        time_remaining=time_remaining)
     try:
@@ -249,32 +242,7 @@ def long_poll(attempt: Callable[[], Attempt[T]], *, wait_s: float, waiter: Dispa
             if step is ATTEMPT:
                 step = steps.send(attempt())
             else:
-                waiter.wait(step.seen, step.timeout_s, clock, step.real_limit_s)
-                step = steps.send(None)
-    except StopIteration as done:
-        return done.value
-    finally:
-        steps.close()
-
-
-async def long_poll_async(attempt: Callable[[], Attempt[T]], interest: Interest, *,
-                          wait_s: float, waiter: DispatchWaiter, clock: "Clock",
-                          budget: "StreamBudget | None", attempt_inline: bool = True,
-                          time_remaining: Callable[[], float | None] = lambda: None) -> T:
-    """long_poll on an event loop: the waits hold no thread; the attempts run on the loop, or
-    in the thread pool when the caller says so (`attempt_inline` False: a SYNC_FLUSH node
-    keeps its consumer-state appends off the loop)."""
-    steps = poll_steps(wait_s=wait_s, waiter=waiter, clock=clock, budget=budget,
-                       time_remaining=time_remaining)
-    try:
-        step = next(steps)
-        while True:
-            if step is ATTEMPT:
-                result = attempt() if attempt_inline else await asyncio.to_thread(attempt)
-                step = steps.send(result)
-            else:
-                await waiter.wait_async(step.seen, step.timeout_s, interest, clock,
-                                        step.real_limit_s)
+                await waiter.wait(step.seen, step.timeout_s, interest, clock, step.real_limit_s)
                 step = steps.send(None)
     except StopIteration as done:
         return done.value

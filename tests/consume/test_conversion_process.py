@@ -289,7 +289,7 @@ def test_the_forms_built_in_place_read_queue_refs_and_leave_out_a_record_gone(st
     handout = Handout("T", "G", 30_000, [
         (r.queue_id, Delivery(ref, r.queue_offset, 1, i, ""))
         for i, (r, ref) in enumerate(zip(records, refs))] + [(0, Delivery(gone, 99, 1, 7, ""))])
-    answer = run(forms.batch_async(handout))
+    answer = run(forms.batch(handout))
     assert [m.body for m in answer.messages] == [r.body for r in records]
     for m, r in zip(answer.messages, records):
         assert m == delivered(r, m.system_properties.receipt_handle, 1, 30_000)

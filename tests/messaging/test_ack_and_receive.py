@@ -136,27 +136,27 @@ def test_an_append_refused_refuses_the_ack_and_the_receive(nodes, node):
     assert again.ack.status.code == d.OK and len(again.messages) == 3
 
 
-def test_a_master_that_waits_checks_a_known_groups_receive_on_the_loop(nodes, monkeypatch):
-    """On a master whose writes wait (here SYNC_FLUSH) a receive's checks go to the thread
-    pool only when they may write and wait, i.e. for a group not created yet; a known
-    group's are checked on the loop, without a thread hop per call."""
-    import cluster.consume.consumer_calls as consumer_calls
+def test_a_master_that_waits_answers_receives_on_the_loop_without_a_thread(nodes, monkeypatch):
+    """On a master whose writes wait (here SYNC_FLUSH) a receive, its new group's record and
+    an AckAndReceive all run on the loop, the waits awaited: no call is handed to the pool
+    (cluster/serving/execution.in_pool, the one way there)."""
+    import cluster.serving.execution as execution
     node = nodes.start(store={"flush_disk_type": "SYNC_FLUSH"})
     send(nodes.stub(node), "T", [b"m0", b"m1", b"m2"])
     settle(node)
-    hops, to_thread = [], consumer_calls.asyncio.to_thread
+    hops, to_thread = [], execution.asyncio.to_thread
 
     async def counted(fn, *args, **kw):
-        hops.append(fn.__name__)
+        hops.append(getattr(fn, "__name__", fn))
         return await to_thread(fn, *args, **kw)
-    monkeypatch.setattr(consumer_calls.asyncio, "to_thread", counted)
+    monkeypatch.setattr(execution.asyncio, "to_thread", counted)
     bstub = nodes.batch_stub(node)
-    first = receive_now(bstub, n=1)  # G is new: created in the pool
-    assert first.status.code == d.OK and hops == ["_receive_plan"]
+    first = receive_now(bstub, n=1)  # G is new: created, its record awaited
+    assert first.status.code == d.OK
     answer = ack_and_receive(bstub, first.messages, n=32)
     assert answer.ack.status.code == d.OK and len(answer.messages) == 2
     assert receive_now(bstub, n=32).status.code == d.MESSAGE_NOT_FOUND
-    assert hops == ["_receive_plan"]
+    assert hops == []
 
 
 def test_a_refused_receive_keeps_the_ack_and_hands_out_nothing(nodes, node, clock):

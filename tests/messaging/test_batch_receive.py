@@ -5,6 +5,8 @@ forwards the call, the ACL checks it like ReceiveMessage, and the client library
 it is served and falls back to the stream where it is not."""
 from __future__ import annotations
 
+import asyncio
+
 from concurrent import futures
 
 import grpc
@@ -170,10 +172,10 @@ def test_a_slave_learns_when_its_master_lacks_it():
     try:
         address = f"127.0.0.1:{port}"
         request = receive_request(invisible=30)
-        assert forwarder.call(address, "ReceiveMessages", request, 10,
-                              unimplemented=None) is None
+        assert asyncio.run(forwarder.call(address, "ReceiveMessages", request, 10,
+                                          unimplemented=None)) is None
         with pytest.raises(V2Error) as e:
-            forwarder.call(address, "ReceiveMessages", request, 10)
+            asyncio.run(forwarder.call(address, "ReceiveMessages", request, 10))
         assert "ReceiveMessages" in e.value.status().message
     finally:
         forwarder.close()

@@ -1,16 +1,26 @@
 """The one long-poll loop, driven by a ManualClock and a DispatchWaiter in memory: no sleeps,
-no node. Each wait ends by a dispatch, by the clock's own time, by the attempt's wake time, by
+no node (each poll runs on an event loop of its own thread, as on the server's loop, while
+the test plays reput and the clock from this one). Each wait ends by a dispatch, by the clock's own time, by the attempt's wake time, by
 the call's real deadline, or not at all when the stream budget is spent. A test advances the
 clock only once the poll sits in its wait (waiting_on): an advance before would be lost on it."""
 from __future__ import annotations
 
+import asyncio
 import time
+from dataclasses import dataclass
 from concurrent.futures import wait
 
-from cluster.v2.long_poll import Attempt, DispatchWaiter, long_poll
+from cluster.v2.long_poll import Attempt, DispatchWaiter, Interest
+from cluster.v2.long_poll import long_poll as long_poll_on_loop
 from cluster.messaging.telemetry import StreamBudget
 from common.clock import ManualClock
 from tests.support.waiting import in_background, waiting_on
+
+
+@dataclass(frozen=True)
+class Arrival:  # the two fields of a DispatchRequest the waiter reads
+    topic: str
+    tags_code: int = 0
 
 
 class Source:
@@ -24,6 +34,11 @@ class Source:
     def __call__(self) -> Attempt[str]:
         self.attempts += 1
         return Attempt("found" if self.ready else "nothing", self.ready, self.wake_in_s)
+
+
+def long_poll(attempt, **kwargs):
+    """The long poll on an event loop of the calling thread, to its answer."""
+    return asyncio.run(long_poll_on_loop(attempt, Interest("T"), **kwargs))
 
 
 def test_done_at_once_takes_no_budget():
@@ -41,7 +56,7 @@ def test_a_dispatch_wakes_the_poll():
     waiting_on(clock)
     assert budget.open == 1  # held while waiting
     source.ready = True
-    waiter.on_dispatched([])
+    waiter.on_dispatched([Arrival("T")])
     assert poll.result(timeout=5) == "found" and source.attempts == 2 and budget.open == 0
 
 

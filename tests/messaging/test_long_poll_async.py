@@ -1,4 +1,4 @@
-"""The async long poll (long_poll_async) and DispatchWaiter's async waiters, on a real event loop
+"""The long poll (long_poll) and DispatchWaiter's async waiters, on a real event loop
 in this thread, with a ManualClock and dispatch rounds fed by hand: who is woken by which round
 (topic, group, tags, batch sizes), pokes, timeouts that leave nothing behind, the budget."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from cluster.v2.long_poll import Attempt, DispatchWaiter, Interest, long_poll_async
+from cluster.v2.long_poll import Attempt, DispatchWaiter, Interest, long_poll
 from cluster.messaging.telemetry import StreamBudget
 from common.clock import ManualClock
 
@@ -30,7 +30,7 @@ async def waiting(waiter: DispatchWaiter, interests: list[Interest], clock: Manu
     """One task per interest, each waiting from the waiter's current round; returns the tasks
     once all are registered."""
     seen = waiter.generation
-    tasks = [asyncio.create_task(waiter.wait_async(seen, 30, i, clock)) for i in interests]
+    tasks = [asyncio.create_task(waiter.wait(seen, 30, i, clock)) for i in interests]
     await settle()
     assert waiter.async_waiting == len(interests)
     return tasks
@@ -112,7 +112,7 @@ def test_a_round_that_passed_before_the_wait_registered_ends_it_at_once():
         waiter, clock = DispatchWaiter(), ManualClock()
         seen = waiter.generation
         waiter.on_dispatched([Arrival("other")])  # between the attempt and the wait
-        await asyncio.wait_for(waiter.wait_async(seen, 30, Interest("T", "G"), clock), 1)
+        await asyncio.wait_for(waiter.wait(seen, 30, Interest("T", "G"), clock), 1)
         assert waiter.async_waiting == 0
     run(scenario())
 
@@ -130,7 +130,7 @@ class Source:
 def test_the_async_poll_is_answered_by_a_dispatch_of_its_topic():
     async def scenario():
         waiter, clock, source, budget = DispatchWaiter(), ManualClock(), Source(), StreamBudget(5)
-        poll = asyncio.create_task(long_poll_async(
+        poll = asyncio.create_task(long_poll(
             source, Interest("T", "G"), wait_s=30, waiter=waiter, clock=clock, budget=budget))
         await settle()
         assert source.attempts == 1 and budget.open == 1 and clock.waiters == 1
@@ -147,7 +147,7 @@ def test_the_async_poll_is_answered_by_a_dispatch_of_its_topic():
 def test_the_async_poll_ends_by_the_clock_not_by_real_time():
     async def scenario():
         waiter, clock, source = DispatchWaiter(), ManualClock(), Source()
-        poll = asyncio.create_task(long_poll_async(
+        poll = asyncio.create_task(long_poll(
             source, Interest("T", "G"), wait_s=30, waiter=waiter, clock=clock, budget=None))
         await asyncio.sleep(0.2)
         assert not poll.done()  # 0.2 real seconds are nothing to a manual clock
@@ -160,24 +160,8 @@ def test_the_async_poll_ends_by_the_clock_not_by_real_time():
 def test_a_spent_budget_answers_at_once():
     async def scenario():
         waiter, clock, source, budget = DispatchWaiter(), ManualClock(), Source(), StreamBudget(0)
-        assert await asyncio.wait_for(long_poll_async(
+        assert await asyncio.wait_for(long_poll(
             source, Interest("T", "G"), wait_s=30, waiter=waiter, clock=clock,
             budget=budget), 1) == "nothing"
         assert source.attempts == 1 and budget.open == 0
-    run(scenario())
-
-
-def test_attempts_that_may_block_run_in_a_thread():
-    async def scenario():
-        import threading
-        loop_thread = threading.get_ident()
-        seen: list[int] = []
-
-        def attempt() -> Attempt[str]:
-            seen.append(threading.get_ident())
-            return Attempt("found", True)
-        assert await long_poll_async(attempt, Interest("T"), wait_s=1, waiter=DispatchWaiter(),
-                                     clock=ManualClock(), budget=None,
-                                     attempt_inline=False) == "found"
-        assert seen and seen[0] != loop_thread
     run(scenario())

@@ -1,6 +1,6 @@
 """SendMessage, AckMessage, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue on a
 SYNC_MASTER (ASYNC_FLUSH) run on the event loop and await the slaves' acks there
-(MasterRole.put_messages_async, wait_durable_async, consumer_router.ON_LOOP), with a real node
+(cluster/serving/execution.py; MasterRole's Appended, awaited), with a real node
 and a raw slave on 127.0.0.1: answered once acked, timed out with the slave's status when not;
 more calls wait at once than the server's pool has threads, which a call waiting in a pool
 thread could not. A SYNC_FLUSH master's sends await the group commit's flush there the same
