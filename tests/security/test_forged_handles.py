@@ -47,7 +47,7 @@ def test_an_old_format_handle_is_refused_with_a_clear_message(nodes):
     """Handles of the CRC format (R1, before the MAC) are refused, saying what to do."""
     node = nodes.start()
     stub, [m] = _received(nodes, node, "Orders", "group-a", 1)
-    real = receipt.decode(node.messaging.consumer_router.calls.receipt_key,
+    real = receipt.decode(node.messaging.consumer_router.calls.context.receipt_key,
                           m.system_properties.receipt_handle, "Orders", "group-a")
     body = f"R1:{real.queue_id}:{real.offset}:{real.handle}"
     m.system_properties.receipt_handle = \
@@ -61,7 +61,7 @@ def test_an_old_format_handle_is_refused_with_a_clear_message(nodes):
 def test_a_handle_made_with_the_layout_but_not_the_key_is_refused(nodes):
     node = nodes.start()
     stub, [m] = _received(nodes, node, "Orders", "group-a", 1)
-    real = receipt.decode(node.messaging.consumer_router.calls.receipt_key,
+    real = receipt.decode(node.messaging.consumer_router.calls.context.receipt_key,
                           m.system_properties.receipt_handle, "Orders", "group-a")
     watch = Watch(node)
     for key in (b"", b"guess", node.config.broker_name.encode()):
@@ -113,11 +113,11 @@ def test_handles_hold_on_another_node_of_the_group(nodes):
     stub, [m] = _received(nodes, first, "Orders", "group-a", 1)
     text = m.system_properties.receipt_handle
     second = nodes.start("second")
-    key = second.messaging.consumer_router.calls.receipt_key
-    assert key == first.messaging.consumer_router.calls.receipt_key
+    key = second.messaging.consumer_router.calls.context.receipt_key
+    assert key == first.messaging.consumer_router.calls.context.receipt_key
     assert receipt.decode(key, text, "Orders", "group-a")
     other = nodes.start("other-cluster", cluster_secret="another-cluster-secret-0123456789")
-    other_key = other.messaging.consumer_router.calls.receipt_key
+    other_key = other.messaging.consumer_router.calls.context.receipt_key
     assert other_key != key
     with pytest.raises(receipt.BadReceiptHandle):
         receipt.decode(other_key, text, "Orders", "group-a")
