@@ -1,6 +1,6 @@
 """Text for people: sizes, times, aligned tables and a progress line. Shared by the store tool
-(store.cli), the cluster CLI and the audit report, so every table of the project is laid out by
-`format_table`."""
+(store.cli), the cluster CLI, the audit and drill reports and the benchmarks, so every table of
+the project is laid out by `format_table`."""
 from __future__ import annotations
 
 import argparse
@@ -50,22 +50,28 @@ def parse_size(text: str) -> int:
     return value
 
 
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]],
-                 right: Collection[int] = frozenset()) -> list[str]:
+def format_table(headers: Sequence[str] | None, rows: Sequence[Sequence[Any]],
+                 right: Collection[int] = frozenset(), *, rule: bool = False,
+                 indent: str = "") -> list[str]:
     """Lines of an aligned table: two spaces between columns, the columns numbered in `right`
-    right-aligned, the others left-aligned, trailing blanks stripped. Cells are str()-ed, None
-    shows as "-"."""
+    right-aligned, the others left-aligned, each line after `indent`, trailing blanks stripped.
+    Cells are str()-ed, None shows as "-". `headers` None: rows only (a key/value listing);
+    `rule`: a line of dashes under the headers, as wide as each column."""
     cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in cells:
-        for i, v in enumerate(row):
+    lines = cells if headers is None else [list(headers), *cells]
+    widths = [0] * max((len(line) for line in lines), default=0)
+    for line in lines:
+        for i, v in enumerate(line):
             widths[i] = max(widths[i], len(v))
 
     def fmt(row: Sequence[str]) -> str:
-        return "  ".join(v.rjust(widths[i]) if i in right else v.ljust(widths[i])
-                         for i, v in enumerate(row)).rstrip()
+        return (indent + "  ".join(v.rjust(widths[i]) if i in right else v.ljust(widths[i])
+                                   for i, v in enumerate(row))).rstrip()
 
-    return [fmt(headers)] + [fmt(r) for r in cells]
+    if headers is None:
+        return [fmt(r) for r in cells]
+    head = [fmt(headers)] + ([fmt(["-" * w for w in widths])] if rule else [])
+    return head + [fmt(r) for r in cells]
 
 
 def isatty(stream: TextIO) -> bool:

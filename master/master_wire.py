@@ -11,6 +11,7 @@ of the stream (`serialize`) passes such bytes through and serializes anything el
 """
 from __future__ import annotations
 
+from common.varint import encode_varint as _varint
 from ha.messages import (Ack, Chunk, Hello, MalformedMessage, MasterMessage, Nack, SlaveMessage,
                          Welcome, epoch_entries)
 from proto import replication_pb2 as pb
@@ -37,15 +38,6 @@ def from_slave(msg: pb.SlaveMessage) -> SlaveMessage:
 
 _CHUNK_FIELD = b"\x12"  # MasterMessage.chunk: field 2, length-delimited
 _DATA_FIELD = b"\x12"  # Chunk.data: field 2, length-delimited
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def encode_chunk(msg: Chunk) -> bytes:

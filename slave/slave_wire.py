@@ -10,6 +10,7 @@ goes through protobuf as before.
 """
 from __future__ import annotations
 
+from common.varint import decode_varint as _varint
 from ha.messages import (Ack, Chunk, Hello, MalformedMessage, MasterMessage, Nack, SlaveMessage,
                          Welcome, epoch_entries)
 from proto import replication_pb2 as pb
@@ -32,19 +33,6 @@ def to_master(msg: SlaveMessage) -> pb.SlaveMessage:
 
 _VARINT_FIELDS = {0x08: "offset", 0x18: "epoch", 0x20: "epoch_start_offset",
                   0x28: "confirm_offset", 0x30: "master_max_offset", 0x38: "crc32c"}
-
-
-def _varint(raw: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = raw[pos]  # IndexError past the end: the caller falls back to protobuf
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
 
 
 def _chunk(raw: bytes) -> Chunk | None:
@@ -90,7 +78,7 @@ def decode_master(raw: bytes) -> "Chunk | pb.MasterMessage":
     """The stream's response deserializer: a chunk as an event, anything else as protobuf."""
     try:
         chunk = _chunk(raw)
-    except (IndexError, ValueError):
+    except (IndexError, ValueError):  # VarintError included: protobuf reports it
         chunk = None
     return chunk if chunk is not None else pb.MasterMessage.FromString(raw)
 

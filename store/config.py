@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from store.broker_role import BrokerRole
-from common.config_values import ConfigError
+from common.config_values import ConfigError, parse_bool, parse_int
 from store.layout import StoreLayout
 
 __all__ = [
@@ -29,7 +29,6 @@ CQ_STORE_UNIT_SIZE = 20  # commitlog offset (8) + size (4) + tag hash code (8)
 MIN_COMMIT_LOG_FILE_SIZE = 4096
 _DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _DELAY_LEVEL = re.compile(r"(\d+)([smhd])")
-_INT = re.compile(r"[+-]?\d+")  # Java's parseInt syntax; Python's int() would also take "1_0"
 
 # RocketMQ keys that are not the mechanical camelCase of our snake_case name.
 _KEY_OVERRIDES: Mapping[str, str] = MappingProxyType({
@@ -290,14 +289,9 @@ def _fail(name: str, value: object, reason: str) -> typing.NoReturn:
 def _convert(name: str, raw: str) -> int | bool | str | BrokerRole:
     want, text = _FIELD_TYPES[name], raw.strip()
     if want is bool:
-        # Stricter than Java's Boolean.parseBoolean, which reads any typo as false.
-        if text.lower() not in ("true", "false"):
-            _fail(name, raw, "must be true or false")
-        return text.lower() == "true"
+        return parse_bool(key_for(name), raw)
     if want is int:
-        if not _INT.fullmatch(text):
-            _fail(name, raw, "must be an integer")
-        return int(text)
+        return parse_int(key_for(name), raw)
     if want is BrokerRole:
         try:
             return BrokerRole.parse(text)

@@ -23,7 +23,7 @@ import grpc
 
 from proto import admin_pb2 as pb
 from store.config import FIELD_BY_KEY, StoreConfig
-from common.config_values import ConfigError
+from common.config_values import ConfigError, parse_bool, parse_int
 
 from cluster.admin.admin_error import AdminError, invalid
 
@@ -144,16 +144,7 @@ def _with_store_key(config: "NodeConfig", key: str, value: str) -> "NodeConfig":
 
 
 def _with_node_key(config: "NodeConfig", key: str, value: str) -> "NodeConfig":
-    text = value.strip()
-    if key == "autoCreateTopicEnable":
-        if text.lower() not in ("true", "false"):
-            raise ConfigError(f"{key}={value!r}: must be true or false")
-        new: object = text.lower() == "true"
-    else:
-        try:
-            new = int(text)
-        except ValueError:
-            raise ConfigError(f"{key}={value!r}: must be an integer") from None
+    new = parse_bool(key, value) if key == "autoCreateTopicEnable" else parse_int(key, value)
     return dataclasses.replace(config, **{NODE_RUNTIME_FIELDS[key]: new})
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from store.config import parse_delete_when
-from common.config_values import ConfigError
+from common.config_values import ConfigError, prop_int
 
 from cluster.security.tls import KEYS as TLS_KEYS, TlsSettings, tls_settings_from_properties
 
@@ -132,10 +132,7 @@ def archive_config_from_properties(props: Mapping[str, str]) -> ArchiveConfig:
         raise ConfigError(f"unknown archive config keys: {', '.join(unknown)}")
 
     def integer(key: str, default: int) -> int:
-        try:
-            return int(props.get(key, str(default)).strip())
-        except ValueError:
-            raise ConfigError(f"{key}={props[key]!r}: must be an integer") from None
+        return prop_int(props, key, default)
 
     text = {k: v.strip() for k, v in props.items()}
     defaults = ArchiveConfig.__dataclass_fields__

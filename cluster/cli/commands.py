@@ -57,8 +57,3 @@ def group(sub, name: str, help: str):
     return inner
 
 
-def parse_bool(text: str) -> bool:
-    """An argparse type: true or false."""
-    if text.lower() not in ("true", "false"):
-        raise argparse.ArgumentTypeError(f"{text!r}: want true or false")
-    return text.lower() == "true"

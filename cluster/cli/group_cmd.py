@@ -3,7 +3,9 @@ consumerProgress / updateSubGroup / deleteSubGroup / resetOffsetByTime). The con
 lives on the master, so every command goes there (--node master by default)."""
 from __future__ import annotations
 
-from cluster.cli.commands import answer, command, group, parse_bool
+from common.config_values import arg_bool
+
+from cluster.cli.commands import answer, command, group
 from cluster.cli.output import fmt_ms, table
 from cluster.cli.timeparse import parse_time_ms
 
@@ -16,10 +18,10 @@ def register(sub) -> None:
                        ("update", "change a consumer group's settings")):
         p = command(g, name, help, answer(_upsert, _show_group), prefix="group")
         p.add_argument("name")
-        p.add_argument("--fifo", type=parse_bool,
+        p.add_argument("--fifo", type=arg_bool,
                        help="true: one message group in flight at a time")
         p.add_argument("--retry-max-times", type=int, help="redeliveries before the DLQ (0..1000)")
-        p.add_argument("--consume-enable", type=parse_bool,
+        p.add_argument("--consume-enable", type=arg_bool,
                        help="false: the group receives nothing")
     rm = command(g, "delete", "delete a consumer group with its offsets",
                  answer(lambda client, args: client.delete_group(args.name),

@@ -60,9 +60,9 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], indent: str = "
     rows = [[_cell(v) for v in row] for row in rows]
     numeric = [all(row[i][1] for row in rows) for i in range(len(headers))]
     lines = format_table(headers, [[text for text, _ in row] for row in rows],
-                         right={i for i, num in enumerate(numeric) if num})
+                         right={i for i, num in enumerate(numeric) if num}, indent=indent)
     for line in lines:
-        print((indent + line).rstrip())
+        print(line)
 
 
 def _cell(value: Any) -> tuple[str, bool]:

@@ -2,6 +2,8 @@
 trigger (mqadmin brokerStatus / deleteExpiredCommitLog)."""
 from __future__ import annotations
 
+from common.text_output import format_table
+
 from cluster.cli.commands import answer, command
 from cluster.cli.output import fmt_ms, table
 
@@ -38,9 +40,8 @@ def _show_stats(s, args) -> None:
         ("retention", f"{s.retention_files_deleted} file(s) deleted, last round "
                       f"{fmt_ms(s.retention_last_round_ms)}"),
     ]
-    width = max(len(k) for k, _ in rows)
-    for key, value in rows:
-        print(f"{key:<{width}}  {value}")
+    for line in format_table(None, rows):
+        print(line)
     print()
     table(("topic", "queues", "messages"), [(t.topic, t.queues, t.messages) for t in s.topics])
 

@@ -6,7 +6,9 @@ import argparse
 
 from proto import admin_pb2 as pb
 
-from cluster.cli.commands import answer, command, group, parse_bool
+from common.config_values import arg_bool
+
+from cluster.cli.commands import answer, command, group
 from cluster.cli.output import table
 
 PERMS = {"W": 2, "R": 4, "RW": 6, "2": 2, "4": 4, "6": 6}
@@ -40,7 +42,7 @@ def register(sub) -> None:
         p.add_argument("--read-queues", type=int, help="read queue count (1..1024)")
         p.add_argument("--write-queues", type=int, help="write queue count (1..1024)")
         p.add_argument("--perm", type=_perm, help="RW (default), R or W")
-        p.add_argument("--order", type=parse_bool, help="true or false")
+        p.add_argument("--order", type=arg_bool, help="true or false")
     rm = command(topic, "delete", "remove a topic from the table (data stays until retention)",
                  answer(lambda client, args: client.delete_topic(args.name),
                         lambda r, args: print(f"deleted topic {r.deleted.name}: {r.note}")),

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from common.varint import encode_varint
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 
@@ -66,13 +67,7 @@ class BatchingConfig:
 
 def _frame(payload: bytes) -> bytes:
     """One `repeated Message messages = 1` element: tag 0x0A, varint length, bytes."""
-    n = len(payload)
-    out = bytearray(b"\x0a")
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out) + payload
+    return b"\x0a" + encode_varint(len(payload)) + payload
 
 
 @dataclass

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from common.config_values import ConfigError
+from common.config_values import ConfigError, parse_int
 
 MIB = 1024 * 1024
 
@@ -82,15 +82,8 @@ CLIENT_LIMIT_KEYS = frozenset(_KEYS.values())
 
 def client_limits_from_properties(props: dict[str, str]) -> ClientLimits:
     """The limits set in broker.conf (defaults for the keys not there)."""
-    values = {}
-    for name, key in _KEYS.items():
-        if key in props:
-            raw = props[key].strip()
-            try:
-                values[name] = int(raw)
-            except ValueError:
-                raise ConfigError(f"{key}={raw!r}: must be an integer") from None
-    return ClientLimits(**values)
+    return ClientLimits(**{name: parse_int(key, props[key]) for name, key in _KEYS.items()
+                           if key in props})
 
 
 def server_options(limits: ClientLimits, max_message_size: int) -> list[tuple[str, int]]:

@@ -70,7 +70,7 @@ from dataclasses import dataclass, field
 
 from .client_limits import CLIENT_LIMIT_KEYS, ClientLimits, client_limits_from_properties
 from store.config import StoreConfig, parse_properties
-from common.config_values import ConfigError
+from common.config_values import ConfigError, prop_bool, prop_int
 from store.layout import StoreLayout
 
 from .shipping_config import KEYS as SHIPPING_KEYS, ShippingConfig, shipping_config_from_properties
@@ -227,7 +227,7 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
     store, unknown = StoreConfig.from_properties({**NODE_STORE_DEFAULTS, **props}, NODE_KEYS)
     if unknown:
         log.warning("ignoring unknown config keys: %s", ", ".join(unknown))
-    broker_id = _int(props, "brokerId", 0)
+    broker_id = prop_int(props, "brokerId", 0)
     groups = tuple(a.strip() for a in props.get("groupAddresses", "").split(",") if a.strip())
     return NodeConfig(cluster_name=props.get("brokerClusterName", "DefaultCluster").strip(),
                       broker_name=props.get("brokerName", "broker-a").strip(),
@@ -235,18 +235,20 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
                       admin_token_file=props.get("adminTokenFile", "").strip(),
                       advertised_address=props.get("advertisedAddress", "").strip(),
                       group_addresses=groups,
-                      auto_create_topic_enable=_bool(props, "autoCreateTopicEnable", True),
-                      default_topic_queue_nums=_int(props, "defaultTopicQueueNums", 4),
+                      auto_create_topic_enable=prop_bool(props, "autoCreateTopicEnable", True),
+                      default_topic_queue_nums=prop_int(props, "defaultTopicQueueNums", 4),
                       access_key=props.get("accessKey", "").strip(),
                       secret_key=props.get("secretKey", "").strip(),
-                      min_invisible_time_ms=_int(props, "minInvisibleTimeMillsForRecv", 10_000),
-                      transaction_timeout_ms=_int(props, "transactionTimeOut", 6_000),
-                      transaction_check_max=_int(props, "transactionCheckMax", 15),
-                      transaction_check_interval_ms=_int(props, "transactionCheckInterval", 60_000),
+                      min_invisible_time_ms=prop_int(props, "minInvisibleTimeMillsForRecv",
+                                                     10_000),
+                      transaction_timeout_ms=prop_int(props, "transactionTimeOut", 6_000),
+                      transaction_check_max=prop_int(props, "transactionCheckMax", 15),
+                      transaction_check_interval_ms=prop_int(props, "transactionCheckInterval",
+                                                             60_000),
                       controller_address=props.get("controllerAddr", "").strip(),
-                      controller_heartbeat_interval_ms=_int(props, "controllerHeartbeatInterval",
-                                                            500),
-                      election_priority=_int(props, "brokerElectionPriority", 0),
+                      controller_heartbeat_interval_ms=prop_int(props,
+                                                                "controllerHeartbeatInterval", 500),
+                      election_priority=prop_int(props, "brokerElectionPriority", 0),
                       cluster_secret=props.get("clusterSecret", "").strip(),
                       cluster_secret_file=props.get("clusterSecretFile", "").strip(),
                       acl=acl_config_from_properties(props),
@@ -255,23 +257,9 @@ def node_config_from_properties(props: dict[str, str]) -> NodeConfig:
                       shipping=shipping_config_from_properties(props),
                       metrics_listen_address=props.get("metricsListenAddress", "").strip(),
                       server_event_loop=props.get("serverEventLoop", "uvloop").strip(),
-                      receive_conversion_process=_bool(props, "receiveConversionProcessEnable",
-                                                       True),
+                      receive_conversion_process=prop_bool(props,
+                                                           "receiveConversionProcessEnable", True),
                       store=store)
-
-
-def _bool(props: dict[str, str], key: str, default: bool) -> bool:
-    value = props.get(key, str(default)).strip().lower()
-    if value not in ("true", "false"):
-        raise ConfigError(f"{key}={value!r}: must be true or false")
-    return value == "true"
-
-
-def _int(props: dict[str, str], key: str, default: int) -> int:
-    try:
-        return int(props.get(key, str(default)).strip())
-    except ValueError:
-        raise ConfigError(f"{key}={props[key]!r}: must be an integer") from None
 
 
 def load_node_config(path: str) -> NodeConfig:

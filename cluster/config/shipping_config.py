@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from common.config_values import ConfigError
+from common.config_values import ConfigError, prop_bool, prop_int
 
 KEYS = frozenset({"archiveAddress", "archiveShipFrom", "archiveShipAheadHours",
                   "archiveShipAll", "archiveShipIntervalMillis", "archiveBlockBytes"})
@@ -53,18 +53,9 @@ class ShippingConfig:
 
 
 def shipping_config_from_properties(props: Mapping[str, str]) -> ShippingConfig:
-    def integer(key: str, default: int) -> int:
-        try:
-            return int(props.get(key, str(default)).strip())
-        except ValueError:
-            raise ConfigError(f"{key}={props[key]!r}: must be an integer") from None
-
-    ship_all = props.get("archiveShipAll", "false").strip().lower()
-    if ship_all not in ("true", "false"):
-        raise ConfigError(f"archiveShipAll={ship_all!r}: must be true or false")
     return ShippingConfig(address=props.get("archiveAddress", "").strip(),
                           ship_from=props.get("archiveShipFrom", "SLAVE").strip().upper(),
-                          ahead_hours=integer("archiveShipAheadHours", 1),
-                          ship_all=ship_all == "true",
-                          interval_ms=integer("archiveShipIntervalMillis", 5000),
-                          block_bytes=integer("archiveBlockBytes", 1 << 20))
+                          ahead_hours=prop_int(props, "archiveShipAheadHours", 1),
+                          ship_all=prop_bool(props, "archiveShipAll", False),
+                          interval_ms=prop_int(props, "archiveShipIntervalMillis", 5000),
+                          block_bytes=prop_int(props, "archiveBlockBytes", 1 << 20))

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from common.varint import decode_varint, encode_varint as varint
 from proto import batch_receive_pb2 as br
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
@@ -48,20 +49,6 @@ class MessageParts(NamedTuple):
     head: bytes
     sp: bytes
     body_field: bytes
-
-
-def varint(value: int) -> bytes:
-    """Protobuf's base-128 varint of a non-negative int."""
-    if value < 0x80:
-        return bytes((value,))
-    if value < 0x4000:  # a message's length mostly: two bytes
-        return bytes((value & 0x7F | 0x80, value >> 7))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _field(tag: bytes, payload: bytes) -> bytes:
@@ -83,25 +70,13 @@ def message_parts(record: MessageRecord) -> MessageParts:
     pos, end, cuts = 0, len(data), {}
     while pos < end:  # each top-level field: tag byte (fields 1-4), varint length, payload
         tag = data[pos]
-        length, start = _read_varint(data, pos + 1)
+        length, start = decode_varint(data, pos + 1)
         cuts[tag] = (pos, start, start + length)
         pos = start + length
     sp_at = cuts.get(0x1A)
     if sp_at is None:  # record_to_v2 always sets some system property
         raise ValueError("a delivered message without system properties")
     return MessageParts(data[:sp_at[0]], data[sp_at[1]:sp_at[2]], data[sp_at[2]:])
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """(value, position after it)."""
-    value = shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
 
 
 class DeliveryFields:

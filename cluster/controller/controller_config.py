@@ -41,7 +41,7 @@ import os
 from dataclasses import dataclass
 
 from store.broker_role import BrokerRole
-from common.config_values import ConfigError
+from common.config_values import ConfigError, prop_bool, prop_int
 from store.layout import ADMIN_TOKEN_FILE
 
 from cluster.controller.election import ElectionConfig
@@ -109,19 +109,14 @@ def controller_config_from_properties(props: dict[str, str]) -> ControllerConfig
         raise ConfigError(f"unknown controller keys: {', '.join(unknown)}")
 
     def number(key: str, default: int) -> int:
-        text = props.get(key, str(default)).strip()
-        if not text.isdigit():
-            raise ConfigError(f"{key}={text!r}: must be a non-negative integer")
-        return int(text)
-    unclean = props.get("enableElectUncleanMaster", "false").strip().lower()
-    if unclean not in ("true", "false"):
-        raise ConfigError(f"enableElectUncleanMaster={unclean!r}: must be true or false")
+        return prop_int(props, key, default, minimum=0)
+    unclean = prop_bool(props, "enableElectUncleanMaster", False)
     try:
         role = BrokerRole.parse(props.get("controllerDefaultMasterRole", "SYNC_MASTER").strip())
         election = ElectionConfig(
             failover_timeout_ms=number("controllerFailoverTimeoutMillis", 3000),
             lease_ms=number("controllerLeaseMillis", 2000),
-            settle_ms=number("controllerSettleMillis", 3000), unclean=unclean == "true",
+            settle_ms=number("controllerSettleMillis", 3000), unclean=unclean,
             default_master_role=role)
     except ValueError as e:
         raise ConfigError(str(e)) from None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from statistics import median
 
+from common.text_output import format_table
+
 from cluster.drills.checker import AFTER_ACK, NOT_ACKED, STORED_TWICE, DrillResult, first_of
 
 COLUMNS = ("drill", "acked", "failed", "unknown", "lost", "phantom", "duplicates", "order",
@@ -57,13 +59,7 @@ def render_table(rows: list[dict[str, str]], markdown: bool = False) -> str:
         lines = ["| " + " | ".join(line) + " |" for line in cells]
         rule = "|" + "|".join(":---" if i == 0 else "---:" for i in range(len(columns))) + "|"
         return "\n".join([lines[0], rule, *lines[1:]])
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-
-    def fmt(line: list[str]) -> str:
-        return "  ".join(v.ljust(w) if i == 0 else v.rjust(w)
-                         for i, (v, w) in enumerate(zip(line, widths))).rstrip()
-
-    return "\n".join([fmt(cells[0]), fmt(["-" * w for w in widths]), *map(fmt, cells[1:])])
+    return "\n".join(format_table(columns, cells[1:], right=range(1, len(columns)), rule=True))
 
 
 def render_detail(name: str, r: DrillResult) -> str:

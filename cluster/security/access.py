@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from common.config_values import ConfigError
+from common.config_values import ConfigError, prop_bool, prop_int
 
 from cluster.security.signature import Metadata, verify
 from cluster.security.acl import Need, Refusal
@@ -57,16 +57,10 @@ class AclConfig:
 
 
 def acl_config_from_properties(props: dict[str, str]) -> AclConfig:
-    enable = props.get("aclEnable", "false").strip().lower()
-    if enable not in ("true", "false"):
-        raise ConfigError(f"aclEnable={enable!r}: must be true or false")
-    raw = props.get("aclDateTimeWindowSeconds", str(DEFAULT_WINDOW_SECONDS)).strip()
-    try:
-        window = int(raw)
-    except ValueError:
-        raise ConfigError(f"aclDateTimeWindowSeconds={raw!r}: must be an integer") from None
-    return AclConfig(enable=enable == "true", file=props.get("aclFile", "").strip(),
-                     date_time_window_s=window)
+    return AclConfig(enable=prop_bool(props, "aclEnable", False),
+                     file=props.get("aclFile", "").strip(),
+                     date_time_window_s=prop_int(props, "aclDateTimeWindowSeconds",
+                                                 DEFAULT_WINDOW_SECONDS))
 
 
 class AccessControl:

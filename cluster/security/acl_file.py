@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from common.config_values import ConfigError
+from common.config_values import ConfigError, parse_bool
 
 from cluster.security.acl import Account, Acl, Perm, parse_perm
 
@@ -95,11 +95,9 @@ def _account(raw: dict[str, Any], source: str) -> Account:
         log.warning("%s line %s: whiteRemoteAddress is ignored: every request must be signed",
                     source, raw[_LINE])
     admin = raw.get("admin", "")
-    if admin not in ("", "true", "false", "True", "False", "TRUE", "FALSE"):
-        raise ConfigError(f"admin: {admin!r} must be true or false")
-    admin = admin.lower() == "true"
+    is_admin = admin != "" and parse_bool("admin", str(admin))
     return Account(access_key=_text(raw, "accessKey"), secret_key=_text(raw, "secretKey"),
-                   admin=admin,
+                   admin=is_admin,
                    default_topic_perm=_perm(raw, "defaultTopicPerm"),
                    default_group_perm=_perm(raw, "defaultGroupPerm"),
                    topic_perms=_resource_perms(raw, "topicPerms"),

@@ -33,7 +33,7 @@ from typing import Sequence, Union
 
 import grpc
 
-from common.config_values import ConfigError
+from common.config_values import ConfigError, prop_bool
 
 KEYS = frozenset({"tlsEnable", "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath",
                   "tlsServerNeedClientAuth"})
@@ -113,16 +113,11 @@ class TlsSettings:
 
 
 def tls_settings_from_properties(props: dict[str, str]) -> TlsSettings:
-    def flag(key: str) -> bool:
-        text = props.get(key, "false").strip().lower()
-        if text not in ("true", "false"):
-            raise ConfigError(f"{key}={text!r}: must be true or false")
-        return text == "true"
-    return TlsSettings(enabled=flag("tlsEnable"),
+    return TlsSettings(enabled=prop_bool(props, "tlsEnable", False),
                        cert_file=props.get("tlsServerCertPath", "").strip(),
                        key_file=props.get("tlsServerKeyPath", "").strip(),
                        trust_file=props.get("tlsServerTrustCertPath", "").strip(),
-                       need_client_auth=flag("tlsServerNeedClientAuth"))
+                       need_client_auth=prop_bool(props, "tlsServerNeedClientAuth", False))
 
 
 def _check_pair(cert_pem: bytes, key_pem: bytes, cert_file: str, key_file: str) -> None:

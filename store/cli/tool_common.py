@@ -10,6 +10,7 @@ from typing import Any
 
 from store import codec
 from store.codec import MessageRecord
+from common.config_values import arg_int
 from common.text_output import isatty, iso_ms
 
 EXIT_OK = 0
@@ -33,21 +34,9 @@ def json_line(obj: Any) -> None:
     emit(json.dumps(obj, ensure_ascii=False, sort_keys=False))
 
 
-def nonneg_int(text: str) -> int:
-    try:
-        v = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
-    return v
-
-
-def pos_int(text: str) -> int:
-    v = nonneg_int(text)
-    if v == 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
-    return v
+# argparse types of counts, queue ids and offsets (0x... too)
+nonneg_int = arg_int(minimum=0)
+pos_int = arg_int(minimum=1)
 
 
 def progress_enabled(args: argparse.Namespace) -> bool:

@@ -30,8 +30,7 @@ from cluster.consume.conversion_process import ConversionProcess
 from cluster.consume.planner import Delivery
 from cluster.consume.receipt import IssuedHandles
 from cluster.consume.conversion_worker import ConversionWorker
-from cluster.consume.delivery_bytes import (EncodedAnswer, delivered_message, message_parts,
-                                            set_ack, varint)
+from cluster.consume.delivery_bytes import EncodedAnswer, delivered_message, message_parts, set_ack
 from cluster.v2.convert import RESERVED_PROPERTY_NAMES, record_to_v2
 
 FILE_SIZE = 64 * 1024
@@ -100,12 +99,6 @@ def test_an_answer_built_from_parts_parses_as_the_one_built_in_place(store):
     message = d.Message.FromString(delivered_message(message_parts(records[0]), "h", 1, 60_000))
     assert message.system_properties.invisible_duration.seconds == 60
     assert message == delivered(records[0], "h", 1, 60_000)
-
-
-@pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 16_383, 16_384, 2 ** 31, 2 ** 63 - 1])
-def test_varint(value):
-    from google.protobuf.internal.encoder import _VarintBytes
-    assert varint(value) == _VarintBytes(value)
 
 
 # -- the worker, without a process -----------------------------------------------------------

@@ -34,6 +34,7 @@ import time
 
 import psutil
 
+from common.text_output import format_table
 from tests.integration.harness import Group
 
 from . import messaging_load as load
@@ -198,10 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     if alone.errors or beside.errors or loaded.errors:
         rows.append(("producer errors", f"{alone.errors} / {beside.errors} / {loaded.errors}",
                      (alone.first_error or beside.first_error or loaded.first_error)[:80]))
-    width = max(len(r[0]) for r in rows)
     print()
-    for name, value, note in rows:
-        print(f"  {name:<{width}}  {value:>18}  {note}")
+    print("\n".join(format_table(None, rows, right={1}, indent="  ")))
     return 0
 
 

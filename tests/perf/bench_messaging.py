@@ -46,6 +46,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from cluster.client import BatchingConfig
+from common.text_output import format_table
 from tests.integration.harness import Group, NodeProcess, free_port, in_sync, wait_until
 
 from . import messaging_load as load
@@ -387,12 +388,8 @@ def print_side_by_side(ctx: Context) -> None:
     for key, r in ctx.results.items():
         if key.startswith("bare_"):
             rows.append((r.label, r.unit, fmt_value(r.value, r.unit), "", "(baseline)"))
-    w = [max(len(row[i]) for row in rows) for i in range(5)]
     print()
-    for i, row in enumerate(rows):
-        print(f"{row[0]:<{w[0]}}  {row[1]:<{w[1]}}  {row[2]:>{w[2]}}  {row[3]:>{w[3]}}  {row[4]}")
-        if i == 0:
-            print("-" * (sum(w) + 8))
+    print("\n".join(format_table(rows[0], rows[1:], right={2, 3}, rule=True)))
     notes = [r for r in ctx.results.values() if r.note]
     if notes:
         print("\nnotes:")

@@ -35,6 +35,7 @@ import zlib
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterator
 
+from common.text_output import format_table
 from store import codec, recovery
 from store import running_flags as rf
 from store.codec import Message
@@ -847,12 +848,8 @@ def print_table(results: dict[str, Result]) -> None:
     for r in results.values():
         target = "-" if r.target is None else ("≥ " if r.higher_is_better else "< ") + fmt_value(r.target, r.unit)
         rows.append((r.label, fmt_value(r.value, r.unit), r.unit, target, r.status))
-    w = [max(len(row[i]) for row in rows) for i in range(5)]
     print()
-    for i, row in enumerate(rows):
-        print(f"{row[0]:<{w[0]}}  {row[1]:>{w[1]}}  {row[2]:<{w[2]}}  {row[3]:>{w[3]}}  {row[4]}")
-        if i == 0:
-            print("-" * (sum(w) + 8))
+    print("\n".join(format_table(rows[0], rows[1:], right={1, 3}, rule=True)))
     notes = [r for r in results.values() if r.note]
     if notes:
         print("\nnotes:")
@@ -912,12 +909,7 @@ def print_compare(old: dict, new: dict, old_name: str, new_name: str) -> None:
         if meta.get("quick") or meta.get("profiled"):
             print(f"  note: {side} run was {'--quick ' if meta.get('quick') else ''}"
                   f"{'--profile (figures inflated by the profiler)' if meta.get('profiled') else ''}")
-    w = [max(len(row[i]) for row in rows) for i in range(7)]
-    for i, row in enumerate(rows):
-        print(f"{row[0]:<{w[0]}}  {row[1]:<{w[1]}}  {row[2]:>{w[2]}}  {row[3]:>{w[3]}}  "
-              f"{row[4]:>{w[4]}}  {row[5]:<{w[5]}}  {row[6]}")
-        if i == 0:
-            print("-" * (sum(w) + 12))
+    print("\n".join(format_table(rows[0], rows[1:], right={2, 3, 4}, rule=True)))
     print("(differences under 5% are left unmarked; on this noisy machine trust the ratio rows "
           "(x) more than absolute rates, and repeat a run before believing a change under ~15%)")
 

@@ -85,7 +85,7 @@ def test_empty_file_has_no_users():
     ("accounts:\n  - accessKey: user-one\n    secretKey: 12345678\n    groupPerms:\n"
      "      - g=PUBSUB\n", "groupPerms entry 'g=PUBSUB': permission 'PUBSUB'"),
     ("accounts:\n  - accessKey: user-one\n    secretKey: 12345678\n    admin: yes-please\n",
-     "admin: 'yes-please' must be true or false"),
+     "admin='yes-please': must be true or false"),
     ("accounts:\n  - accessKey: user-one\n    secretKey: 12345678\n    topicPerm: []\n",
      "unknown field 'topicPerm'"),
     ("accounts:\n  - accessKey: user-one\n    secretKey: 12345678\n"

@@ -7,6 +7,7 @@ from google.protobuf.message import DecodeError
 from hypothesis import given
 from hypothesis import strategies as st
 
+from common.varint import encode_varint
 from ha.messages import Ack, Chunk, MalformedMessage, Welcome
 from proto import replication_pb2 as pb
 from slave import slave_wire as wire
@@ -71,21 +72,13 @@ def test_chunk_fields_in_any_order_and_repeated_decode_as_protobuf_does(event, o
     inner = b"".join(fields[i] for i in order)
     if repeat:  # a repeated scalar: the last value wins
         inner += pb.Chunk(offset=12345, data=b"last").SerializeToString()
-    raw = b"\x12" + _len(len(inner)) + inner
+    raw = b"\x12" + encode_varint(len(inner)) + inner
     assert _decoded(raw) == wire.from_master(pb.MasterMessage.FromString(raw))
-
-
-def _len(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    return bytes(out + bytes([n]))
 
 
 def test_a_chunk_with_an_unknown_field_goes_through_protobuf():
     inner = pb.Chunk(offset=7, data=b"abc").SerializeToString() + b"\x40\x01"  # field 8
-    raw = b"\x12" + _len(len(inner)) + inner
+    raw = b"\x12" + encode_varint(len(inner)) + inner
     assert isinstance(wire.decode_master(raw), pb.MasterMessage)
     assert _decoded(raw) == wire.from_master(pb.MasterMessage.FromString(raw))
 

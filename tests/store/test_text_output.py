@@ -43,3 +43,21 @@ def test_format_table_aligns_columns():
                      "longer  12345  x"]
     assert format_table(["A", "B"], []) == ["A  B"]
     assert format_table(["A", "B"], [["", ""]]) == ["A  B", ""]  # trailing blanks are cut
+
+
+def test_format_table_rule_under_the_headers():
+    lines = format_table(["drill", "lost"], [["kill-master", 0], ["clean", 12]], right={1},
+                         rule=True)
+    assert lines == ["drill        lost",
+                     "-----------  ----",
+                     "kill-master     0",
+                     "clean          12"]
+
+
+def test_format_table_without_headers_and_indented():
+    rows = [("node", "n1 (master)"), ("flushed", 1234), ("store", "")]
+    assert format_table(None, rows, indent="  ") == ["  node     n1 (master)",
+                                                      "  flushed  1234",
+                                                      "  store"]
+    assert format_table(None, [("a", 1), ("bbb", 22)], right={1}) == ["a     1", "bbb  22"]
+    assert format_table(None, []) == []
