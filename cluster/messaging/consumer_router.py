@@ -64,6 +64,11 @@ def check_names(request) -> None:
 
 
 class ConsumerRouter:
+    """Routes each consumer call by the node's role (the module docstring): a master answers it
+    through ConsumerCalls, on the event loop or in the thread pool as the call's waits allow;
+    a slave checks the names and forwards it to its master. Owns no state of its own: the
+    consumer state is ConsumerCalls', the role and forwarder the MessagingService's, so it
+    takes no lock and is called from the loop and pool threads alike."""
     def __init__(self, service: "MessagingService", calls: ConsumerCalls) -> None:
         self.service = service
         self.calls = calls

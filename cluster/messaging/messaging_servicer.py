@@ -55,6 +55,11 @@ def _failure(response_cls, e: Exception):
 
 
 class MessagingServicer(s_grpc.MessagingServiceServicer):
+    """The gRPC adapter of apache.rocketmq.v2.MessagingService (the module docstring): turns
+    each call's metadata (forwarded, client id, deadline) into arguments for the
+    MessagingService and every failure into a v2 Status. Holds nothing but that service, so
+    it takes no lock; the coroutine methods run on the server's event loop, the others in
+    its thread pool."""
     SERVICE = s.DESCRIPTOR.services_by_name["MessagingService"]
 
     def __init__(self, service: MessagingService) -> None:
