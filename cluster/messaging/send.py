@@ -55,6 +55,10 @@ FORWARDED_HEADER = "x-rmqstore-forwarded"
 
 
 class QueueSelector:
+    """Picks a send's queue when the client left it to the server: by the hash of the one
+    message group (sharding key) the request's messages share, else round robin per topic.
+    `_lock` guards creating a topic's counter; `next()` on an itertools.count is atomic
+    under the GIL, so taking a turn needs no lock."""
     def __init__(self) -> None:
         self._counters: dict[str, itertools.count] = {}
         self._lock = threading.Lock()
