@@ -64,7 +64,8 @@ class Archive:
         self._lock = threading.Lock()
         self.archive_id = self._load_id()
         self.indexer = Indexer(self)
-        # How Reconsume reaches a live cluster: its signing keys and TLS (archive_process.py)
+        # How Reconsume reaches a live cluster: its signing keys and TLS
+        # (cluster/assembly/archive_process.py)
         self.cluster_client: Callable[[str], ClientConfig] = ClientConfig
 
     def _load_id(self) -> str:

@@ -135,11 +135,11 @@ class ConsumerCalls(SettleCalls):
                              max_bytes: int | None = None,
                              carried: CarriedAck | None = None, *, refs: bool = False
                              ) -> "Handout":
-        """The long poll on the server's event loop: the waits hold no thread (long_poll.py);
-        the checks run on the loop when `inline` (the master answers at append) or when they
-        cannot write (a known group on a loaded state), else in the thread pool (a new group is
-        recorded and waited for, which a master that waits for slaves must not do on the loop
-        that carries their acks). The attempts run on the loop when
+        """The long poll on the server's event loop: the waits hold no thread
+        (cluster/v2/long_poll.py); the checks run on the loop when `inline` (the master answers
+        at append) or when they cannot write (a known group on a loaded state), else in the
+        thread pool (a new group is recorded and waited for, which a master that waits for
+        slaves must not do on the loop that carries their acks). The attempts run on the loop when
         `attempts_inline` (default: `inline`): they append the deliveries' records and never
         wait for them (a master that waits for slaves or a flush runs them there too).
         `max_bytes`: what the deliveries' records may add up to (planner.py). `carried`: an

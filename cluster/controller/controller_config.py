@@ -5,7 +5,8 @@
     adminTokenFile                   the bearer token operators' calls need (GetGroups,
                                      SwitchMaster); generated into <store>/admin.token if unset
     clusterSecret / clusterSecretFile  the cluster's shared secret (required): only nodes that
-                                     prove they know it may heartbeat (member_proof.py)
+                                     prove they know it may heartbeat
+                                     (cluster/security/member_proof.py)
     controllerFailoverTimeoutMillis  a master silent or unhealthy this long is replaced (3000)
     controllerLeaseMillis            a master that heard nothing from the controller this long
                                      stops acknowledging writes unless its in-sync slaves ack

@@ -2,7 +2,7 @@
 objects and back. Heartbeats come only from members (MemberGate: a proof over the cluster
 secret, for the node id the heartbeat names), and so do archives' announcements; GetGroups,
 SwitchMaster and ListArchives need the admin token (BearerTokenInterceptor, see
-controller_process.py)."""
+cluster/assembly/controller_process.py)."""
 from __future__ import annotations
 
 import logging

@@ -1,8 +1,10 @@
 """Long polling: answer when there is something, or when the wait is over. One implementation
-for PullMessage (pull_reader.py) and ReceiveMessage (cluster/consume/consumer_calls.py).
+for PullMessage (cluster/messaging/pull_reader.py) and ReceiveMessage
+(cluster/consume/consumer_calls.py).
 
     long_poll(attempt, wait_s=..., waiter=..., clock=..., budget=..., time_remaining=...)
-    await long_poll_async(attempt, ...)      # on the server's event loop (grpc_server.py)
+    await long_poll_async(attempt, ...)      # on the server's event loop
+                                             # (cluster/serving/grpc_server.py)
 
 Both drive one decision generator (`poll_steps`), which yields each wait it wants (`Wait`) and
 returns the answer: the blocking driver waits on the waiter's condition in the calling thread,

@@ -60,7 +60,7 @@ class DispatchRequest:
 class Dispatcher(Protocol):
     """Takes each committed record once, in commitlog order, and must skip a repeat of what
     it already holds (reput re-dispatches after a failure or a restart). One may also offer
-    `dispatch_many(requests)`, the same for a step's records at once (reput.py)."""
+    `dispatch_many(requests)`, the same for a step's records at once (store/reput.py)."""
 
     def dispatch(self, request: DispatchRequest) -> None: ...
 
