@@ -23,6 +23,7 @@ class Completion(Generic[T]):
     `_callbacks` and the done transition against registration. Until a callback exists,
     `complete` takes no lock: it relies on one completing thread, and a callback added
     while that unlocked `complete` runs in another thread is not guarded."""
+
     __slots__ = ("_gate", "_value", "_done", "_callbacks", "_cb_lock", "deadline")
 
     def __init__(self, deadline: float = 0.0) -> None:

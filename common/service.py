@@ -16,6 +16,7 @@ class Service:
     which are its only synchronisation: a subclass guards its own state, and `step()` may
     also be called directly (tests, an admin's flush), so it must expect callers besides
     its thread."""
+
     name = "service"
 
     def __init__(self) -> None:

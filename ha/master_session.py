@@ -45,6 +45,7 @@ class MasterView:
 @dataclass(frozen=True)
 class ChunkPlan:
     """What `poll()` decided to send next: `max_bytes` from `offset`, of one epoch."""
+
     offset: int
     max_bytes: int  # 0: heartbeat
     epoch: int
@@ -79,6 +80,7 @@ MasterAction = Send | Connected | Acked | Disconnect
 
 class MasterState(enum.Enum):
     """A master session's stage: waiting for the Hello, streaming, or closed for good."""
+
     AWAIT_HELLO = "await-hello"
     STREAMING = "streaming"
     CLOSED = "closed"
@@ -92,6 +94,7 @@ class MasterSession:
 
     Not thread-safe, and no I/O: its owner (master/replication_servicer.py's
     MasterConnection) calls it only under its own lock and carries out the actions."""
+
     def __init__(self, broker_name: str, *, batch_size: int, max_in_flight: int,
                  heartbeat_interval_ms: int, max_nacks: int = 3,
                  max_partial_in_flight: int = 2) -> None:

@@ -72,6 +72,7 @@ SlaveAction = Truncate | RecordEpoch | Append | SetConfirm | SendAck | SendNack 
 
 class SlaveState(enum.Enum):
     """A slave session's stage, from before its Hello to closed for good."""
+
     NEW = "new"
     HELLO_SENT = "hello-sent"
     FOLLOWING = "following"
@@ -87,6 +88,7 @@ class SlaveSession:
 
     Not thread-safe, and no I/O: its owner (slave/replication_client.py's ReplicationClient)
     uses it from its event loop only and carries out the actions in order."""
+
     def __init__(self, node_id: str, broker_name: str, *, epochs: EpochCache, min_offset: int,
                  max_offset: int, file_size: int, sync_from_last_file: bool = False,
                  max_crc_failures: int = 3) -> None:

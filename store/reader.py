@@ -45,6 +45,7 @@ class MessageReader:
     No lock, called from any thread: it reads files under the commitlog's and the consume
     queues' own hold()/release(), and a record whose file retention removed meanwhile reads
     as gone."""
+
     def __init__(self, commitlog: CommitLog, cq_store, index_service, *,
                  max_bytes: int, max_count: int) -> None:
         self.commitlog = commitlog

@@ -39,10 +39,11 @@ class ReputService(Service):
     dispatch-error state it reports (`corrupt_at`, `dispatch_error`, `on_error`).
 
     `_lock` lets one stepper run at a time (the service thread or a caller catching up); the
-    store also takes it to truncate, to prepare a new master and to move `reput_from_offset`
-    outside a step. `hints` takes no lock: puts add and reput pops single keys, and dict
-    operations are atomic. Other threads read `reput_from_offset` and the error fields
-    unlocked (single attributes)."""
+    store also takes it to truncate (which moves `reput_from_offset` back) and to prepare a
+    new master; `load` sets the offset before any thread runs. `hints` takes no lock: puts
+    add and reput pops single keys, and dict operations are atomic. Other threads read
+    `reput_from_offset` and the error fields unlocked (single attributes)."""
+
     name = "reput"
 
     def __init__(self, commitlog: CommitLog, dispatchers: Sequence[Dispatcher],

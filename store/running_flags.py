@@ -25,6 +25,7 @@ class RunningFlags:
 
     `_lock` guards the writes and the reads that copy or join the table; `has` and
     `writable` read it unlocked (one dict lookup, atomic), since every put asks."""
+
     def __init__(self) -> None:
         self._reasons: dict[str, str] = {NOT_STARTED: "store not started"}
         self._lock = threading.Lock()

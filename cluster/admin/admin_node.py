@@ -35,6 +35,7 @@ class AdminNode:
     config and messaging service, and callables for what only the node may do (status,
     switch role, put, update config, the archive shipper). Immutable; every part it names
     does its own locking."""
+
     node_id: str
     role: "Role"
     store: "MessageStore"

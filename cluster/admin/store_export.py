@@ -135,6 +135,7 @@ class _Source:
     """One exported file: its path in the export, the bytes sent (`size`) and the length the
     receiver extends it to (`file_length`); subclasses read it whole, through the store's
     mapping, or with pread. Used by the one thread streaming the export."""
+
     kind = ""
 
     def __init__(self, path: str, size: int, file_length: int) -> None:
@@ -280,6 +281,7 @@ class _Index(_Source):
 class ExportStats:
     """One export's progress: files and bytes sent of the total, whether it completed, and
     the commitlog end offset it covered."""
+
     files: int = 0
     bytes_sent: int = 0
     total_bytes: int = 0

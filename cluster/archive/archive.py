@@ -40,6 +40,7 @@ STORED, ALREADY_HELD = "STORED", "ALREADY_HELD"
 class UploadResult:
     """A ShipFile's answer: STORED or ALREADY_HELD, the file, and the bytes stored and
     received (compressed)."""
+
     status: str
     file_offset: int
     stored_bytes: int = 0
@@ -56,6 +57,7 @@ class Archive:
 
     `_lock` guards `groups` and `_receiving`. A file's upload runs outside it (one per group
     at a time, by `_receiving`); each group locks its own files."""
+
     def __init__(self, root: str, clock: Clock) -> None:
         self.root = os.path.abspath(root)
         self.clock = clock

@@ -60,6 +60,7 @@ CATALOG = "archive.json"
 class ArchivedFileEntry:
     """One catalog entry of archive.json: a file's offset, size and CRC-32C, and once it is
     indexed its record count and store-time range."""
+
     offset: int
     size: int
     crc32c: int
@@ -83,6 +84,7 @@ class ArchiveGroup:
     deleting the oldest. Readers take no group lock: they go through the commitlog's,
     queues' and index's own locks, and read `entries` as one list reference (replaced
     whole by every change)."""
+
     def __init__(self, root: str, name: str, clock: Clock) -> None:
         self.name = name
         self.dir = os.path.join(root, name)

@@ -77,6 +77,7 @@ class ArchiveRetention(Service):
     No lock of its own: `forwarders`, `pressure` and the counters are written by the service
     thread (`step`); the forwarders read `pressure` from their threads as one attribute and
     do their own locking. Deleting a file takes its group's lock (ArchiveGroup)."""
+
     name = "archive-retention"
 
     def __init__(self, archive: "Archive", config: "ArchiveConfig", clock: Clock,

@@ -14,6 +14,7 @@ class ControllerClient:
     """The controller's operator calls over one gRPC channel, each with the bearer token and
     `timeout`. Owns the channel (closed by `close` or the with block); no lock, as a gRPC
     channel may be shared by threads."""
+
     def __init__(self, address: str, token: str, timeout: float = 10.0,
                  tls: ClientTls | None = None) -> None:
         self.address = address

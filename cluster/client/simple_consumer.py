@@ -39,6 +39,7 @@ class SimpleConsumer:
 
     May be shared by threads: `_lock` guards the two rotations (the topic cycle and each
     topic's turn counter); the calls themselves go through the Connection."""
+
     def __init__(self, connection: Connection, group: str, subscriptions: Mapping[str, str],
                  await_duration: float = 20.0, invisible_duration: float = 30.0) -> None:
         """subscriptions: topic -> tag expression ("*", "a||b")."""

@@ -110,6 +110,7 @@ class NodeConfig:
     shipping, metrics and the node's StoreConfig. Immutable (frozen) and checked whole at
     construction (ConfigError), so it is shared by threads freely; runtime changes go
     through LiveConfig, which swaps in a new one."""
+
     cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
     broker_id: int = 0

@@ -35,6 +35,7 @@ PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"
 class Delivery:
     """One message handed out by a receive: its record and queue offset, attempt, receipt
     handle and message group."""
+
     record: MessageRecord
     offset: int
     attempt: int
@@ -48,6 +49,7 @@ class QueuePlan:
     expired ones bound for the DLQ (`dead`) or dropped because their message is gone
     (`vanished`), and how far the cursor moves (`skip_to`). Built and applied by one
     receive; not shared."""
+
     queue_id: int
     base: int  # the cursor of a queue the group never read (its min offset)
     cursor: int  # where the group's cursor was when planning began

@@ -39,6 +39,7 @@ DEFAULT_RETRY_MAX_TIMES = 16  # RocketMQ's subscription group default (17 delive
 class GroupInfo:
     """A consumer group's config: FIFO or not, how often a message is retried before the
     DLQ, and whether the group may consume."""
+
     name: str
     fifo: bool = False
     retry_max_times: int = DEFAULT_RETRY_MAX_TIMES
@@ -57,6 +58,7 @@ class GroupInfo:
 class Inflight:
     """One delivery not acked yet: its attempt, when it becomes visible again, its receipt
     handle and (FIFO) its message group."""
+
     attempt: int
     invisible_until: int
     handle: int
@@ -67,6 +69,7 @@ class Inflight:
 class QueueState:
     """One (group, topic, queue)'s progress: the cursor (next offset never handed out) and the
     deliveries in flight; `committed` is where a consumer resumes."""
+
     cursor: int
     inflight: dict[int, Inflight] = field(default_factory=dict)
 
@@ -85,7 +88,9 @@ class ConsumerState:
     `events_since_snapshot`, `group_changes`).
 
     Not thread-safe, and no I/O: it is the state of a ReplicatedTable, which applies events
-    to it and lets callers read it under the table's lock."""
+    to it under the table's lock; the consumer service reads it under that lock too, except
+    for quick checks of whether a group exists."""
+
     def __init__(self) -> None:
         self.groups: dict[str, GroupInfo] = {}
         self.queues: dict[QueueKey, QueueState] = {}

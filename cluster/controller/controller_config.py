@@ -87,6 +87,7 @@ class ControllerConfig:
     """A controller process's settings as read from its properties file (the module
     docstring's keys): where it listens and keeps its state, its token and secret, the
     election rules, etcd, TLS and metrics. Immutable."""
+
     listen_address: str = "127.0.0.1:9878"
     store_path: str = "data/controller"
     admin_token_file: str = ""

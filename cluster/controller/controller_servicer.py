@@ -71,6 +71,7 @@ class ControllerServicer(pb_grpc.ControllerServicer):
     archives' announcements through the MemberGate, maps messages to the ControllerService's
     objects and back, and turns its refusals into call statuses. Holds no state of its own
     (the service and the ArchiveDirectory lock theirs); calls run in the server's pool."""
+
     def __init__(self, service: ControllerService, address: str, gate: MemberGate,
                  archives: ArchiveDirectory | None = None,
                  clock: Clock = SYSTEM_CLOCK) -> None:

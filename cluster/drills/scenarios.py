@@ -33,6 +33,7 @@ class DrillContext:
     """What a scenario works with while it runs: the cluster under test, the History being
     recorded, the workload and timings, and the notes and problems (findings that fail the
     drill) it collects. Used from the scenario's thread."""
+
     cluster: DrillTarget
     history: History
     workload: WorkloadConfig
@@ -286,6 +287,7 @@ class Drill:
     """One drill of the catalogue: its name, the scenario that injects the fault, what it
     is about, whether the group must recover, what it needs (partitions, the read-only
     failpoint, a master role) and which targets it runs against."""
+
     name: str
     run: Scenario
     about: str

@@ -69,6 +69,7 @@ class ConsumerRouter:
     a slave checks the names and forwards it to its master. Owns no state of its own: the
     consumer state is ConsumerCalls', the role and forwarder the MessagingService's, so it
     takes no lock and is called from the loop and pool threads alike."""
+
     def __init__(self, service: "MessagingService", calls: ConsumerCalls) -> None:
         self.service = service
         self.calls = calls

@@ -60,6 +60,7 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
     MessagingService and every failure into a v2 Status. Holds nothing but that service, so
     it takes no lock; the coroutine methods run on the server's event loop, the others in
     its thread pool."""
+
     SERVICE = s.DESCRIPTOR.services_by_name["MessagingService"]
 
     def __init__(self, service: MessagingService) -> None:

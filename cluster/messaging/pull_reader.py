@@ -50,6 +50,7 @@ class Reader:
     reput listeners by `attach`). Each pull reads the store afresh, so it takes no lock of
     its own: pulls run in the server's thread pool concurrently, and the waiter has its own
     lock. `attach`/`detach` are called by the node's start and stop only."""
+
     def __init__(self, store: MessageStore, topics: TopicRegistry,
                  budget: StreamBudget | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store

@@ -60,6 +60,7 @@ class QueueSelector:
     message group (sharding key) the request's messages share, else round robin per topic.
     `_lock` guards creating a topic's counter; `next()` on an itertools.count is atomic
     under the GIL, so taking a turn needs no lock."""
+
     def __init__(self) -> None:
         self._counters: dict[str, itertools.count] = {}
         self._lock = threading.Lock()

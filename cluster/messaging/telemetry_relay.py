@@ -44,6 +44,7 @@ class TelemetryRelay:
 
     `_lock` guards `_relays` (stream id -> relay), which the streams' reader threads, the
     relays ending and `active`/`close` touch. `_stopping` is an Event, read unlocked."""
+
     def __init__(self, master_address: Callable[[], str], hub: TelemetryHub,
                  forwarder: "MasterForwarder") -> None:
         """`master_address`: the master this node follows, "" while it is master itself."""
@@ -91,6 +92,7 @@ class _Relay(threading.Thread):
     into the client's stream. Owns the call (its thread's only), `connected` (read by other
     threads, a single attribute) and a queue of Settings changes that wakes the request
     generator; `settings_changed` and `wake` are its only entry points from other threads."""
+
     def __init__(self, owner: TelemetryRelay, stream: ClientStream) -> None:
         super().__init__(name=f"telemetry-relay-{stream.client_id}", daemon=True)
         self.owner = owner

@@ -78,6 +78,7 @@ class TransactionService:
     `lock` guards `table` and `_loaded_for`, and is held across the lookup, the append and
     the resolution of one transaction, so exactly one of two racing resolutions writes.
     Waiting for the flush and replication happens after it is released."""
+
     def __init__(self, role: "Role", store: "MessageStore", *, key: bytes) -> None:
         self.role = role
         self.store = store

@@ -60,6 +60,7 @@ class TransactionChecker(Service):
     reads its settings from the live config every round.
 
     `_step_lock` keeps rounds one at a time (the service thread, or a test calling `step`)."""
+
     name = "transaction-check"
 
     def __init__(self, service: "TransactionService", hub: TelemetryHub, clock: Clock,

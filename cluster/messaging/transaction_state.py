@@ -52,6 +52,7 @@ class TransactionTable:
     resolved roots ended, ops seen before their half, and where each queue was read up to.
 
     Not thread-safe: TransactionService uses it under its lock."""
+
     def __init__(self) -> None:
         self.copies: dict[int, int] = {}  # half queue offset -> root
         self.by_phy: dict[int, int] = {}  # half commitlog offset -> half queue offset

@@ -42,6 +42,7 @@ class TopicState:
 
     No lock and no I/O: the ReplicatedTable applies events to it under the table's lock;
     TopicTable's reads (`get`, `all`) read it without that lock."""
+
     def __init__(self) -> None:
         self.topics: dict[str, TopicConfig] = {}
         self.changes = 0  # dataVersion counter

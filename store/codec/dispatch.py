@@ -23,6 +23,7 @@ class DispatchRequest:
     queue and queue offset, tagsCode (a tag hash, or the delivery time for the schedule
     topic), store time, keys and transaction type. Built by reput's decode or left by the
     put as a hint; not shared between threads once handed over."""
+
     topic: str
     queue_id: int
     commit_log_offset: int

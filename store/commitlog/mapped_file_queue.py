@@ -26,6 +26,7 @@ class MappedFileQueue:
     are serialised by the owner (the commitlog's put lock, a consume queue's writer), and
     `flushed_where` / `committed_where` are moved by one flushing thread at a time.
     `first_file`, `last_file` and the offsets read the list unlocked (one reference read)."""
+
     def __init__(self, directory: str, file_size: int, io: FileIO, *,
                  write_through_mmap: bool = True, small_flushes: bool = False) -> None:
         """`small_flushes`: see MappedFile (a SYNC_FLUSH commitlog's files)."""

@@ -102,6 +102,7 @@ class AsyncFlushService(FlushBase):
     worth a round. Runs on its service thread; `flush_now` (FlushBase) runs a full round in
     an admin's thread. No lock of its own: the queue moves `flushed_where` forward only, and
     a failure is recorded once in the shared FlushFailure."""
+
     name = "flush-commitlog"
 
     def __init__(self, queue: MappedFileQueue, clock: Clock, failure: FlushFailure,

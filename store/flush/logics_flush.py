@@ -23,6 +23,7 @@ class LogicsFlushService(Service):
     (cluster/admin/maintenance.py) runs one on its own thread meanwhile; what a round calls
     copes with that (the queues and index files flush under hold()/release(), the checkpoint
     writes its file under its own lock)."""
+
     name = "flush-logics"
 
     def __init__(self, cq_store, index_service, checkpoint: StoreCheckpoint, clock: Clock, *,

@@ -62,6 +62,7 @@ class IndexProcess:
 
     `_lock` guards the child and its pipe: one request and its reply at a time, from reput's
     thread (under reput's lock), the reader's queries, retention and the logics flush."""
+
     def __init__(self, index_dir: str, hash_slot_num: int = DEFAULT_HASH_SLOT_NUM,
                  index_num: int = DEFAULT_INDEX_NUM, clock: Clock = SYSTEM_CLOCK, *,
                  lock_fd: Callable[[], int | None] = lambda: None,

@@ -130,6 +130,7 @@ class RetentionService(Service):
     `_manual_lock` guards `_manual_rounds`, which `trigger_cleanup` sets from an admin thread.
     Everything else is written only by the service thread (`step`) and read unlocked
     (`last_round` is replaced whole, never mutated after the round)."""
+
     name = "retention"
 
     def __init__(self, store: "MessageStore", disk_usage: DiskUsage = default_disk_usage, *,

@@ -110,6 +110,7 @@ class _Outcome(enum.Enum):
 class ScheduleStats:
     """The schedule service's counters since it started (written by its thread): messages
     delivered and dropped, failed puts (and the last reason), failed view writes."""
+
     delivered: int = 0
     dropped: int = 0
     put_failures: int = 0
