@@ -15,6 +15,15 @@ T = TypeVar("T")
 
 
 class Completion(Generic[T]):
+    """One result, set once (the module docstring): owns the value, the done flag, the
+    callbacks to run on completion and the deadline a service times it out by.
+
+    `_gate`, held from construction until `complete`, is what `wait` blocks on (each waiter
+    releases it again for the next). `_cb_lock`, made by the first `add_callback`, guards
+    `_callbacks` and the done transition against registration. Until a callback exists,
+    `complete` takes no lock: it relies on one completing thread, and a callback added
+    while that unlocked `complete` runs in another thread is not guarded."""
+
     __slots__ = ("_gate", "_value", "_done", "_callbacks", "_cb_lock", "deadline")
 
     def __init__(self, deadline: float = 0.0) -> None:

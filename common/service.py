@@ -10,6 +10,13 @@ log = logging.getLogger(__name__)
 
 
 class Service:
+    """A background service: one daemon thread running `step()` rounds, `wait_interval()`
+    seconds apart unless `wakeup()` cuts the wait short; `stop()` ends the loop, joins the
+    thread and calls `on_stop()`. Owns the thread and two Events (`_stopping`, `_wake`),
+    which are its only synchronisation: a subclass guards its own state, and `step()` may
+    also be called directly (tests, an admin's flush), so it must expect callers besides
+    its thread."""
+
     name = "service"
 
     def __init__(self) -> None:

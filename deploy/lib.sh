@@ -1,4 +1,4 @@
-# Helpers shared by deploy/build, deploy/up and deploy/down (sourced, not run).
+# Helpers of deploy/build (sourced, not run).
 
 # The host's Debian release codename (bookworm): the base image is that release, so wheels built
 # with the host's Python 3.11 fit the image's python3.

@@ -55,6 +55,8 @@ class SlaveAckState:
 
 
 class _Slave:
+    """One connected slave's replication state (guarded by AckTracker's lock)."""
+
     __slots__ = ("ack_offset", "flushed_offset", "last_ack_at", "transfer_max", "transfer_at",
                  "caught_up_at")
 
@@ -76,6 +78,15 @@ class _Waiter:
 
 
 class AckTracker:
+    """The master's record of its slaves for one master term (the rules of the module
+    docstring): owns each connected slave's ack state, the in-sync set, the controller's
+    approved set, the confirm offset handed out (never decreasing) and the puts waiting for
+    acks.
+
+    `_lock` (a YieldingLock, not reentrant) guards all of that; it is taken by every sync put
+    and every ack from gRPC, put and housekeeping threads. Waiters are completed after it is
+    released, since completion callbacks may call back into the tracker."""
+
     def __init__(self, clock: Clock, *, max_gap: int, max_catchup_ms: int, in_sync_replicas: int,
                  min_in_sync_replicas: int, all_ack: bool) -> None:
         for name, value, low in (("max_gap", max_gap, 0), ("max_catchup_ms", max_catchup_ms, 0),

@@ -37,6 +37,9 @@ class EpochError(StoreError):
 
 @dataclass(frozen=True, order=True)
 class EpochEntry:
+    """One master term: its epoch and the commitlog offset of its first byte (checked at
+    construction: EpochError)."""
+
     epoch: int  # >= 1
     start_offset: int  # >= 0, commitlog physical offset of this epoch's first byte
 

@@ -1,9 +1,9 @@
 """The master side of one slave's replication stream, without I/O.
 
 The adapter (master/) feeds it the slave's messages (`ha.messages` events, decoded from the
-wire by master/wire.py) and a `MasterView` snapshot of the store, asks `poll()` what to send
-next, reads those bytes from the commitlog, reports them with `sent()` and has `build_chunk()`
-make the Chunk. The session decides:
+wire by master/master_wire.py) and a `MasterView` snapshot of the store, asks `poll()` what to
+send next, reads those bytes from the commitlog, reports them with `sent()` and has
+`build_chunk()` make the Chunk. The session decides:
 
     Hello  -> Welcome (resume point from the epochs) + Connected     or Disconnect
     Ack    -> Acked (for the ack tracker)                            or Disconnect
@@ -44,6 +44,8 @@ class MasterView:
 
 @dataclass(frozen=True)
 class ChunkPlan:
+    """What `poll()` decided to send next: `max_bytes` from `offset`, of one epoch."""
+
     offset: int
     max_bytes: int  # 0: heartbeat
     epoch: int
@@ -77,12 +79,22 @@ MasterAction = Send | Connected | Acked | Disconnect
 
 
 class MasterState(enum.Enum):
+    """A master session's stage: waiting for the Hello, streaming, or closed for good."""
+
     AWAIT_HELLO = "await-hello"
     STREAMING = "streaming"
     CLOSED = "closed"
 
 
 class MasterSession:
+    """The master's side of one slave's stream (the transitions of the module docstring): owns
+    the stream's state (await Hello, streaming, closed), the slave's id, what was sent
+    (`next_send`, the ends of chunks not acked yet) and acked, the Nack count and the
+    heartbeat and confirm-offset bookkeeping.
+
+    Not thread-safe, and no I/O: its owner (master/replication_servicer.py's
+    MasterConnection) calls it only under its own lock and carries out the actions."""
+
     def __init__(self, broker_name: str, *, batch_size: int, max_in_flight: int,
                  heartbeat_interval_ms: int, max_nacks: int = 3,
                  max_partial_in_flight: int = 2) -> None:

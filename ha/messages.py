@@ -2,8 +2,8 @@
 
 One frozen dataclass per message of `proto/replication.proto`, with the same field names, so
 `ha/` never sees generated protobuf classes. The gRPC adapters translate, each direction in
-one place: `master/wire.py` (SlaveMessage -> events, events -> MasterMessage) and
-`slave/wire.py` (events -> SlaveMessage, MasterMessage -> events).
+one place: `master/master_wire.py` (SlaveMessage -> events, events -> MasterMessage) and
+`slave/slave_wire.py` (events -> SlaveMessage, MasterMessage -> events).
 
     sent by  event                proto message (package rmqstore.replication.v1)
     -------  -------------------  -----------------------------------------------

@@ -1,7 +1,7 @@
 """The slave side of a replication stream, without I/O.
 
-Feed it the master's messages (`ha.messages` events, decoded from the wire by slave/wire.py);
-it answers with actions for the adapter (slave/) to carry out in order. It never touches the
+Feed it the master's messages (`ha.messages` events, decoded from the wire by
+slave/slave_wire.py); it answers with actions for the adapter (slave/) to carry out in order. It never touches the
 store: the adapter appends, truncates, records epochs and sends what the actions say.
 
     start()                  -> Hello                  (node id, max offset, epoch entries)
@@ -71,6 +71,8 @@ SlaveAction = Truncate | RecordEpoch | Append | SetConfirm | SendAck | SendNack 
 
 
 class SlaveState(enum.Enum):
+    """A slave session's stage, from before its Hello to closed for good."""
+
     NEW = "new"
     HELLO_SENT = "hello-sent"
     FOLLOWING = "following"
@@ -79,6 +81,14 @@ class SlaveState(enum.Enum):
 
 
 class SlaveSession:
+    """The slave's side of one stream to its master (the transitions and rules of the module
+    docstring): owns the stream's state, a copy of the node's epochs (the adapter persists
+    what `RecordEpoch` says), the slave's end (`expected_offset`, `max_offset`), the master's
+    epoch and max offset as last heard, and the CRC failure count.
+
+    Not thread-safe, and no I/O: its owner (slave/replication_client.py's ReplicationClient)
+    uses it from its event loop only and carries out the actions in order."""
+
     def __init__(self, node_id: str, broker_name: str, *, epochs: EpochCache, min_offset: int,
                  max_offset: int, file_size: int, sync_from_last_file: bool = False,
                  max_crc_failures: int = 3) -> None:

@@ -1,6 +1,6 @@
 """The master's side of the wire: the slave's protobuf messages -> `ha.messages` events, and
 the master's events -> protobuf. The only place the master maps between the two (the
-opposite directions are in slave/wire.py).
+opposite directions are in slave/slave_wire.py).
 
 A Chunk is not built as a protobuf message: `encode_chunk` writes the serialized
 MasterMessage itself (protobuf serializes the small header fields, the data is joined after

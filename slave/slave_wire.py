@@ -1,6 +1,6 @@
 """The slave's side of the wire: the slave's `ha.messages` events -> protobuf, and the
 master's protobuf messages -> events. The only place the slave maps between the two (the
-opposite directions are in master/wire.py).
+opposite directions are in master/master_wire.py).
 
 A Chunk is decoded without protobuf (`decode_master`, the stream's response deserializer):
 its data is sliced out of the received bytes once, and the event, the CRC check and the append

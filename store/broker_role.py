@@ -12,6 +12,8 @@ import enum
 
 
 class BrokerRole(enum.StrEnum):
+    """A node's broker role under its broker.conf spelling (the module docstring)."""
+
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
     SLAVE = "SLAVE"

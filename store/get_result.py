@@ -9,6 +9,8 @@ from .codec import MessageRecord
 
 
 class GetStatus(Enum):
+    """How a pull by queue offset ended (RocketMQ GetMessageStatus); only FOUND has messages."""
+
     FOUND = "FOUND"
     NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
     MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
@@ -30,6 +32,10 @@ class QueueRef(NamedTuple):
 
 @dataclass
 class GetMessageResult:
+    """The answer to a pull by queue offset: the status, where the next pull starts, the
+    queue's min and max offsets at the time, and the messages found (records, or QueueRefs
+    when not decoded) with their total size."""
+
     status: GetStatus
     next_begin_offset: int
     min_offset: int

@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class StoreStats:
+    """The store's put and get counters since it started. Updated by the putting and reading
+    threads without a lock (`+=` is not atomic): statistics, not exact under concurrency."""
+
     put_messages: int = 0
     put_bytes: int = 0
     put_failures: int = 0

@@ -6,6 +6,9 @@ from enum import Enum
 
 
 class PutStatus(Enum):
+    """How a put ended, under RocketMQ's PutMessageStatus names (`stored`: whether the
+    message is in the commitlog regardless)."""
+
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
@@ -57,6 +60,9 @@ class AppendResult:
 
 @dataclass(slots=True)
 class PutResult:
+    """The answer to one put (of one message or a batch): its status, where each record
+    landed (`appends`, empty when nothing was stored) and a reason for a refusal."""
+
     status: PutStatus
     appends: tuple[AppendResult, ...] = ()
     reason: str = ""

@@ -38,6 +38,14 @@ class TagFilter:
 
 
 class MessageReader:
+    """The store's read side: pulls a queue's messages (with tag filter and the store's count
+    and byte limits), looks records up by offset, offset message id and key, finds queue
+    offsets by time and walks the commitlog. Owns no state beyond those limits.
+
+    No lock, called from any thread: it reads files under the commitlog's and the consume
+    queues' own hold()/release(), and a record whose file retention removed meanwhile reads
+    as gone."""
+
     def __init__(self, commitlog: CommitLog, cq_store, index_service, *,
                  max_bytes: int, max_count: int) -> None:
         self.commitlog = commitlog

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RecoveryReport:
+    """What recovery found and did: normal or abnormal, the range of records it scanned and
+    where the valid data ends (and how much was cut), where reput starts, and notes."""
+
     abnormal: bool
     start_offset: int = 0
     end_offset: int = 0

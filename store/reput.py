@@ -34,6 +34,16 @@ log = logging.getLogger(__name__)
 
 
 class ReputService(Service):
+    """Moves `reput_from_offset` through the commitlog and feeds the dispatchers (consume
+    queues, index, listeners): owns that offset, the put hints (`hints`), and the corrupt and
+    dispatch-error state it reports (`corrupt_at`, `dispatch_error`, `on_error`).
+
+    `_lock` lets one stepper run at a time (the service thread or a caller catching up); the
+    store also takes it to truncate (which moves `reput_from_offset` back) and to prepare a
+    new master; `load` sets the offset before any thread runs. `hints` takes no lock: puts
+    add and reput pops single keys, and dict operations are atomic. Other threads read
+    `reput_from_offset` and the error fields unlocked (single attributes)."""
+
     name = "reput"
 
     def __init__(self, commitlog: CommitLog, dispatchers: Sequence[Dispatcher],

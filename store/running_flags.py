@@ -19,6 +19,13 @@ _STICKY = {DISK_ERROR, LOGICS_QUEUE_ERROR}
 
 
 class RunningFlags:
+    """The reasons the store refuses writes, by flag (the constants above), each with a
+    message; writable when there is none. Starts with NOT_STARTED. Sticky flags survive
+    `clear`.
+
+    `_lock` guards the writes and the reads that copy or join the table; `has` and
+    `writable` read it unlocked (one dict lookup, atomic), since every put asks."""
+
     def __init__(self) -> None:
         self._reasons: dict[str, str] = {NOT_STARTED: "store not started"}
         self._lock = threading.Lock()

@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class AdminNode:
+    """The node as the admin modules see it (the module docstring): its id, role, store, live
+    config and messaging service, and callables for what only the node may do (status,
+    switch role, put, update config, the archive shipper). Immutable; every part it names
+    does its own locking."""
+
     node_id: str
     role: "Role"
     store: "MessageStore"

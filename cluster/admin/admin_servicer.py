@@ -53,6 +53,11 @@ def _born_host(context: grpc.ServicerContext) -> str:
 
 
 class AdminServicer(pb_grpc.AdminServicer):
+    """The gRPC adapter of the Admin API (the module docstring): unpacks each request, names
+    the caller in the change log and turns AdminError into the call's status; the work is
+    done by the plain admin modules on the AdminNode. Holds nothing but the AdminNode, so it
+    takes no lock; calls run concurrently in the server's thread pool."""
+
     def __init__(self, node: "AdminNode") -> None:
         self.node = node
 

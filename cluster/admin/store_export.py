@@ -132,6 +132,10 @@ def parse_chunk_bytes(chunk_bytes: int) -> int:
 # sources: one per exported file
 # ---------------------------------------------------------------------------------------------
 class _Source:
+    """One exported file: its path in the export, the bytes sent (`size`) and the length the
+    receiver extends it to (`file_length`); subclasses read it whole, through the store's
+    mapping, or with pread. Used by the one thread streaming the export."""
+
     kind = ""
 
     def __init__(self, path: str, size: int, file_length: int) -> None:
@@ -275,6 +279,9 @@ class _Index(_Source):
 # ---------------------------------------------------------------------------------------------
 @dataclass
 class ExportStats:
+    """One export's progress: files and bytes sent of the total, whether it completed, and
+    the commitlog end offset it covered."""
+
     files: int = 0
     bytes_sent: int = 0
     total_bytes: int = 0

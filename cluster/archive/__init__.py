@@ -1,6 +1,5 @@
 """The commitlog archive (seed 002): shipper, archive server, Spark search.
 
-    shipping_config.py   a node's archive keys (archiveAddress, archiveShipFrom, ...)
     ship_plan.py         which file ships next and how far retention may delete (no I/O)
     shipper.py           ArchiveShipper: the service that ships (a node's store, or a group
                          of an archive in mixed mode)
@@ -13,7 +12,9 @@
     archive_retention.py the archive's own retention and mixed mode (chained archives)
     registry.py          the registry file of archives and their time ranges
     archive_config.py    the archive server's keys
-    archive_process.py   `python -m cluster archive` (its HTTP JSON endpoint on
-                         cluster/metrics/exposition.py)
     search_filter.py, spark_search.py   the search over every archived file (Spark)
+
+Elsewhere: a node's archive keys (archiveAddress, archiveShipFrom, ...) are
+cluster/config/shipping_config.py; the archive server process, `python -m cluster archive` (its
+HTTP JSON endpoint on cluster/metrics/exposition.py), is cluster/assembly/archive_process.py.
 """

@@ -38,6 +38,9 @@ STORED, ALREADY_HELD = "STORED", "ALREADY_HELD"
 
 @dataclass(frozen=True)
 class UploadResult:
+    """A ShipFile's answer: STORED or ALREADY_HELD, the file, and the bytes stored and
+    received (compressed)."""
+
     status: str
     file_offset: int
     stored_bytes: int = 0
@@ -48,6 +51,13 @@ Block = tuple[bytes, int, int]  # (data, raw length, raw CRC-32C)
 
 
 class Archive:
+    """The archive server's state (the module docstring): owns its broker groups (an
+    ArchiveGroup each, loaded or created on first use), the set of groups receiving a file,
+    its id (archive.id) and the background Indexer.
+
+    `_lock` guards `groups` and `_receiving`. A file's upload runs outside it (one per group
+    at a time, by `_receiving`); each group locks its own files."""
+
     def __init__(self, root: str, clock: Clock) -> None:
         self.root = os.path.abspath(root)
         self.clock = clock
@@ -56,7 +66,8 @@ class Archive:
         self._lock = threading.Lock()
         self.archive_id = self._load_id()
         self.indexer = Indexer(self)
-        # How Reconsume reaches a live cluster: its signing keys and TLS (archive_process.py)
+        # How Reconsume reaches a live cluster: its signing keys and TLS
+        # (cluster/assembly/archive_process.py)
         self.cluster_client: Callable[[str], ClientConfig] = ClientConfig
 
     def _load_id(self) -> str:

@@ -63,6 +63,9 @@ def _host_port(key: str, value: str, port_zero: bool = True) -> str:
 
 @dataclass(frozen=True)
 class ArchiveConfig:
+    """An archive server's settings as read from its properties file (the keys of the module
+    docstring), checked whole at construction (ConfigError). Immutable, so shared freely."""
+
     listen_address: str = "127.0.0.1:9880"
     advertised_address: str = ""
     http_listen_address: str = "127.0.0.1:0"

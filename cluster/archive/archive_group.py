@@ -58,6 +58,9 @@ CATALOG = "archive.json"
 
 @dataclass(frozen=True)
 class ArchivedFileEntry:
+    """One catalog entry of archive.json: a file's offset, size and CRC-32C, and once it is
+    indexed its record count and store-time range."""
+
     offset: int
     size: int
     crc32c: int
@@ -73,6 +76,15 @@ class ArchivedFileEntry:
 
 
 class ArchiveGroup:
+    """One broker group's files in the archive (the module docstring): owns its
+    ArchivedCommitLog, the consume queues and index rebuilt over it, the catalog entries
+    (`entries`, mirrored in archive.json) and a MessageReader for the lookups.
+
+    `lock` (an RLock) serialises the writers: storing a file, indexing the next one,
+    deleting the oldest. Readers take no group lock: they go through the commitlog's,
+    queues' and index's own locks, and read `entries` as one list reference (replaced
+    whole by every change)."""
+
     def __init__(self, root: str, name: str, clock: Clock) -> None:
         self.name = name
         self.dir = os.path.join(root, name)

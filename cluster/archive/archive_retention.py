@@ -70,6 +70,14 @@ class GroupFiles:
 
 
 class ArchiveRetention(Service):
+    """The archive's retention service (the module docstring): owns the pressure flag, the
+    deletion counters and, in mixed mode, one forwarder (an ArchiveShipper over the group's
+    files) per group, started with it and stopped with it.
+
+    No lock of its own: `forwarders`, `pressure` and the counters are written by the service
+    thread (`step`); the forwarders read `pressure` from their threads as one attribute and
+    do their own locking. Deleting a file takes its group's lock (ArchiveGroup)."""
+
     name = "archive-retention"
 
     def __init__(self, archive: "Archive", config: "ArchiveConfig", clock: Clock,

@@ -32,6 +32,10 @@ def _abort(context, e: UploadRefused):
 
 
 class ArchiveServicer(pb_grpc.ArchiveServicer):
+    """The Archive gRPC adapter (the module docstring): admits members for ShipFile and
+    FileStatus, hands each call to the Archive and maps its refusals to statuses. Holds only
+    the Archive and the admit function, so it takes no lock; calls run in the server's pool."""
+
     def __init__(self, archive: Archive, admit: Admit) -> None:
         self.archive = archive
         self.admit = admit

@@ -28,6 +28,11 @@ from store.readonly.files import ROFile, numbered_files
 
 
 class ArchivedCommitLog:
+    """One group's archived commitlog files, read-only, gaps allowed (the module docstring):
+    owns the mapped files and their bases in offset order, and answers what MessageReader
+    asks of a commitlog. `_lock` (an RLock) guards the list and the mappings; every read
+    decodes under it, so `remove_first` never unmaps bytes in use."""
+
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self._files: list[ROFile] = []

@@ -21,6 +21,9 @@ from store.commitlog.fileio import DEFAULT_FILE_IO
 
 @dataclass(frozen=True)
 class ArchiveEntry:
+    """One archive's entry in the registry file: where it answers (gRPC, HTTP), its admin
+    token's file, when it last wrote, and each group's store-time range."""
+
     archive_id: str
     address: str
     http: str

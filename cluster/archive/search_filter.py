@@ -27,6 +27,10 @@ COLUMNS = (("group", "string"), ("topic", "string"), ("queue_id", "int"),
 
 @dataclass(frozen=True)
 class SearchFilter:
+    """The criteria of an archive search (the module docstring): a record matches when every
+    non-empty one holds; the empty filter matches everything. Immutable and checked at
+    construction, so a Spark task gets it pickled as is."""
+
     topic: str = ""
     key: str = ""
     tag: str = ""

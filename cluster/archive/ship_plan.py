@@ -27,6 +27,8 @@ _HOUR_MS = 3600 * 1000
 
 
 class Verdict(Enum):
+    """What the archive answered for a file: HELD (it has a copy) or REFUSED (never will)."""
+
     HELD = "held"
     REFUSED = "refused"
 
@@ -41,6 +43,9 @@ class LocalFile:
 
 @dataclass(frozen=True)
 class ShipRules:
+    """When a sealed file is due for shipping: fileReservedTime, how many hours before
+    expiry it ships, and whether every sealed file ships at once (`ship_all`)."""
+
     reserved_hours: int  # fileReservedTime
     ahead_hours: int  # archiveShipAheadHours
     ship_all: bool = False

@@ -66,6 +66,9 @@ _FINAL = {grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.ALREADY_EXISTS,
 
 @dataclass
 class ShipStats:
+    """What this shipper shipped since it started: files, raw and compressed bytes, time,
+    resumed uploads and refusals (guarded by the shipper's lock)."""
+
     files: int = 0
     raw_bytes: int = 0  # bytes of the files shipped by this node (this run)
     sent_bytes: int = 0  # compressed bytes that crossed the wire
@@ -117,6 +120,15 @@ class StoreFiles:
 
 
 class ArchiveShipper(Service):
+    """Ships one source's due commitlog files to the archive, one per step (the module
+    docstring): owns each file's verdict (HELD or REFUSED), the shipping `stats`, the
+    operator's requested offset, and the gRPC channel to the archive.
+
+    `_lock` guards `verdicts`, `stats` and the verdict count; `_verdict_added` (a Condition
+    on it) wakes `wait_released`. Retention and the admin read through the hooks from their
+    threads; the shipping runs on the service thread only. `requested_up_to` is set by
+    `request` without the lock (one attribute, only raised)."""
+
     name = "archive-shipper"
 
     def __init__(self, source: FileSource, config: ShippingConfig, group: str, node_id: str,

@@ -24,6 +24,10 @@ from cluster.config.node_role import Follower, Leader, RoleState
 
 @dataclass(frozen=True)
 class AssignmentPlan:
+    """What a node does with the controller's answer: the role to switch to (None: keep it),
+    the master to follow or the epoch to lead in, the approved sync state set and lease to
+    renew as leader, or why the answer cannot be carried out."""
+
     switch_to: BrokerRole | None = None  # None: keep the current role
     master_address: str = ""  # for a switch to SLAVE
     epoch: int = 0  # for a switch to a master role

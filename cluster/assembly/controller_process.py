@@ -2,9 +2,9 @@
 `python -m cluster controller` (cluster/cli/serve_cmd.py) runs one until a signal.
 
 Alone (no controllerEtcdEndpoints) it is always the active controller and keeps its state in a
-file. With etcd endpoints it is one of several: a LeadershipThread (leadership.py) makes it the
-active one while it holds the leader lease, its state lives in etcd (etcd_store.py), and as a
-standby it refuses every call with FAILED_PRECONDITION naming the active controller.
+file. With etcd endpoints it is one of several: a LeadershipThread
+(cluster/controller/leadership.py) makes it the active one while it holds the leader lease, its
+state lives in etcd (cluster/controller/etcd_store.py), and as a standby it refuses every call with FAILED_PRECONDITION naming the active controller.
 
 The server also answers grpc.health.v1 (no token): the whole server ("") and the Controller
 service are SERVING from start() until stop(), standby or active alike (both are healthy

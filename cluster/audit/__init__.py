@@ -22,8 +22,8 @@ the replicated tables (topic table, consumer state) travel to the driver as they
 replays them with the node's own state machines (metadata).
 
 Modules, one job each:
-    layout     driver: discover files, checkpoint, epochs, consume-queue files, index headers,
-               consumer offsets; record boundaries to split big commitlog files
+    replica_files  driver: discover files, checkpoint, epochs, consume-queue files, index
+               headers, consumer offsets; record boundaries to split big commitlog files
     scan       executors: commitlog tasks, record rows (pass 2, reference), shared helpers
     summarize  executors: pass-1 summary rows of a commitlog range (and the table records)
     scan_cq    executors: consume-queue stats, unit digests (pass 1) and unit rows (pass 2)
@@ -37,6 +37,6 @@ Modules, one job each:
     reference  the same checks in plain Python over every record (the oracle of the tests)
     job        Spark session and the run: pass 1, planning, pass 2, checks
     report     JSON report, terminal summary, PNG chart
-    cli        arguments and exit status; __main__ and spark_main (spark-submit) call it
+    audit_main arguments and exit status; __main__ and spark_main (spark-submit) call it
     package    zip of the code for spark-submit --py-files
 """

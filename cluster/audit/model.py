@@ -45,6 +45,10 @@ class FileStop:
 
 @dataclass
 class ReplicaFacts:
+    """One replica as the audit judges it after pass 1: where each file's data stops, the
+    contiguous valid end and why, the holes, record counts, and against the reference its
+    consistent point, confirm bound and the first offset compared."""
+
     layout: ReplicaLayout
     files: dict[int, FileStop]
     valid_end: int

@@ -24,6 +24,10 @@ from cluster.audit.scan import CommitLogTask
 
 @dataclass
 class DetailPlan:
+    """What pass 2 of the audit reads again: the buckets whose digests differ (commitlog
+    and consume queue), the commitlog ranges to decode record by record, and the offsets
+    of duplicate-key candidates."""
+
     bucket_bytes: int
     cmp_dirty: set[tuple[str, int]] = field(default_factory=set)
     cq_dirty: dict[str, set[int]] = field(default_factory=dict)

@@ -51,6 +51,10 @@ class CQFile:
 
 @dataclass
 class ReplicaLayout:
+    """What the audit's driver found in one replica's store directory before scanning: its
+    commitlog and consume-queue files, file size, confirm offset, checkpoint, epochs, index
+    headers, consumer offsets, whether it shut down cleanly, and notes on what it skipped."""
+
     name: str
     root: str
     commitlog: list[CommitLogFile]

@@ -3,6 +3,6 @@
 One module per group of commands, each with `register(sub)` adding its parsers; a parser's
 `run` default is called with the parsed arguments and returns the exit status (0 ok, 1 the node
 refused or could not be reached, 2 bad usage). Read commands print tables for people and JSON
-with `--json` for scripts. main.py lists the modules; a new command group (e.g. `receive` from
-the client library) is one more module there.
+with `--json` for scripts. cluster_cli.py lists the modules; a new command group is one more
+module there.
 """

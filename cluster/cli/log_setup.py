@@ -52,6 +52,9 @@ class TextFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
+    """A log record as one JSON object per line: UTC time, level, the node's id, epoch and
+    role (set on the record by the node's filter), logger, message, exception."""
+
     def format(self, record: logging.LogRecord) -> str:
         ms = int(record.msecs)
         out = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))

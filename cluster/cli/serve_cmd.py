@@ -108,7 +108,7 @@ def _run_node(args) -> int:
     from cluster.assembly.node import Node
     from cluster.config.node_config import node_config_from_properties
 
-    keep_large_buffers()  # before the node allocates: see heap_tuning.py
+    keep_large_buffers()  # before the node allocates: see cluster/assembly/heap_tuning.py
 
     def start(context):
         failpoints.configure()  # a bad RMQSTORE_FAILPOINTS fails the start, not the first hit

@@ -1,6 +1,6 @@
 """Smoke-test commands over the Admin API: `send` to the master, `get` and `query` from any node
 (slaves serve reads up to their confirm offset). `produce` and `receive` go through the RocketMQ 5
-client API instead (consume.py)."""
+client API instead (consume_cmd.py)."""
 from __future__ import annotations
 
 import argparse

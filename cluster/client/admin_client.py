@@ -32,6 +32,9 @@ class ExportProgress:
 
 @dataclass
 class ExportSummary:
+    """A finished export_store: where it went, files, bytes and time, the exported
+    commitlog range, the node it came from and the manifest received."""
+
     dest_dir: str
     files: int
     bytes: int

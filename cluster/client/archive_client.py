@@ -12,6 +12,10 @@ from cluster.security.tls import ClientTls, open_channel
 
 
 class ArchiveClient:
+    """One archive server's reads over one gRPC channel, each call with the bearer token and
+    `timeout`. Owns the channel (closed by `close` or the with block); a gRPC channel may be
+    shared by threads, so the client takes no lock."""
+
     def __init__(self, address: str, token: str, tls: ClientTls | None = None,
                  timeout: float = 30.0) -> None:
         self.address = address

@@ -49,6 +49,9 @@ SPLIT_CODES = frozenset({
 
 @dataclass(frozen=True)
 class BatchingConfig:
+    """A BatchingProducer's limits: when a request leaves (messages, bytes, linger), how many
+    are in flight, how many messages may wait (back pressure), and the per-request timeout."""
+
     max_messages: int = 256
     max_bytes: int = 1024 * 1024
     linger_ms: float = 1.0
@@ -87,6 +90,15 @@ class _Batch:
 
 
 class BatchingProducer:
+    """Coalesces many threads' `send_async` calls into SendMessage requests (the module
+    docstring): owns the per-(topic, message group) buffers, the retry queue, the FIFO keys
+    in flight, the in-flight count and the sender thread.
+
+    `_cond` (a Condition) guards the buffers, the retry queue, `_busy`, `_buffered`,
+    `_in_flight` and `_closing`; callers wait on it for buffer room, the sender thread for a
+    batch, `flush` for the answers. Futures are resolved outside it, on gRPC threads. The
+    counters `requests` (sender thread) and `retried` (gRPC threads) are unlocked statistics."""
+
     def __init__(self, connection: Connection, config: BatchingConfig = BatchingConfig(),
                  retry: RetryPolicy = RetryPolicy()) -> None:
         self.connection = connection

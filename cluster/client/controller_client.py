@@ -11,6 +11,10 @@ from cluster.security.tls import ClientTls, open_channel
 
 
 class ControllerClient:
+    """The controller's operator calls over one gRPC channel, each with the bearer token and
+    `timeout`. Owns the channel (closed by `close` or the with block); no lock, as a gRPC
+    channel may be shared by threads."""
+
     def __init__(self, address: str, token: str, timeout: float = 10.0,
                  tls: ClientTls | None = None) -> None:
         self.address = address

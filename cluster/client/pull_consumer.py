@@ -31,6 +31,9 @@ POLICIES = {"BEGINNING": d.BEGINNING, "END": d.END, "TIMESTAMP": d.TIMESTAMP}
 
 @dataclass
 class PullResult:
+    """One pull's answer: OK, MESSAGE_NOT_FOUND or ILLEGAL_OFFSET, where the next pull
+    starts, the messages, and the server's status message."""
+
     code: int  # d.OK, d.MESSAGE_NOT_FOUND or d.ILLEGAL_OFFSET
     next_offset: int
     messages: list[ReceivedMessage] = field(default_factory=list)
@@ -51,6 +54,10 @@ def duration(seconds: float) -> Duration:
 
 
 class PullConsumer:
+    """A consumer group's offset-based reads over one Connection (the module docstring). Owns
+    nothing but the connection and the group name: the caller keeps the positions, so one
+    consumer may be used from several threads without a lock."""
+
     def __init__(self, connection: Connection, group: str) -> None:
         if not group:
             raise ValueError("a pull consumer needs a consumer group")

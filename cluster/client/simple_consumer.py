@@ -33,6 +33,13 @@ from cluster.client.pull_consumer import duration, tag_filter
 
 
 class SimpleConsumer:
+    """A consumer group's SimpleConsumer over one Connection (the module docstring): owns the
+    subscriptions, the default await and invisible durations and the rotation over topics
+    and over each topic's readable queues. Receipt handles live in the messages it returns.
+
+    May be shared by threads: `_lock` guards the two rotations (the topic cycle and each
+    topic's turn counter); the calls themselves go through the Connection."""
+
     def __init__(self, connection: Connection, group: str, subscriptions: Mapping[str, str],
                  await_duration: float = 20.0, invisible_duration: float = 30.0) -> None:
         """subscriptions: topic -> tag expression ("*", "a||b")."""

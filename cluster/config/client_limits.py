@@ -35,6 +35,9 @@ MIB = 1024 * 1024
 
 @dataclass(frozen=True)
 class ClientLimits:
+    """The client API's request limits of a node (the module docstring's keys), each checked
+    against its range at construction. Immutable."""
+
     max_user_property_size: int = 16 * 1024
     user_property_max_num: int = 128
     max_message_group_size: int = 64

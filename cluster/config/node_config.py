@@ -105,6 +105,12 @@ def check_ipv4_address(key: str, value: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class NodeConfig:
+    """One node's settings as read from its broker.conf (the keys of the module docstring):
+    identity, admin token, membership secret, client API, controller, TLS, ACL, limits,
+    shipping, metrics and the node's StoreConfig. Immutable (frozen) and checked whole at
+    construction (ConfigError), so it is shared by threads freely; runtime changes go
+    through LiveConfig, which swaps in a new one."""
+
     cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
     broker_id: int = 0

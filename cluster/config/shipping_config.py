@@ -25,6 +25,9 @@ SHIP_FROM = ("SLAVE", "ANY")
 
 @dataclass(frozen=True)
 class ShippingConfig:
+    """A node's archive shipping keys (the module docstring), checked at construction;
+    shipping is on when `address` is set. Immutable."""
+
     address: str = ""
     ship_from: str = "SLAVE"
     ahead_hours: int = 1

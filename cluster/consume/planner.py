@@ -33,6 +33,9 @@ PROPERTY_MESSAGE_GROUP = "__SHARDINGKEY"
 
 @dataclass(slots=True)
 class Delivery:
+    """One message handed out by a receive: its record and queue offset, attempt, receipt
+    handle and message group."""
+
     record: MessageRecord
     offset: int
     attempt: int
@@ -42,6 +45,11 @@ class Delivery:
 
 @dataclass(slots=True)
 class QueuePlan:
+    """What one receive decided for one queue (the module docstring): the deliveries, the
+    expired ones bound for the DLQ (`dead`) or dropped because their message is gone
+    (`vanished`), and how far the cursor moves (`skip_to`). Built and applied by one
+    receive; not shared."""
+
     queue_id: int
     base: int  # the cursor of a queue the group never read (its min offset)
     cursor: int  # where the group's cursor was when planning began

@@ -37,6 +37,9 @@ DEFAULT_RETRY_MAX_TIMES = 16  # RocketMQ's subscription group default (17 delive
 
 @dataclass(frozen=True)
 class GroupInfo:
+    """A consumer group's config: FIFO or not, how often a message is retried before the
+    DLQ, and whether the group may consume."""
+
     name: str
     fifo: bool = False
     retry_max_times: int = DEFAULT_RETRY_MAX_TIMES
@@ -53,6 +56,9 @@ class GroupInfo:
 
 @dataclass(slots=True)
 class Inflight:
+    """One delivery not acked yet: its attempt, when it becomes visible again, its receipt
+    handle and (FIFO) its message group."""
+
     attempt: int
     invisible_until: int
     handle: int
@@ -61,6 +67,9 @@ class Inflight:
 
 @dataclass(slots=True)
 class QueueState:
+    """One (group, topic, queue)'s progress: the cursor (next offset never handed out) and the
+    deliveries in flight; `committed` is where a consumer resumes."""
+
     cursor: int
     inflight: dict[int, Inflight] = field(default_factory=dict)
 
@@ -73,6 +82,15 @@ QueueKey = tuple[str, str, int]  # group, topic, queue id
 
 
 class ConsumerState:
+    """The consumer groups of one node as a pure state machine (the module docstring): owns
+    every group's config, every (group, topic, queue)'s QueueState, the receipt-handle
+    counter, and the counters that drive snapshots and views (`version`,
+    `events_since_snapshot`, `group_changes`).
+
+    Not thread-safe, and no I/O: it is the state of a ReplicatedTable, which applies events
+    to it under the table's lock; the consumer service reads it under that lock too, except
+    for quick checks of whether a group exists."""
+
     def __init__(self) -> None:
         self.groups: dict[str, GroupInfo] = {}
         self.queues: dict[QueueKey, QueueState] = {}

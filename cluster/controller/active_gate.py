@@ -24,6 +24,9 @@ class NotActiveController(Exception):
 
 
 class ActiveGate(Protocol):
+    """What the controller service asks before each answer: may this controller answer as
+    the active one (the module docstring)."""
+
     def check_active(self) -> None:
         """Raise NotActiveController unless this controller may answer now."""
 

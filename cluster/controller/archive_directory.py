@@ -16,6 +16,9 @@ TTL_S = 60.0
 
 
 class ArchiveDirectory:
+    """The archives announced to this controller (the module docstring): owns the table of
+    archive id -> (last announcement, when), pruned after `ttl_s`. `_lock` guards it."""
+
     def __init__(self, ttl_s: float = TTL_S) -> None:
         self.ttl_s = ttl_s
         self._table: dict[str, tuple[pb.ArchiveAnnouncement, float]] = {}

@@ -5,7 +5,8 @@
     adminTokenFile                   the bearer token operators' calls need (GetGroups,
                                      SwitchMaster); generated into <store>/admin.token if unset
     clusterSecret / clusterSecretFile  the cluster's shared secret (required): only nodes that
-                                     prove they know it may heartbeat (member_proof.py)
+                                     prove they know it may heartbeat
+                                     (cluster/security/member_proof.py)
     controllerFailoverTimeoutMillis  a master silent or unhealthy this long is replaced (3000)
     controllerLeaseMillis            a master that heard nothing from the controller this long
                                      stops acknowledging writes unless its in-sync slaves ack
@@ -83,6 +84,10 @@ class EtcdSettings:
 
 @dataclass(frozen=True)
 class ControllerConfig:
+    """A controller process's settings as read from its properties file (the module
+    docstring's keys): where it listens and keeps its state, its token and secret, the
+    election rules, etcd, TLS and metrics. Immutable."""
+
     listen_address: str = "127.0.0.1:9878"
     store_path: str = "data/controller"
     admin_token_file: str = ""

@@ -2,7 +2,7 @@
 objects and back. Heartbeats come only from members (MemberGate: a proof over the cluster
 secret, for the node id the heartbeat names), and so do archives' announcements; GetGroups,
 SwitchMaster and ListArchives need the admin token (BearerTokenInterceptor, see
-controller_process.py)."""
+cluster/assembly/controller_process.py)."""
 from __future__ import annotations
 
 import logging
@@ -67,6 +67,11 @@ def group_to_pb(g: GroupSnapshot) -> pb.GroupView:
 
 
 class ControllerServicer(pb_grpc.ControllerServicer):
+    """The controller's gRPC adapter (the module docstring): admits members' heartbeats and
+    archives' announcements through the MemberGate, maps messages to the ControllerService's
+    objects and back, and turns its refusals into call statuses. Holds no state of its own
+    (the service and the ArchiveDirectory lock theirs); calls run in the server's pool."""
+
     def __init__(self, service: ControllerService, address: str, gate: MemberGate,
                  archives: ArchiveDirectory | None = None,
                  clock: Clock = SYSTEM_CLOCK) -> None:

@@ -52,6 +52,10 @@ class SwitchRefused(Exception):
 
 @dataclass(frozen=True)
 class ElectionConfig:
+    """The election rules' knobs (the module docstring): the failover timeout, the master's
+    lease (shorter), the settle window, whether unclean elections are allowed, and a new
+    group's master role."""
+
     failover_timeout_ms: int = 3000
     lease_ms: int = 2000  # < failover_timeout_ms: an unheard master stops before a new one starts
     settle_ms: int = 3000
@@ -89,6 +93,10 @@ class NodeReport:
 
 @dataclass(frozen=True)
 class Assignment:
+    """The controller's answer to one heartbeat: the role the node takes (None: wait, no
+    master), its master, the epoch, the sync state set and its epoch, a note, and how long
+    a master's lease lasts."""
+
     role: BrokerRole | None  # None: wait (no master)
     master_address: str = ""
     master_id: str = ""

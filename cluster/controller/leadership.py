@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class LeadershipConfig:
+    """The leader key's settings: the cluster's key prefix, the address this controller
+    writes into the key, and the lease's TTL (keepalives every third of it)."""
+
     prefix: str
     address: str  # the advertised address, written into the leader key for nodes to find
     ttl_s: int = 3

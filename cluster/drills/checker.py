@@ -24,6 +24,9 @@ NOT_ACKED = "redelivered (not acked in time)"
 
 @dataclass(frozen=True)
 class Expectation:
+    """What a drill must show: whether the group recovers (or must stay unavailable), which
+    groups must receive every acked message, and which are checked for FIFO order."""
+
     # False for the drill where the group must become UNAVAILABLE, not lossy: then no send
     # started after a fault's start may finish OK before that fault's `healed`.
     recovers: bool = True
@@ -41,6 +44,10 @@ class Expectation:
 
 @dataclass(frozen=True)
 class DrillResult:
+    """The checker's verdict on one drill's History: send outcomes, what was lost, phantom,
+    duplicated or reordered, recovery times per fault, the longest outage, and the failures
+    (empty: the drill passed)."""
+
     sends_ok: int
     sends_failed: int
     sends_unknown: int

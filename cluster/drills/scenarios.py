@@ -30,6 +30,10 @@ class Timing:
 
 @dataclass
 class DrillContext:
+    """What a scenario works with while it runs: the cluster under test, the History being
+    recorded, the workload and timings, and the notes and problems (findings that fail the
+    drill) it collects. Used from the scenario's thread."""
+
     cluster: DrillTarget
     history: History
     workload: WorkloadConfig
@@ -280,6 +284,10 @@ def soak(ctx: DrillContext) -> None:
 
 @dataclass(frozen=True)
 class Drill:
+    """One drill of the catalogue: its name, the scenario that injects the fault, what it
+    is about, whether the group must recover, what it needs (partitions, the read-only
+    failpoint, a master role) and which targets it runs against."""
+
     name: str
     run: Scenario
     about: str

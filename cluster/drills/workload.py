@@ -41,6 +41,10 @@ UNKNOWN_CODES = frozenset({d.PROXY_TIMEOUT, d.REQUEST_TIMEOUT, d.CODE_UNSPECIFIE
 
 @dataclass(frozen=True)
 class WorkloadConfig:
+    """The shape of a drill's load: topics and consumer groups (plain and FIFO), how many
+    producers (and FIFO message groups) and consumers, the send rate, body size, send
+    timeout and invisible duration. Immutable; `renamed` gives the same load on fresh names."""
+
     topic: str = "DrillTopic"
     fifo_topic: str = "DrillFifoTopic"
     group: str = "drill-group"

@@ -1,7 +1,7 @@
 """The MessagingService of one node: wires the plain modules to the node's role.
 
 - Master: QueryRoute answers from the topic table (auto-creating), SendMessage appends.
-- Slave: SendMessage is validated (convert.py) and forwarded to the current master (the
+- Slave: SendMessage is validated (cluster/v2/convert.py) and forwarded to the current master (the
   Role's followed address: the node's haMasterAddress, or the address given by the last
   SwitchRole); QueryRoute asks the master for the topic (fresher; it may create it there)
   and answers with the slave's view of the group's addresses; when the master cannot be

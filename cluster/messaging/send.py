@@ -1,8 +1,9 @@
 """SendMessage: one request (one message or a batch, one topic) = one append on the master.
 
-`Sender` is the master's side: convert and validate every message (convert.py; a refusal writes
-nothing), find or auto-create the topic, pick ONE queue for the whole request, append the batch
-with the node's put path (replication wait included) and answer one SendResultEntry per message:
+`Sender` is the master's side: convert and validate every message (cluster/v2/convert.py; a
+refusal writes nothing), find or auto-create the topic, pick ONE queue for the whole request,
+append the batch with the node's put path (replication wait included) and answer one
+SendResultEntry per message:
 status, message_id (the client's id, stored as UNIQ_KEY), offset (queue offset) and an empty
 transaction_id. A transactional message (alone in its request, without a delivery time) is
 validated and gets its queue the same way, then becomes a half message (transaction.py), whose
@@ -55,6 +56,11 @@ FORWARDED_HEADER = "x-rmqstore-forwarded"
 
 
 class QueueSelector:
+    """Picks a send's queue when the client left it to the server: by the hash of the one
+    message group (sharding key) the request's messages share, else round robin per topic.
+    `_lock` guards creating a topic's counter; `next()` on an itertools.count is atomic
+    under the GIL, so taking a turn needs no lock."""
+
     def __init__(self) -> None:
         self._counters: dict[str, itertools.count] = {}
         self._lock = threading.Lock()

@@ -38,6 +38,13 @@ MAX_BACKOFF_SECONDS = 5.0
 
 
 class TelemetryRelay:
+    """Mirrors this slave's producer streams to the master (the module docstring): owns one
+    `_Relay` thread per producer stream, started from the hub's Settings callback, and the
+    stop signal they all watch.
+
+    `_lock` guards `_relays` (stream id -> relay), which the streams' reader threads, the
+    relays ending and `active`/`close` touch. `_stopping` is an Event, read unlocked."""
+
     def __init__(self, master_address: Callable[[], str], hub: TelemetryHub,
                  forwarder: "MasterForwarder") -> None:
         """`master_address`: the master this node follows, "" while it is master itself."""
@@ -80,6 +87,12 @@ class TelemetryRelay:
 
 
 class _Relay(threading.Thread):
+    """One producer stream's relay thread: follows the node's current master, keeps a
+    Telemetry call open to it with the client's Settings, and copies the master's commands
+    into the client's stream. Owns the call (its thread's only), `connected` (read by other
+    threads, a single attribute) and a queue of Settings changes that wakes the request
+    generator; `settings_changed` and `wake` are its only entry points from other threads."""
+
     def __init__(self, owner: TelemetryRelay, stream: ClientStream) -> None:
         super().__init__(name=f"telemetry-relay-{stream.client_id}", daemon=True)
         self.owner = owner

@@ -62,6 +62,15 @@ class Renewed:
 
 
 class TransactionService:
+    """Transactions on this node (see the module docstring): stores half messages, resolves
+    EndTransaction (or forwards it from a slave), and appends what the checker asks for
+    (check copies, give-up rollbacks). Owns the open-transaction table, rebuilt from the
+    half and op queues for each master role (`_loaded_for`).
+
+    `lock` guards `table` and `_loaded_for`, and is held across the lookup, the append and
+    the resolution of one transaction, so exactly one of two racing resolutions writes.
+    Waiting for the flush and replication happens after it is released."""
+
     def __init__(self, role: "Role", store: "MessageStore", *, key: bytes) -> None:
         self.role = role
         self.store = store

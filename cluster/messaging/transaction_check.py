@@ -54,6 +54,13 @@ class CheckRound:
 
 
 class TransactionChecker(Service):
+    """The check-back service of the module docstring: each round, on a master, rolls back
+    transactions checked too often and sends the others a check through a producer's
+    telemetry stream. Owns no transaction state (TransactionService and its table do) and
+    reads its settings from the live config every round.
+
+    `_step_lock` keeps rounds one at a time (the service thread, or a test calling `step`)."""
+
     name = "transaction-check"
 
     def __init__(self, service: "TransactionService", hub: TelemetryHub, clock: Clock,

@@ -47,6 +47,12 @@ class QueueShrank(Exception):
 
 
 class TransactionTable:
+    """The open and resolved transactions read from the half and op queues (the module
+    docstring): copies by queue and commitlog offset, each root's newest open copy, how
+    resolved roots ended, ops seen before their half, and where each queue was read up to.
+
+    Not thread-safe: TransactionService uses it under its lock."""
+
     def __init__(self) -> None:
         self.copies: dict[int, int] = {}  # half queue offset -> root
         self.by_phy: dict[int, int] = {}  # half commitlog offset -> half queue offset

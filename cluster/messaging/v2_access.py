@@ -27,14 +27,14 @@ DefaultAuthorizationContextBuilder); we follow it where it has the method:
 | GetOffset                      |                                        | list: ours            |
 | QueryOffset                    | SUB on the queue's topic (no group)    | ours                  |
 | SyncLiteSubscription           | SUB on the group and the topic         | ours                  |
-A retry or DLQ topic is checked as its group (acl.py). An empty topic or group adds no need:
-the call's own validation refuses it with its code.
+A retry or DLQ topic is checked as its group (cluster/security/acl.py). An empty topic or group
+adds no need: the call's own validation refuses it with its code.
 
 Refusals are answers, never exceptions: the method's response with Status UNAUTHORIZED (40100:
 no valid signature, unknown user, stale date) or FORBIDDEN (40300: a missing permission, named
 with the user and the resource). A refused Telemetry Settings ends the stream with a FORBIDDEN
 command. Refusals are logged at INFO once per client host and reason every 10 s
-(refusal_log.py), with the count held back. Every admitted call records its signed headers (signature.set_caller) so a slave
+(cluster/security/refusal_log.py), with the count held back. Every admitted call records its signed headers (signature.set_caller) so a slave
 forwards the client's identity to its master, which checks the same ACL again.
 """
 from __future__ import annotations
@@ -170,7 +170,7 @@ class V2AccessInterceptor(grpc.ServerInterceptor):
 
         if handler.unary_unary:
             inner_uu = handler.unary_unary
-            if inspect.iscoroutinefunction(inner_uu):  # on the event loop (grpc_server.py)
+            if inspect.iscoroutinefunction(inner_uu):  # on the event loop (serving/grpc_server.py)
                 async def unary_unary_async(request, context):
                     status = refused(request, context)
                     if status is not None:

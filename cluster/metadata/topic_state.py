@@ -36,6 +36,13 @@ TOPIC_RECORDS = TableRecords(TOPIC_TABLE_TOPIC, no_wait_kinds=frozenset({"import
 
 
 class TopicState:
+    """The topic table as a pure state machine (the module docstring): owns every topic's
+    TopicConfig, the dataVersion (counter and timestamp) and the counters that drive
+    snapshots and views.
+
+    No lock and no I/O: the ReplicatedTable applies events to it under the table's lock;
+    TopicTable's reads (`get`, `all`) read it without that lock."""
+
     def __init__(self) -> None:
         self.topics: dict[str, TopicConfig] = {}
         self.changes = 0  # dataVersion counter

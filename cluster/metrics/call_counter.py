@@ -54,6 +54,10 @@ _BY_NUMBER = {c.value[0]: c.name for c in grpc.StatusCode}
 
 
 class CallCounter(grpc.aio.ServerInterceptor):
+    """Counts the server's finished calls by (method, status code) (the module docstring):
+    owns `counts` and the cache of wrapped handlers. `_lock` guards `counts`, since handlers
+    finish on the event loop and on pool threads; `snapshot` copies it under the lock."""
+
     def __init__(self) -> None:
         self.counts: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()

@@ -77,6 +77,10 @@ def _handler(registry: CollectorRegistry, pages: dict[str, Page], api: dict[str,
     expected = f"Bearer {token}".encode()
 
     class Handler(BaseHTTPRequestHandler):
+        """One HTTP request (a thread of the ThreadingHTTPServer each): serves /metrics from
+        the registry, the static pages, and the token-checked GET and POST JSON APIs. State
+        is the request's own; the registry, pages and APIs are shared read-only."""
+
         def log_message(self, fmt: str, *args: Any) -> None:
             log.debug("http %s: " + fmt, self.client_address[0], *args)
 

@@ -36,6 +36,10 @@ def family(kind, name: str, doc: str, labels: list[str], rows) -> Metric:
 
 
 class ControllerCollector:
+    """The controller's metrics (the module docstring), read from its process at each scrape
+    on the HTTP endpoint's thread; holds nothing but the process and takes no lock (the
+    service's snapshot and the archive directory lock their own state)."""
+
     def __init__(self, process: "ControllerProcess") -> None:
         self.process = process
 
@@ -77,6 +81,10 @@ class ControllerCollector:
 
 
 class ArchiveCollector:
+    """The archive server's metrics (the module docstring), read from its Archive and
+    retention at each scrape on the HTTP endpoint's thread; holds nothing but the process
+    and reads the groups' entry lists and the counters without a lock."""
+
     def __init__(self, process: "ArchiveProcess") -> None:
         self.process = process
 

@@ -43,6 +43,9 @@ DEFAULT_ACL_FILE = os.path.join("config", "plain_acl.yml")  # under storePathRoo
 
 @dataclass(frozen=True)
 class AclConfig:
+    """A node's ACL keys: whether access control is on, the plain_acl.yml file, and how far
+    a request's signed date may be from now."""
+
     enable: bool = False
     file: str = ""  # "" -> <storePathRootDir>/config/plain_acl.yml
     date_time_window_s: int = DEFAULT_WINDOW_SECONDS

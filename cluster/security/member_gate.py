@@ -132,6 +132,9 @@ class MemberGate:
 
 
 class MembershipServicer(pb_grpc.MembershipServicer):
+    """The Membership gRPC service: hands each Challenge to the MemberGate, which issues and
+    later checks the proofs. Holds only the gate."""
+
     def __init__(self, gate: MemberGate) -> None:
         self.gate = gate
 

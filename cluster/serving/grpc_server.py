@@ -19,7 +19,7 @@ cluster/serving/execution.py says which each must be (a test holds the servicers
 
 Server interceptors must be `grpc.aio.ServerInterceptor`s: `AioInterceptors` adapts the node's
 synchronous ones (they only inspect metadata and wrap handlers; a wrapper of a coroutine handler
-must itself be one, see request_decoding.py and v2_access.py).
+must itself be one, see request_decoding.py and cluster/messaging/v2_access.py).
 
 `AioGrpcServer` owns the loop thread, the pool and the server. Its methods are called from any
 thread (the node's); they run what touches the server on the loop and wait for it.

@@ -19,6 +19,9 @@ from typing import Any, Callable
 
 
 class WrapCache:
+    """Per method, the last handler seen and its wrapped form (the module docstring). No
+    lock: entries are read and replaced whole (atomic under the GIL)."""
+
     def __init__(self, wrap: Callable[[Any, str], Any]) -> None:
         self._wrap = wrap  # (handler, method) -> the wrapped handler
         self._entries: dict[str, tuple[Any, Any]] = {}

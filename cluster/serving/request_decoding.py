@@ -87,6 +87,10 @@ def _until_undecodable(requests: Iterator[Any], context: grpc.ServicerContext) -
 
 
 class UndecodableRequestInterceptor(grpc.ServerInterceptor):
+    """Wraps each method's handler so an undecodable request is answered INVALID_ARGUMENT
+    (the module docstring). Holds only the WrapCache of wrapped handlers (no lock, see
+    handler_cache.py)."""
+
     def __init__(self) -> None:
         self._wrapped = WrapCache(lambda handler, _method: _checked(handler))
 

@@ -6,7 +6,8 @@ raises V2Error with the matching code before anything is written. Mapping onto t
     system_properties.message_id      -> UNIQ_KEY (required: ILLEGAL_MESSAGE_ID when blank)
     keys (repeated)                   -> KEYS, space-joined (RocketMQ's KEY_SEPARATOR)
     tag                               -> TAGS
-    message_group (FIFO)              -> __SHARDINGKEY (and picks the queue, see send.py)
+    message_group (FIFO)              -> __SHARDINGKEY (and picks the queue, see
+                                         cluster/messaging/send.py)
     delivery_timestamp (DELAY)        -> TIMER_DELIVER_MS (the store's schedule service holds the
                                          message until then). The official clients have a bug:
                                          they put MILLISECONDS into `seconds` for DELAY messages.
@@ -22,8 +23,9 @@ raises V2Error with the matching code before anything is written. Mapping onto t
                                          Admin API, the audit and every reader see the real
                                          body, its CRC and its size (checked against
                                          maxMessageSize after decompression).
-    message_type TRANSACTION          -> converted like a NORMAL message here; send.py turns
-                                         it into a half message (transaction_records.py)
+    message_type TRANSACTION          -> converted like a NORMAL message here;
+                                         cluster/messaging/send.py turns it into a half
+                                         message (cluster/messaging/transaction_records.py)
     message_type LITE / PRIORITY      -> NOT_IMPLEMENTED (lite topics and priorities are not
                                          implemented)
 

@@ -1,15 +1,18 @@
 """The one encoder/decoder of commitlog records, byte-compatible with RocketMQ.
 
-Used by put, reput, recovery, the slave and the audit. Three modules, one job each:
+Used by put, reput, recovery, the slave and the audit. Four modules, one job each:
 
     layout.py    the record's byte layout (the table), magics, sysFlag bits, field positions,
                  host fields, the tags hash code (Java String.hashCode), the properties text
     encoding.py  Message -> record bytes (encode, patch_record, encode_blank)
     decoding.py  record bytes -> MessageRecord / BLANK / EMPTY / NEED_MORE / CORRUPT
                  (check_record, decode), offset message ids, reput's dispatch_fields
+    dispatch.py  the DispatchRequest a record becomes for the dispatchers (consume queues,
+                 index), and the put's hint of it
 
 Callers import the package (`from store import codec`, `codec.encode(...)`): every public
-name is re-exported here.
+name of layout, encoding and decoding is re-exported here. dispatch.py builds on the package
+and is imported as itself (`store.codec.dispatch`).
 """
 from __future__ import annotations
 

@@ -19,6 +19,11 @@ _TAG_CODES: dict[str, int] = {}
 
 @dataclass(slots=True)
 class DispatchRequest:
+    """One committed record as the dispatchers need it: where it is in the commitlog, its
+    queue and queue offset, tagsCode (a tag hash, or the delivery time for the schedule
+    topic), store time, keys and transaction type. Built by reput's decode or left by the
+    put as a hint; not shared between threads once handed over."""
+
     topic: str
     queue_id: int
     commit_log_offset: int
@@ -56,7 +61,7 @@ class DispatchRequest:
 class Dispatcher(Protocol):
     """Takes each committed record once, in commitlog order, and must skip a repeat of what
     it already holds (reput re-dispatches after a failure or a restart). One may also offer
-    `dispatch_many(requests)`, the same for a step's records at once (reput.py)."""
+    `dispatch_many(requests)`, the same for a step's records at once (store/reput.py)."""
 
     def dispatch(self, request: DispatchRequest) -> None: ...
 

@@ -1,4 +1,5 @@
-"""The only module that touches mmap, msync, fsync, pwrite and friends.
+"""The only module of the live store that touches mmap, msync, fsync, pwrite and friends
+(store/readonly/ maps files read-only on its own, for a store it does not open).
 
 Every store object receives a `FileIO` and goes through it for anything that can fail on a
 disk, so tests inject EIO, ENOSPC and read-only failures with `FaultyFileIO` (tests/) by

@@ -18,6 +18,15 @@ from .mapped_file import MappedFile
 
 
 class MappedFileQueue:
+    """One directory of equally sized MappedFiles forming one log: owns the list of files, the
+    files created ahead (`_ready`), the flush and commit positions (`flushed_where`,
+    `committed_where`) and the crash-safe truncation and deletion of files.
+
+    `_lock` (an RLock) guards the list of files (and `_ready`), not their contents: appends
+    are serialised by the owner (the commitlog's put lock, a consume queue's writer), and
+    `flushed_where` / `committed_where` are moved by one flushing thread at a time.
+    `first_file`, `last_file` and the offsets read the list unlocked (one reference read)."""
+
     def __init__(self, directory: str, file_size: int, io: FileIO, *,
                  write_through_mmap: bool = True, small_flushes: bool = False) -> None:
         """`small_flushes`: see MappedFile (a SYNC_FLUSH commitlog's files)."""

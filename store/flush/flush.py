@@ -97,6 +97,12 @@ class FlushBase(Service):
 
 
 class AsyncFlushService(FlushBase):
+    """ASYNC_FLUSH: flushes the commitlog every `interval_ms` when `least_pages` dirty pages
+    wait, and everything every `thorough_interval_ms`; `due` tells a put whether waking it is
+    worth a round. Runs on its service thread; `flush_now` (FlushBase) runs a full round in
+    an admin's thread. No lock of its own: the queue moves `flushed_where` forward only, and
+    a failure is recorded once in the shared FlushFailure."""
+
     name = "flush-commitlog"
 
     def __init__(self, queue: MappedFileQueue, clock: Clock, failure: FlushFailure,

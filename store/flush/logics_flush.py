@@ -14,6 +14,16 @@ log = logging.getLogger(__name__)
 
 
 class LogicsFlushService(Service):
+    """Flushes the consume queues and the index and then stamps the checkpoint with how far
+    each is durable (logics, physic and index timestamps, which only move forward). Owns the
+    round's pacing (`least_pages`, the last thorough round) and `failed`, which is final: a
+    failed round stops every later one and `on_failure` turns the store not writable.
+
+    No lock of its own. Rounds run on the service thread, and an admin Flush
+    (cluster/admin/maintenance.py) runs one on its own thread meanwhile; what a round calls
+    copes with that (the queues and index files flush under hold()/release(), the checkpoint
+    writes its file under its own lock)."""
+
     name = "flush-logics"
 
     def __init__(self, cq_store, index_service, checkpoint: StoreCheckpoint, clock: Clock, *,

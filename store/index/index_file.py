@@ -80,6 +80,14 @@ def index_key_hash(key: str) -> int:
 
 
 class IndexFile:
+    """One index file (the layout of the module docstring): owns its mapping (through a
+    MappedFile, which gives hold()/release()/destroy()), the header fields kept in memory
+    (begin/end timestamp and phyOffset, hashSlotCount, indexCount), its growth and `dirty`.
+
+    No lock of its own. One writer at a time (IndexService's `_write_lock`: put, grow,
+    truncate); queries read concurrently without a lock, under hold()/release(), relying on
+    the write order (entry, then slot, then header) and on reading indexCount first."""
+
     def __init__(self, path: str, hash_slot_num: int, index_num: int,
                  io: FileIO = DEFAULT_FILE_IO, create: bool = False, end_phy_offset: int = 0,
                  end_timestamp: int = 0) -> None:

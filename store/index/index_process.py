@@ -56,6 +56,13 @@ class IndexFileInfo(NamedTuple):
 
 
 class IndexProcess:
+    """Stands in for an IndexService and forwards every call to the index child process
+    (see the module docstring): owns the child (started on first use and again after it
+    died), its pipe, the pending replay after a restart and the restart count.
+
+    `_lock` guards the child and its pipe: one request and its reply at a time, from reput's
+    thread (under reput's lock), the reader's queries, retention and the logics flush."""
+
     def __init__(self, index_dir: str, hash_slot_num: int = DEFAULT_HASH_SLOT_NUM,
                  index_num: int = DEFAULT_INDEX_NUM, clock: Clock = SYSTEM_CLOCK, *,
                  lock_fd: Callable[[], int | None] = lambda: None,

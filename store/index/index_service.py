@@ -71,6 +71,14 @@ def index_entries(requests: Sequence[DispatchRequest]) -> list[IndexEntry]:
 
 
 class IndexService:
+    """The run of IndexFiles of one store's index directory, oldest first (see the module
+    docstring): owns the file list, dispatches records' keys into the last file, rolls full
+    files over, answers queries, deletes expired files and truncates after a commitlog cut.
+
+    `_write_lock` (an RLock) serialises the writers (load, put, delete_expired,
+    truncate_dirty, close); `_list_lock` guards `_files` only, so `query` and `flush` copy the
+    list and read the files unlocked, each under hold()/release()."""
+
     def __init__(self, index_dir: str, hash_slot_num: int = DEFAULT_HASH_SLOT_NUM,
                  index_num: int = DEFAULT_INDEX_NUM, io: FileIO = DEFAULT_FILE_IO,
                  clock: Clock = SYSTEM_CLOCK) -> None:

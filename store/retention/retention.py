@@ -122,6 +122,15 @@ class RetentionRound:
 
 
 class RetentionService(Service):
+    """Retention and the disk guard of one store (the rounds of the module docstring): owns the
+    DISK_FULL decisions, the deletion of commitlog, consume queue and index files, the pending
+    manual rounds and the totals (`last_round`, `deleted_total`, `unconsumed_deleted`,
+    `unarchived_deleted`).
+
+    `_manual_lock` guards `_manual_rounds`, which `trigger_cleanup` sets from an admin thread.
+    Everything else is written only by the service thread (`step`) and read unlocked
+    (`last_round` is replaced whole, never mutated after the round)."""
+
     name = "retention"
 
     def __init__(self, store: "MessageStore", disk_usage: DiskUsage = default_disk_usage, *,

@@ -108,6 +108,9 @@ class _Outcome(enum.Enum):
 # -- delivery side --------------------------------------------------------------------------
 @dataclass
 class ScheduleStats:
+    """The schedule service's counters since it started (written by its thread): messages
+    delivered and dropped, failed puts (and the last reason), failed view writes."""
+
     delivered: int = 0
     dropped: int = 0
     put_failures: int = 0
@@ -116,6 +119,15 @@ class ScheduleStats:
 
 
 class ScheduleService(Service):
+    """Delivers the due messages of the schedule topic's queues (the delivery side of the module
+    docstring). Owns the delivery state (`state`: each level queue's next offset and the
+    timestamp queue's read-ahead heap), its view file delayOffset.json and `stats`.
+
+    `_lock` (an RLock) guards `state` and the view file: `step()` holds it for a whole round,
+    store puts included, and `persist`, `offset_table`, `delivery_lag_ms` and `backlog` take it
+    from other threads. `stats`, `_restored_for` and `_followed` are written only by the service
+    thread (`step`; `on_stop` after the thread ended) and read without a lock."""
+
     name = "schedule"
 
     def __init__(self, store: "MessageStore", clock: "Clock | None" = None, *,

@@ -1,5 +1,5 @@
-"""master/wire.py: the slave's protobuf messages -> events and the master's events -> protobuf,
-every field of every message, through serialized bytes."""
+"""master/master_wire.py: the slave's protobuf messages -> events and the master's events ->
+protobuf, every field of every message, through serialized bytes."""
 from __future__ import annotations
 
 import pytest

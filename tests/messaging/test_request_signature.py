@@ -1,5 +1,6 @@
 """Request signatures (MQv2-HMAC-SHA1) as the official clients send them: the one rule in
-cluster/security/signature.py (more in tests/security/test_acl_signature.py)."""
+cluster/security/signature.py (a node's answers to bad signatures:
+tests/security/test_acl_node.py)."""
 from __future__ import annotations
 
 import time

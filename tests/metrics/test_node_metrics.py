@@ -7,24 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 
 import psutil
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.harness import ROOT, messages, wait_until
 from tests.support.processes import conversion_process_pid, index_process_pid
-
-
-def scrape(node) -> dict[tuple[str, tuple], float]:
-    url = f"http://{node.ready['metrics']}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        text = resp.read().decode()
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
+from tests.support.scrape import scrape
 
 
 def test_metrics_of_a_master_and_its_slave(group):
@@ -94,7 +84,6 @@ def test_metrics_of_a_master_and_its_slave(group):
 
 def test_a_node_serves_its_own_console(group):
     import json
-    import urllib.error
 
     from tests.integration.harness import TOKEN
     node = group.master("ASYNC_MASTER", metricsListenAddress="127.0.0.1:0")

@@ -3,8 +3,8 @@ and heartbeats on the controller; files, bytes and messages per group on the arc
 from __future__ import annotations
 
 from tests.integration.harness import CLUSTER_SECRET, ArchiveServerProcess, wait_until
-from tests.metrics.test_node_metrics import scrape
 from tests.support.archive import ship_sealed_files
+from tests.support.scrape import scrape
 
 
 def test_controller_metrics(group):

@@ -23,7 +23,7 @@ from slave.replication_client import ReplicationClient
 from common.clock import SYSTEM_CLOCK
 from store.epoch_file import EpochFile
 from store.message_store import MessageStore
-from tests.store.test_message_store import config, msg
+from tests.support.small_store import config, msg
 from tests.support.waiting import wait_until
 
 

@@ -1,5 +1,5 @@
-"""slave/wire.py: the slave's events -> protobuf and the master's protobuf messages -> events,
-every field of every message, through serialized bytes."""
+"""slave/slave_wire.py: the slave's events -> protobuf and the master's protobuf messages ->
+events, every field of every message, through serialized bytes."""
 from __future__ import annotations
 
 import pytest

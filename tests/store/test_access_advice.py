@@ -13,7 +13,7 @@ import pytest
 from common.clock import ManualClock
 from store.commitlog.fileio import FileIO
 from tests.faults import FaultyFileIO
-from tests.store.test_message_store import msg, opened
+from tests.support.small_store import msg, opened
 
 
 @pytest.fixture

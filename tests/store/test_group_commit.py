@@ -17,7 +17,7 @@ from store.commitlog.mapped_file_queue import MappedFileQueue
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 from tests.faults import EIO, FaultyFileIO
-from tests.store.test_message_store import config, msg
+from tests.support.small_store import config, msg
 
 PAGE = 4096
 

@@ -9,38 +9,18 @@ from common import failpoints
 from store import running_flags as rf
 from common.clock import ManualClock
 from store.codec import Message
-from store.config import StoreConfig
 from store.errors import StoreLocked
 from store.get_result import GetStatus
 from store.layout import ABORT_FILE
 from store.message_store import MessageStore
 from store.put_result import PutStatus
 from tests.faults import EIO, ENOSPC, EROFS, FaultyFileIO
-
-
-def config(tmp_path, **kw) -> StoreConfig:
-    base = dict(store_path_root_dir=str(tmp_path), mapped_file_size_commit_log=16 * 1024,
-                mapped_file_size_consume_queue=20 * 64, max_hash_slot_num=64, max_index_num=256)
-    base.update(kw)
-    return StoreConfig(**base)
-
-
-def msg(i: int, topic="Orders", qid=None, body=None, tag=None) -> Message:
-    return Message(topic, body if body is not None else b"m%05d" % i + b"." * 200,
-                   i % 4 if qid is None else qid,
-                   {"TAGS": tag or ("TagA" if i % 2 else "TagB"), "KEYS": f"order-{i} shared",
-                    "UNIQ_KEY": f"UNIQ{i:028d}"})
+from tests.support.small_store import config, msg, opened
 
 
 @pytest.fixture
 def clock():
     return ManualClock()
-
-
-def opened(tmp_path, clock, io=None, **kw) -> MessageStore:
-    s = MessageStore(config(tmp_path, **kw), io=io or FaultyFileIO(), clock=clock)
-    s.start()
-    return s
 
 
 def test_put_get_query_and_restart(tmp_path, clock):

@@ -1,4 +1,4 @@
-"""store/text_output: sizes, times, tables."""
+"""common/text_output.py: sizes, times, tables."""
 from __future__ import annotations
 
 import argparse

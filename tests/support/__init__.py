@@ -17,6 +17,9 @@ tests/conftest.py), never from another test module.
 - etcd.py             EtcdServer: a real etcd on free ports (the `etcd` fixture), skipping
                       when no etcd is installed
 - official_client.py  the official RocketMQ 5 client's tool scripts, run in a subprocess
+- small_store.py      a MessageStore over tiny files (config, msg, opened) for the store tests
+                      and the slave's
+- scrape.py           a process's /metrics over HTTP, parsed
 
 Real node processes are tests/integration/harness.py, which uses waiting.py and admin.py too.
 """
