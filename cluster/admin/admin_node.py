@@ -2,7 +2,7 @@
 
 The admin modules (topic_admin, group_admin, message_lookup, maintenance, runtime_config,
 store_export) get this instead of the Node: its Role (who is master), its store, its live
-config, the messaging service (topics and consumer groups live there), and the operations
+config, the topic registry and the consumer service, and the operations
 only the node itself can carry out. The node's role machinery, epochs and gRPC server stay
 hidden.
 """
@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from store.put_result import PutResult
 
     from cluster.archive.shipper import ArchiveShipper
-    from cluster.messaging.messaging_service import MessagingService
+    from cluster.consume.consumer_service import ConsumerService
+    from cluster.messaging.route import TopicRegistry
     from cluster.config.live_config import LiveConfig
     from cluster.config.node_config import NodeConfig
     from cluster.config.node_role import Role
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class AdminNode:
     """The node as the admin modules see it (the module docstring): its id, role, store, live
-    config and messaging service, and callables for what only the node may do (status,
+    config, topic registry and consumer service, and callables for what only the node may do (status,
     switch role, put, update config, the archive shipper). Immutable; every part it names
     does its own locking."""
 
@@ -40,7 +41,8 @@ class AdminNode:
     role: "Role"
     store: "MessageStore"
     config: "LiveConfig"
-    messaging: "MessagingService"
+    topics: "TopicRegistry"
+    consumers: "ConsumerService"
     status: Callable[[], "apb.NodeStatus"]
     switch_role: Callable[["BrokerRole", str, int], None]
     put_messages: Callable[[list["Message"]], "PutResult"]

@@ -1,5 +1,5 @@
 """Consumer groups of the Admin API: list, create/update, delete, progress (lag per queue) and
-offset reset, over the master's consumer state (`node.messaging.consumers`, cluster/consume/).
+offset reset, over the master's consumer state (`node.consumers`, cluster/consume/).
 
 The consumer state lives on the master (a slave keeps none: it forwards consumer calls), so
 every call here needs the master, reads included. The state's own refusals (apache.rocketmq.v2
@@ -38,7 +38,7 @@ def grpc_code(v2_code: int) -> grpc.StatusCode:
 
 def _consumers(node: "AdminNode", what: str) -> "ConsumerService":
     node.require_master(what)
-    return node.messaging.consumers
+    return node.consumers
 
 
 def _call(what: str, fn: Callable[[], T]) -> T:

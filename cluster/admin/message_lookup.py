@@ -178,7 +178,7 @@ def _by_offset_id(store: "MessageSource", msg_id: str) -> MessageRecord | None:
 
 def _all_topics(node: "AdminNode") -> list[str]:
     names = {cq.topic for cq in node.store.cq_store.queues()}
-    names.update(c.topic_name for c in node.messaging.topics.all())
+    names.update(c.topic_name for c in node.topics.all())
     return sorted(names)
 
 

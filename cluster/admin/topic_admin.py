@@ -55,7 +55,7 @@ def perm_name(perm: int) -> str:
 
 
 def _table(node: "AdminNode") -> TopicTable:
-    return node.messaging.topics.table
+    return node.topics.table
 
 
 def _call(what: str, call: Callable[[], T]) -> T:
@@ -97,7 +97,7 @@ def learn_sent_topics(node: "AdminNode", msgs) -> None:
             raise invalid(f"queue_id {max(ids)} of topic {topic} is not in [0, {limit}): no "
                           f"route would list it")
         if known is None:
-            n = min(MAX_QUEUE_NUMS, max(node.messaging.topics.defaults().queue_nums, max(ids) + 1))
+            n = min(MAX_QUEUE_NUMS, max(node.topics.defaults().queue_nums, max(ids) + 1))
             missing.append(TopicConfig(topic_name=topic, read_queue_nums=n, write_queue_nums=n))
     for config in missing:
         _call(f"send to {config.topic_name}", lambda: table.add_missing(config, "learn"))

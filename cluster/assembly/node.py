@@ -45,6 +45,7 @@ from cluster.metrics.exposition import MetricsEndpoint
 from cluster.metrics.node_collector import NodeCollector
 from cluster.admin.admin_servicer import AdminServicer
 from cluster.admin.admin_token import BearerTokenInterceptor, resolve_token
+from cluster.assembly.client_api import build_messaging
 from cluster.messaging.messaging_service import SERVICE_NAME as MESSAGING_SERVICE, MessagingService
 from cluster.messaging.messaging_servicer import (
     BatchReceiveServicer,
@@ -160,12 +161,13 @@ class Node:
         self.epochs = EpochCache.from_entries(self.epoch_file.load())
         # Handles must hold on every node of the group (failover): the cluster secret is the
         # group's; a lone master without one uses its admin token (kept in its store).
-        self.messaging = MessagingService(self.role, self.store, self.live, self.clock,
-                                          self.advertised_address,
-                                          handle_key(secret or token.encode()))
+        self.messaging = build_messaging(self.role, self.store, self.live, self.clock,
+                                         self.advertised_address,
+                                         handle_key(secret or token.encode()))
         self.messaging.start()
         admin = AdminNode(node_id=c.node_id, role=self.role, store=self.store, config=self.live,
-                          messaging=self.messaging, status=self.status,
+                          topics=self.messaging.topics, consumers=self.messaging.consumers,
+                          status=self.status,
                           switch_role=self.switch_role, put_messages=self.put_messages,
                           update_config=self.update_config,
                           archive_shipper=lambda: self.shipper)

@@ -25,40 +25,37 @@ a slave, its master's address. `advertisedAddress` defaults to brokerIP1 and the
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING, Callable
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from proto.apache.rocketmq.v2 import service_pb2 as s
 from store.errors import StoreError
 
-from cluster.consume.consumer_calls import ConsumerCalls
-from cluster.consume.settle_calls import ConsumeContext, ConsumeSettings, SettleCalls
-from cluster.consume.conversion_process import ConversionProcess
-from cluster.consume.consumer_service import ConsumerService
-from cluster.messaging.consumer_router import ConsumerRouter
+from cluster.config.node_role import Forward, NotMaster
+from cluster.consume.settle_calls import ConsumeSettings
+from cluster.messaging.route import config_from_route, endpoints, message_queues
+from cluster.messaging.transaction_records import check_transactional_send
+from cluster.serving.execution import in_pool
 from cluster.v2.convert import (SendLimits, check_group_resource, check_topic_resource,
                                 to_store_messages)
-from cluster.messaging.pull_reader import Reader
-from cluster.messaging.route import (TopicDefaults, TopicRegistry, config_from_route, endpoints,
-                                     message_queues)
-from cluster.messaging.send import MasterForwarder, Sender
-from cluster.messaging.telemetry import (MAX_ASYNC_LONG_POLLS, MAX_OPEN_STREAMS, StreamBudget,
-                                         TelemetryHub)
-from cluster.messaging.telemetry_relay import TelemetryRelay
-from cluster.messaging.transaction import TransactionService
-from cluster.messaging.transaction_check import TransactionChecker
-from cluster.messaging.transaction_records import check_transactional_send
 from cluster.v2.v2_status import V2Error, v2_route
-from cluster.metadata.topic_table import TopicTable
-from cluster.config.node_role import Forward, NotMaster
-from cluster.replicated.replicated_table import TableService
-from cluster.security.access import AccessControl
-from cluster.serving.execution import in_pool
 
 if TYPE_CHECKING:
     from common.clock import Clock
-    from store.message_store import MessageStore
+    from store.json_config import TopicConfig
+
+    from cluster.consume.consumer_service import ConsumerService
+    from cluster.consume.conversion_process import ConversionProcess
+    from cluster.messaging.consumer_router import ConsumerRouter
+    from cluster.messaging.pull_reader import Reader
+    from cluster.messaging.route import TopicRegistry
+    from cluster.messaging.send import MasterForwarder, Sender
+    from cluster.messaging.telemetry import TelemetryHub
+    from cluster.messaging.telemetry_relay import TelemetryRelay
+    from cluster.messaging.transaction import TransactionService
+    from cluster.messaging.transaction_check import TransactionChecker
+    from cluster.replicated.replicated_table import TableService
+    from cluster.security.access import AccessControl
 
     from cluster.config.live_config import LiveConfig
     from cluster.config.node_config import NodeConfig
@@ -69,57 +66,58 @@ SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
 ROUTE_FROM_MASTER_TIMEOUT = 2.0  # seconds a slave waits for its master's route
 
 
-class MessagingService:
-    """The client API of one node. Gets the node's Role (where calls go), its store, its live
-    config, its clock and its advertised address; owns the topic registry, the consumer and
-    transaction services, the telemetry hub, the forwarder to the master and the access control
-    (checked by v2_access.V2AccessInterceptor before a call reaches the servicer)."""
+class CurrentSendLimits:
+    """What a SendMessage may carry under the node's current config: rebuilt only when the
+    config object was swapped (every send asks, and a frozen dataclass costs its checks each
+    time). Read from any thread; a race rebuilds the same value twice."""
 
-    def __init__(self, role: "Role", store: "MessageStore", config: "LiveConfig", clock: "Clock",
-                 advertised_address: Callable[[], str], receipt_key: bytes | None = None) -> None:
-        """`receipt_key`: the broker group's shared key of receipt handles and transaction ids
-        (cluster/consume/handle_mac.py; the node derives it from the cluster secret). Without
-        one, a random key: handles then hold only on this node until it stops."""
-        c = config.current
-        key = receipt_key
-        if not key:
-            log.warning("no handle key: receipt handles and transaction ids use a random key "
-                        "and do not survive a restart or a failover")
-            key = os.urandom(32)
-        self.role = role
-        self.store = store
+    def __init__(self, config: "LiveConfig") -> None:
         self.live = config
-        self._limits: tuple["NodeConfig", SendLimits] | None = None  # (config, its limits)
+        self._cached: tuple["NodeConfig", SendLimits] | None = None  # (config, its limits)
+
+    def __call__(self) -> SendLimits:
+        config = self.live.current
+        cached = self._cached
+        if cached is None or cached[0] is not config:
+            cached = self._cached = (config, send_limits(config))
+        return cached[1]
+
+
+class MessagingService:
+    """The client API of one node, over parts the assembly built and handed to it
+    (cluster/assembly/client_api.py): the node's Role (where calls go), its live config, its
+    clock and its advertised address; the topic registry, the consumer service and its router,
+    the transaction service and its checker, the sender, the reader, the telemetry hub and its
+    relay, the forwarder to the master, the replicated tables' service and the access control
+    (checked by v2_access.V2AccessInterceptor before a call reaches the servicer). Owns their
+    lifecycle (`start`, `close`); holds no state of its own but the send limits' cache."""
+
+    def __init__(self, role: "Role", config: "LiveConfig", clock: "Clock",
+                 advertised_address: Callable[[], str], *, access: AccessControl,
+                 topics: TopicRegistry, telemetry: TelemetryHub,
+                 transactions: TransactionService, transaction_checker: TransactionChecker,
+                 sender: Sender, reader: Reader, forwarder: MasterForwarder,
+                 relay: TelemetryRelay, consumers: ConsumerService, tables: TableService,
+                 consumer_router: ConsumerRouter, limits: CurrentSendLimits,
+                 conversion: ConversionProcess | None) -> None:
+        self.role = role
+        self.live = config
         self.clock = clock
         self.advertised_address = advertised_address
-        self.access = AccessControl(lambda: self.config, clock)  # raises: ACL on, no valid file
-        self.topics = TopicRegistry(
-            TopicTable(role, store, clock),
-            lambda: TopicDefaults(self.config.auto_create_topic_enable,
-                                  self.config.default_topic_queue_nums))
-        self.budget = StreamBudget(MAX_OPEN_STREAMS)  # telemetry streams holding a pool thread
-        self.async_budget = StreamBudget(MAX_ASYNC_LONG_POLLS)  # long polls on the event loop
-        self.telemetry = TelemetryHub(self.budget, lambda: self.max_body_size)
-        self.telemetry.group_settings = self._group_settings
-        self.transactions = TransactionService(role, store, key=key)
-        self.transaction_checker = TransactionChecker(self.transactions, self.telemetry, clock,
-                                                      config)
-        self.sender = Sender(lambda msgs: role.require_master().append(msgs, timed=True),
-                             self.topics, self.limits, clock.now_ms,
-                             prepare=self.transactions.prepare)
-        self.reader = Reader(store, self.topics, self.async_budget, clock)
-        self.forwarder = MasterForwarder(c.access_key, c.secret_key, c.tls)
-        self.relay = TelemetryRelay(  # producers on a slave still get the master's checks
-            lambda: role.followed_address, self.telemetry, self.forwarder)
-        self.consumers = ConsumerService(role, store, clock, self.topics)
-        self.tables = TableService([self.consumers.table, self.topics.table.replicated])
-        context = ConsumeContext(self.consumers, self.reader.waiter, consume_settings(c),
-                                 receipt_key=key)
-        settle = SettleCalls(context)
-        self.consumer_router = ConsumerRouter(role, self.forwarder, ConsumerCalls(
-            context, settle, self.async_budget,
-            ConversionProcess(store.commitlog.queue.directory)
-            if c.receive_conversion_process else None), settle)
+        self.access = access
+        self.topics = topics
+        self.telemetry = telemetry
+        self.transactions = transactions
+        self.transaction_checker = transaction_checker
+        self.sender = sender
+        self.reader = reader
+        self.forwarder = forwarder
+        self.relay = relay
+        self.consumers = consumers
+        self.tables = tables
+        self.consumer_router = consumer_router
+        self.limits = limits
+        self.conversion = conversion  # the receives' conversion process (None: built in place)
 
     @property
     def config(self) -> "NodeConfig":
@@ -137,27 +135,8 @@ class MessagingService:
         self.tables.stop()
         self.reader.detach()
         self.forwarder.close()
-        conversion = self.consumer_router.calls.answers.conversion
-        if conversion is not None:
-            conversion.close()
-
-    # -- settings -----------------------------------------------------------------------------
-    def limits(self) -> SendLimits:
-        """The send limits of the current config (rebuilt only when the config object was
-        swapped: every send asks, and a frozen dataclass costs its checks each time)."""
-        config = self.config
-        cached = self._limits
-        if cached is None or cached[0] is not config:
-            cached = self._limits = (config, send_limits(config))
-        return cached[1]
-
-    def _group_settings(self, group: str) -> tuple[bool, int] | None:
-        info = self.consumers.state.groups.get(group) if self.role.master is not None else None
-        return None if info is None else (info.fifo, info.max_delivery_attempts)
-
-    @property
-    def max_body_size(self) -> int:
-        return self.config.store.max_message_size
+        if self.conversion is not None:
+            self.conversion.close()
 
     def group_addresses(self) -> list[str]:
         own = self.advertised_address()
@@ -186,14 +165,22 @@ class MessagingService:
             elif target is not None:
                 config = self.topics.get_or_create(topic)
             else:
-                config = self.topics.get(topic)
-                if config is None:
-                    raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+                config = self._known_topic(topic)
         except V2Error as e:
             return s.QueryRouteResponse(status=e.status())
-        queues = message_queues(request.topic, config, self.config.broker_name,
-                                endpoints(self.group_addresses()))
-        return s.QueryRouteResponse(status=d.Status(code=d.OK, message="OK"), message_queues=queues)
+        return s.QueryRouteResponse(status=d.Status(code=d.OK, message="OK"),
+                                    message_queues=self._queues(request.topic, config))
+
+    def _known_topic(self, topic: str) -> "TopicConfig":
+        config = self.topics.get(topic)
+        if config is None:
+            raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+        return config
+
+    def _queues(self, topic: d.Resource, config: "TopicConfig") -> list[d.MessageQueue]:
+        """The topic's queues as this broker group serves them, with its endpoints."""
+        return message_queues(topic, config, self.config.broker_name,
+                              endpoints(self.group_addresses()))
 
     async def _route_from_master(self, address: str, request: s.QueryRouteRequest, topic: str,
                                  timeout: float | None, client_id: str):
@@ -228,15 +215,11 @@ class MessagingService:
             topic = check_topic_resource(request.topic)
             if not check_group_resource(request.group):
                 raise V2Error(d.ILLEGAL_CONSUMER_GROUP, "the consumer group is required")
-            config = self.topics.get(topic)
-            if config is None:
-                raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
+            config = self._known_topic(topic)
         except V2Error as e:
             return s.QueryAssignmentResponse(status=e.status())
-        queues = message_queues(request.topic, config, self.config.broker_name,
-                                endpoints(self.group_addresses()))
         answer = s.QueryAssignmentResponse(status=d.Status(code=d.OK, message="OK"))
-        for mq in queues:
+        for mq in self._queues(request.topic, config):
             if mq.permission in (d.READ, d.READ_WRITE):
                 answer.assignments.append(d.Assignment(message_queue=mq))
         return answer

@@ -56,6 +56,17 @@ def _failure(response_cls, e: Exception):
                                         message=f"{type(e).__name__}: {e}"))
 
 
+async def _streamed(response_cls, answer: Awaitable[list]):
+    """The responses of a server-streaming call, or one status when it raised (the client
+    must not hang or crash)."""
+    try:
+        responses = await answer
+    except Exception as e:
+        responses = [_failure(response_cls, e)]
+    for response in responses:
+        yield response
+
+
 class MessagingServicer(s_grpc.MessagingServiceServicer):
     """The gRPC adapter of one node's MessagingService: maps each call to the service, its
     router or its reader, and any exception to an answer with a status. Owns nothing."""
@@ -112,14 +123,10 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
 
     # -- consumer calls (consumer_router.py) ----------------------------------------------------
     async def ReceiveMessage(self, request, context):  # noqa: N802
-        try:
-            responses = await self.service.consumer_router.receive(
-                request, time_remaining=context.time_remaining, **self._call_info(context))
-        except Exception as e:  # answer with a status; the client must not hang or crash
-            log.exception("ReceiveMessageResponse failed")
-            responses = [s.ReceiveMessageResponse(status=d.Status(
-                code=d.INTERNAL_ERROR, message=f"{type(e).__name__}: {e}"))]
-        for response in responses:
+        async for response in _streamed(s.ReceiveMessageResponse,
+                                        self.service.consumer_router.receive(
+                                            request, time_remaining=context.time_remaining,
+                                            **self._call_info(context))):
             yield response
 
     async def AckMessage(self, request, context):  # noqa: N802
@@ -152,13 +159,8 @@ class MessagingServicer(s_grpc.MessagingServiceServicer):
             return _failure(s.QueryOffsetResponse, e)
 
     async def PullMessage(self, request, context):  # noqa: N802
-        try:
-            responses = await self.service.reader.pull(request, context.time_remaining)
-        except Exception as e:  # answer with a status; the client must not hang or crash
-            log.exception("PullMessageResponse failed")
-            responses = [s.PullMessageResponse(status=d.Status(
-                code=d.INTERNAL_ERROR, message=f"{type(e).__name__}: {e}"))]
-        for response in responses:
+        async for response in _streamed(s.PullMessageResponse, self.service.reader.pull(
+                request, context.time_remaining)):
             yield response
 
     # -- in the thread pool (execution.py: POOL) -------------------------------------------------

@@ -29,7 +29,7 @@ def test_hundreds_of_long_polls_are_held_then_each_gets_a_message(master, clock)
     calls = [stub.ReceiveMessage(request, timeout=60) for _ in range(POLLS)]
     # all but the one that took "first" wait on the node's clock: held, not answered
     wait_until(lambda: clock.waiters == POLLS - 1, 30, f"{POLLS - 1} long polls waiting")
-    assert node.messaging.async_budget.open == POLLS - 1
+    assert node.messaging.consumer_router.calls.budget.open == POLLS - 1
     send(stub, "T", [b"m%d" % i for i in range(POLLS - 1)])
     bodies = []
     for call in calls:
@@ -37,4 +37,4 @@ def test_hundreds_of_long_polls_are_held_then_each_gets_a_message(master, clock)
         assert answer[0].status.code == d.OK, answer[0].status
         bodies += [r.message.body for r in answer if r.WhichOneof("content") == "message"]
     assert sorted(bodies) == sorted([b"first"] + [b"m%d" % i for i in range(POLLS - 1)])
-    assert node.messaging.async_budget.open == 0 and clock.waiters == 0
+    assert node.messaging.consumer_router.calls.budget.open == 0 and clock.waiters == 0

@@ -211,12 +211,12 @@ def test_telemetry_echoes_settings_and_stays_open(nodes):
     first = next(call)
     assert first.status.code == d.OK
     assert first.settings.publishing.max_body_size == node.config.store.max_message_size
-    assert node.messaging.budget.open == 1
+    assert node.messaging.telemetry.budget.open == 1
     requests.put(s.TelemetryCommand(settings=settings))  # the same stream answers again
     assert next(call).settings.publishing.topics[0].name == "T"
     requests.close()
     assert list(call) == []
-    wait_until(lambda: node.messaging.budget.open == 0, timeout=5, what="the stream to be released")
+    wait_until(lambda: node.messaging.telemetry.budget.open == 0, timeout=5, what="the stream to be released")
 
 
 def test_request_signatures(nodes):
