@@ -5,7 +5,7 @@
     client_errors  ClientError(code, message), NotDurableError (stored), TransportError,
                    ReceiveAfterAckError
     producer     Producer.send / send_batch, RetryPolicy (which answers are retried)
-    batching     BatchingProducer.send_async: many threads, coalesced SendMessage requests
+    batching     BatchingProducer.submit: many threads, coalesced SendMessage requests
     pull_consumer    PullConsumer: QueryOffset, PullMessage, UpdateOffset / GetOffset
     simple_consumer  SimpleConsumer: ReceiveMessage, AckMessage, ChangeInvisibleDuration,
                      ack_and_receive (both in one round trip)

@@ -1,4 +1,4 @@
-"""BatchingProducer: many threads call `send_async(msg)`; one sender thread coalesces their
+"""BatchingProducer: many threads call `submit(msg)` (a Future); one sender thread coalesces their
 messages into SendMessage requests, so the node appends (and replicates, and waits for) many
 messages at once. Per-record unary calls cap at ~1-3k/s on a 2-core machine; batches do not.
 
@@ -8,7 +8,7 @@ messages at once. Per-record unary calls cap at ~1-3k/s on a 2-core machine; bat
   the nodes' maxMessageSize, which bounds the bodies of one request), or when its oldest
   message has waited `linger_ms`; at most `max_in_flight` requests are in flight, and while all
   are, messages keep accumulating (batches grow with the load).
-- `send_async` blocks while `max_buffered` messages wait (back pressure).
+- `submit` blocks while `max_buffered` messages wait (back pressure).
 - Messages are serialized once, in the calling thread; a request is their concatenation
   (protobuf encodes a repeated field as consecutive tagged values), sent without re-encoding.
 - Retries follow `RetryPolicy` (producer.py: only answers that stored nothing). A batch refused
@@ -90,7 +90,7 @@ class _Batch:
 
 
 class BatchingProducer:
-    """Coalesces many threads' `send_async` calls into SendMessage requests (the module
+    """Coalesces many threads' `submit` calls into SendMessage requests (the module
     docstring): owns the per-(topic, message group) buffers, the retry queue, the FIFO keys
     in flight, the in-flight count and the sender thread.
 
@@ -118,7 +118,7 @@ class BatchingProducer:
         self._thread.start()
 
     # -- callers ------------------------------------------------------------------------------
-    def send_async(self, msg: Message) -> Future:
+    def submit(self, msg: Message) -> Future:
         """A future of the message's SendReceipt. Blocks while max_buffered messages wait."""
         framed = _frame(to_v2(msg, self.connection.config.namespace).SerializeToString())
         future: Future = Future()
@@ -141,7 +141,7 @@ class BatchingProducer:
         return future
 
     def send(self, msg: Message, timeout: float | None = None) -> SendReceipt:
-        return self.send_async(msg).result(timeout)
+        return self.submit(msg).result(timeout)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every message given so far is answered; False on timeout."""

@@ -23,7 +23,7 @@ def test_many_threads_coalesced(nodes):
 
     def run(t: int) -> None:
         start.wait()
-        futures[t] = [producer.send_async(Message("T", f"{t}-{i}".encode(), keys=f"k{t}-{i}"))
+        futures[t] = [producer.submit(Message("T", f"{t}-{i}".encode(), keys=f"k{t}-{i}"))
                       for i in range(per_thread)]
 
     workers = [threading.Thread(target=run, args=(t,)) for t in range(threads)]
@@ -49,9 +49,9 @@ def test_fifo_group_keeps_order(nodes):
     node = nodes.start()
     conn = nodes.connect(node)
     with BatchingProducer(conn, BatchingConfig(max_messages=16, max_in_flight=4)) as producer:
-        futures = [producer.send_async(Message("F", f"{i}".encode(), message_group="g1"))
+        futures = [producer.submit(Message("F", f"{i}".encode(), message_group="g1"))
                    for i in range(300)]
-        futures += [producer.send_async(Message("F", b"other", message_group="g2"))]
+        futures += [producer.submit(Message("F", b"other", message_group="g2"))]
         offsets = [f.result(30).offset for f in futures[:300]]
     assert offsets == list(range(offsets[0], offsets[0] + 300))
     settle(node)
@@ -68,7 +68,7 @@ def test_bad_message_is_isolated(nodes):
     with BatchingProducer(conn, config) as producer:
         msgs = [Message("T", f"m{i}".encode()) for i in range(10)]
         msgs[4] = Message("T", b"bad", properties={"UNIQ_KEY": "reserved"})
-        futures = [producer.send_async(m) for m in msgs]
+        futures = [producer.submit(m) for m in msgs]
         results = []
         for f in futures:
             try:
@@ -87,7 +87,7 @@ def test_refused_topic_fails_every_future(nodes):
     node = nodes.start()
     conn = nodes.connect(node)
     with BatchingProducer(conn, BatchingConfig(linger_ms=50)) as producer:
-        futures = [producer.send_async(Message("bad topic!", b"x")) for _ in range(5)]
+        futures = [producer.submit(Message("bad topic!", b"x")) for _ in range(5)]
         for f in futures:
             with pytest.raises(ClientError) as e:
                 f.result(30)
@@ -100,12 +100,12 @@ def test_close_sends_what_is_buffered(nodes):
     node = nodes.start()
     conn = nodes.connect(node)
     producer = BatchingProducer(conn, BatchingConfig(linger_ms=60_000, max_messages=1000))
-    futures = [producer.send_async(Message("T", b"late")) for _ in range(3)]
+    futures = [producer.submit(Message("T", b"late")) for _ in range(3)]
     assert not any(f.done() for f in futures)
     producer.close()
     assert [f.result(0).offset for f in futures] == [0, 1, 2]
     with pytest.raises(RuntimeError):
-        producer.send_async(Message("T", b"after close"))
+        producer.submit(Message("T", b"after close"))
 
 
 def test_back_pressure(nodes):
@@ -113,7 +113,7 @@ def test_back_pressure(nodes):
     conn = nodes.connect(node)
     config = BatchingConfig(max_messages=4, max_buffered=8, linger_ms=0, max_in_flight=1)
     with BatchingProducer(conn, config) as producer:
-        futures = [producer.send_async(Message("T", b"x")) for _ in range(200)]
+        futures = [producer.submit(Message("T", b"x")) for _ in range(200)]
         assert producer.flush(30)
         assert all(f.done() for f in futures)
         assert producer.requests >= 200 / 4

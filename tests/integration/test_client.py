@@ -25,7 +25,7 @@ def test_through_a_slave(group):
         lock = threading.Lock()
 
         def run(t: int) -> None:
-            mine = [producer.send_async(Message("P", f"{t}-{i}".encode(), tag=f"t{t % 2}"))
+            mine = [producer.submit(Message("P", f"{t}-{i}".encode(), tag=f"t{t % 2}"))
                     for i in range(200)]
             with lock:
                 futures.extend(mine)

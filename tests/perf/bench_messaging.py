@@ -10,7 +10,7 @@ Scenarios (tests/integration/harness node processes, default store settings, ASY
 Figures per scenario:
   send_batch     msg/s, `--producers` threads calling Producer.send_batch(`--batch`) on one
                  connection (target for sync: >= 30,000 msg/s)
-  send_async     msg/s, the same threads calling BatchingProducer.send_async
+  send_async     msg/s, the same threads calling BatchingProducer.submit (key kept for --compare)
   latency p50/p99  ms of sequential single-message Producer.send (target p99 < 5 ms)
   end-to-end     ms from send to receive, one producer process at 1,000 msg/s and one
                  consumer receiving up to 32 and acking each answer (end_to_end_load.py), and

@@ -109,7 +109,7 @@ def batched_send_rate(endpoint: str, topic: str, threads: int, batch: int, secon
 def batching_producer_rate(endpoint: str, topic: str, threads: int, seconds: float,
                            config: BatchingConfig, warmup: float = 0.5, pending_max: int = 4096,
                            probe=None) -> Rate:
-    """`threads` callers of one BatchingProducer.send_async, each with up to `pending_max`
+    """`threads` callers of one BatchingProducer.submit, each with up to `pending_max`
     unanswered messages (pending_max); a message counts when its receipt arrived."""
     with connect(endpoint) as conn:
         Producer(conn).send(Message(topic, BODY))
@@ -120,7 +120,7 @@ def batching_producer_rate(endpoint: str, topic: str, threads: int, seconds: flo
             pending: deque = deque()
             i = 0
             while not stop.is_set():
-                pending.append(producer.send_async(
+                pending.append(producer.submit(
                     Message(topic, BODY, tag="bench", keys=f"b{t}-{i}")))
                 i += 1
                 while len(pending) > pending_max or (pending and pending[0].done()):
@@ -157,7 +157,7 @@ def fill(endpoint: str, topic: str, n: int) -> None:
     """n messages (untimed), then wait until the node dispatched all of them."""
     with connect(endpoint) as conn:
         with BatchingProducer(conn, BatchingConfig(max_messages=256)) as producer:
-            pending = [producer.send_async(Message(topic, BODY, tag="bench", keys=f"f{i}"))
+            pending = [producer.submit(Message(topic, BODY, tag="bench", keys=f"f{i}"))
                        for i in range(n)]
             for f in pending:
                 f.result(60)
