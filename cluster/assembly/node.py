@@ -312,14 +312,21 @@ class Node:
         self.role.set(Leader(role, new_epoch, master))
         log.info("now %s in epoch %d (starts at %d)", role, new_epoch, start)
 
+    async def _replication_proof(self, channel) -> list[tuple[str, str]]:
+        """The membership proof of a replication stream, asked over its grpc.aio channel on
+        the server's loop (MemberCredentials: challenge, the call, header)."""
+        request = self.credentials.challenge(REPLICATION_STREAM)
+        answer = await membership_pb2_grpc.MembershipStub(channel).Challenge(request,
+                                                                             timeout=5.0)
+        return self.credentials.header(request, answer)
+
     def _become_slave(self, master_address: str) -> None:
         self._set_store_role(BrokerRole.SLAVE, master_address)
         assert self._server is not None  # the stream runs on the server's loop
         slave = ReplicationClient(self.store, self.epochs, self.epoch_file, master_address,
                                   self.config.node_id, self.config.broker_name, self.clock,
                                   self._server.loop,
-                                  lambda channel: self.credentials.metadata_async(
-                                      channel, REPLICATION_STREAM),
+                                  self._replication_proof,
                                   lambda address: open_channel(address, self.config.tls,
                                                                GRPC_OPTIONS, aio=True))
         slave.start()

@@ -151,28 +151,23 @@ class MemberCredentials:
 
     def metadata(self, channel: grpc.Channel, purpose: str,
                  timeout: float = 5.0) -> list[tuple[str, str]]:
-        """Metadata admitting one `purpose` call on `channel`. Raises grpc.RpcError when the
-        server cannot be asked, MembershipRefused when it is not a member itself or when this
-        node has no secret."""
-        request = self._challenge(purpose)
+        """Metadata admitting one `purpose` call on `channel`, asked in the calling thread.
+        Raises grpc.RpcError when the server cannot be asked, MembershipRefused when it is not
+        a member itself or when this node has no secret. A caller on an event loop asks over
+        its grpc.aio channel itself: `challenge`, await the Challenge call, `header`."""
+        request = self.challenge(purpose)
         answer = pb_grpc.MembershipStub(channel).Challenge(request, timeout=timeout)
-        return self._header(request, answer)
+        return self.header(request, answer)
 
-    async def metadata_async(self, channel: grpc.aio.Channel, purpose: str,
-                             timeout: float = 5.0) -> list[tuple[str, str]]:
-        """`metadata` over a grpc.aio channel, awaited on its loop."""
-        request = self._challenge(purpose)
-        answer = await pb_grpc.MembershipStub(channel).Challenge(request, timeout=timeout)
-        return self._header(request, answer)
-
-    def _challenge(self, purpose: str) -> pb.ChallengeRequest:
+    def challenge(self, purpose: str) -> pb.ChallengeRequest:
+        """The request that asks a server to prove it is a member, for one `purpose`."""
         if self.secret is None:
             raise MembershipRefused("this node has no cluster secret (clusterSecret or "
                                     "clusterSecretFile): members will not admit it")
         return pb.ChallengeRequest(node_id=self.node_id, purpose=purpose,
                                    client_nonce=member_proof.new_client_nonce())
 
-    def _header(self, request: pb.ChallengeRequest,
+    def header(self, request: pb.ChallengeRequest,
                 answer: pb.ChallengeResponse) -> list[tuple[str, str]]:
         """The proof header, once the server proved it is a member too."""
         assert self.secret is not None
