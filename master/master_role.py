@@ -252,7 +252,9 @@ class Appended:
         """The final result, waited for in the calling thread."""
         role, result = self.role, self.result
         if result.status is PutStatus.PUT_OK:
-            result = role.store.wait_durable(self.messages, result)
+            flush = role.store.flush_wait(self.messages, result)
+            if flush is not None:
+                result = flush.wait()
             wait = role._replica_wait(self.messages, result)
             if wait is not None:
                 waiter, timeout_ms = wait
@@ -266,7 +268,9 @@ class Appended:
     async def _awaited(self) -> PutResult:
         role, result = self.role, self.result
         if result.status is PutStatus.PUT_OK:
-            result = await role.store.wait_durable_async(self.messages, result)
+            flush = role.store.flush_wait(self.messages, result)
+            if flush is not None:
+                result = await flush
             wait = role._replica_wait(self.messages, result)
             if wait is not None:
                 waiter, timeout_ms = wait

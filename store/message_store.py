@@ -2,13 +2,14 @@
 cuts, reads, queries, stats.
 
     put_messages -> append (PutInput.encode outside the lock -> CommitLog.put_batch)
-                 -> wait_durable (SYNC_FLUSH: the group commit) -> PutResult
+                 -> flush_wait (SYNC_FLUSH: the group commit, waited for in a thread or
+                    awaited on an event loop) -> PutResult
     append_raw / truncate / prepare_for_writes: a slave's log and a replica turning master
     ReputService -> ConsumeQueueStore / IndexService (dispatchers)
 
 Durability: under SYNC_FLUSH a put returns PUT_OK only once the group commit flushed past its
 end; a failed flush answers FLUSH_DISK_FAILED and turns the store not writable (sticky). The
-replication wait (master/) composes on top of `append` + `wait_durable`.
+replication wait (master/) composes on top of `append` + `flush_wait`.
 """
 from __future__ import annotations
 
@@ -25,11 +26,10 @@ from .config import StoreConfig
 from .queue.consume_queue_store import ConsumeQueueStore
 from .codec import Message
 from .codec.dispatch import delay_level_lookup
-from common.completion import Completion
 from .errors import CreateFileError, DiskError, NoRoomForFile
 from .commitlog.fileio import DEFAULT_FILE_IO, FileIO
 from .flush.flush import AsyncFlushService, CommitService, FlushFailure
-from .flush.group_commit import GroupCommitService
+from .flush.group_commit import FlushWait, GroupCommitService
 from .index.index_process import IndexProcess
 from .index.index_service import IndexService
 from .latency import ByStatus
@@ -283,36 +283,29 @@ class MessageStore:
         return self.put_messages([msg])
 
     def put_messages(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
-        """Append the messages as one batch, then wait for the flush policy."""
-        return self.wait_durable(msgs, self.append(msgs, allow_system_topic=allow_system_topic))
+        """Append the messages as one batch, then wait in this thread for the flush policy."""
+        result = self.append(msgs, allow_system_topic=allow_system_topic)
+        flush = self.flush_wait(msgs, result)
+        return result if flush is None else flush.wait()
 
-    def wait_durable(self, msgs: Sequence[Message], result: PutResult) -> PutResult:
-        """Wait until an append's result holds under the flush policy (SYNC_FLUSH: on disk)."""
-        if result.status is not PutStatus.PUT_OK or not self._wants_wait(msgs):
-            return result
-        return self._flushed_result(result, self.wait_flushed(result.end_offset))
-
-    async def wait_durable_async(self, msgs: Sequence[Message], result: PutResult) -> PutResult:
-        """wait_durable for a coroutine on an event loop: the group commit's service thread
-        flushes, the loop awaits the completion (no thread waits)."""
-        if result.status is not PutStatus.PUT_OK or not self._wants_wait(msgs):
-            return result
-        timeout_s = self.config.sync_flush_timeout / 1000.0
-        # the service times the completion out itself after a round; the margin covers a
-        # round that is stuck in its flush
-        status = await self.durability(result.end_offset).wait_async(timeout_s + 0.5)
-        return self._flushed_result(result, status or PutStatus.FLUSH_DISK_TIMEOUT)
+    def flush_wait(self, msgs: Sequence[Message], result: PutResult) -> FlushWait | None:
+        """What an append's `result` waits for before it is the put's answer: under SYNC_FLUSH,
+        its end on disk (a FlushWait, which the caller waits for as it runs: `wait()` in a
+        thread, `await` on an event loop; either returns the answer). None when `result` is
+        the answer already: a refusal, ASYNC_FLUSH, or messages that all asked not to wait
+        (WAIT=false)."""
+        flusher = self.flusher  # a GroupCommitService exactly under SYNC_FLUSH (not runtime-updatable)
+        if (result.status is not PutStatus.PUT_OK or not isinstance(flusher, GroupCommitService)
+                or not _waits_for_store(msgs)):
+            return None
+        return FlushWait(flusher, result, self.config.sync_flush_timeout / 1000.0,
+                         self._flushed_result)
 
     def _flushed_result(self, result: PutResult, status: PutStatus) -> PutResult:
         if status is not PutStatus.PUT_OK:
             self.stats.put_failures += 1
         return PutResult(status, result.appends, self.flags.reason if status is not PutStatus.PUT_OK
                          and status is not PutStatus.FLUSH_DISK_TIMEOUT else "")
-
-    def _wants_wait(self, msgs: Sequence[Message]) -> bool:
-        if not self.config.is_sync_flush:
-            return False
-        return any(m.properties.get(codec.PROPERTY_WAIT_STORE_MSG_OK, "true") != "false" for m in msgs)
 
     def check(self, msgs: Sequence[Message], *, allow_system_topic: bool = False
               ) -> PutResult | None:
@@ -404,14 +397,6 @@ class MessageStore:
         diskPressurePolicy=protect-unconsumed. Client messages (transaction halves included)
         stay refused."""
         return set(self.flags.reasons) == {rf.DISK_FULL} and _own_records(msgs, allow_system_topic)
-
-    def durability(self, end_offset: int) -> Completion[PutStatus]:
-        """Resolves when the flush policy holds for everything below end_offset."""
-        if isinstance(self.flusher, GroupCommitService):
-            return self.flusher.submit(end_offset)
-        done: Completion[PutStatus] = Completion()
-        done.complete(PutStatus.FLUSH_DISK_FAILED if self.flush_failure.failed else PutStatus.PUT_OK)
-        return done
 
     # -- raw (replication) -----------------------------------------------------------------
     def append_raw(self, offset: int, data: bytes) -> None:
@@ -563,6 +548,11 @@ class MessageStore:
 
     def _on_disk_error(self, error: DiskError) -> None:
         self.flags.set(rf.DISK_ERROR, str(error))
+
+
+def _waits_for_store(msgs: Sequence[Message]) -> bool:
+    """A put waits for the flush unless every message asked not to (WAIT=false)."""
+    return any(m.properties.get(codec.PROPERTY_WAIT_STORE_MSG_OK, "true") != "false" for m in msgs)
 
 
 def _own_records(msgs: Sequence[Message], allow_system_topic: bool) -> bool:

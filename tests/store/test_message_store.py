@@ -1,6 +1,7 @@
 """The facade end to end with real files: put/get/query, restarts, disk faults, bad input."""
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -141,6 +142,48 @@ def test_read_only_failpoint_fails_the_flush_for_good(tmp_path, clock):
         s.shutdown()
     finally:
         failpoints.configure("")
+
+
+@pytest.mark.parametrize("on_loop", [False, True], ids=["thread", "event-loop"])
+def test_a_sync_flush_put_waits_for_its_flush_in_a_thread_or_on_an_event_loop(tmp_path, clock,
+                                                                              on_loop):
+    """flush_wait decides once what an append waits for; a thread waits for it (joining the
+    group commit), an event loop awaits it (the service thread flushes): the same answers."""
+    io = FaultyFileIO()
+    s = opened(tmp_path, clock, io=io, flush_disk_type="SYNC_FLUSH")
+
+    async def awaited(flush):
+        return await flush
+
+    def answer(msgs: list[Message]):
+        result = s.append(msgs)
+        flush = s.flush_wait(msgs, result)
+        return result, asyncio.run(awaited(flush)) if on_loop else flush.wait()
+
+    try:
+        appended, put = answer([msg(0)])
+        assert put.ok and put.appends == appended.appends
+        assert s.flushed_offset >= appended.end_offset
+        io.fail("msync", EIO)
+        _, put = answer([msg(1)])
+        assert put.status is PutStatus.FLUSH_DISK_FAILED and "msync" in put.reason
+        assert s.stats.put_failures == 1 and not s.writable
+    finally:
+        s.shutdown()
+
+
+def test_flush_wait_is_none_when_the_append_is_already_the_answer(tmp_path, clock):
+    s = opened(tmp_path / "sync", clock, flush_disk_type="SYNC_FLUSH")
+    no_wait = msg(0)
+    no_wait.properties["WAIT"] = "false"
+    assert s.flush_wait([no_wait], s.append([no_wait])) is None
+    refused = s.append([msg(1, topic="")])
+    assert refused.status is PutStatus.MESSAGE_ILLEGAL and s.flush_wait([msg(1)], refused) is None
+    assert s.flush_wait([msg(2)], s.append([msg(2)])) is not None  # the check above can fail
+    s.shutdown()
+    s = opened(tmp_path / "async", clock)
+    assert s.flush_wait([msg(3)], s.append([msg(3)])) is None  # ASYNC_FLUSH
+    s.shutdown()
 
 
 def test_eio_under_async_flush_turns_store_not_writable(tmp_path, clock):
