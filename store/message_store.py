@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from . import codec, recovery, running_flags as rf
 from .checkpoint import StoreCheckpoint
 from common.clock import SYSTEM_CLOCK, Clock
+from common.service import Service
 from .commitlog.commitlog import CommitLog
 from .config import StoreConfig
 from .queue.consume_queue_store import ConsumeQueueStore
@@ -45,6 +46,10 @@ from .commitlog.prefault import PrefaultService
 from .put_input import PutInput
 from .put_result import PutResult, PutStatus
 
+if TYPE_CHECKING:  # they import this module's types
+    from .retention.retention import RetentionService
+    from .schedule.schedule import ScheduleService
+
 log = logging.getLogger(__name__)
 
 
@@ -64,7 +69,8 @@ class MessageStore:
     the `abort` marker while started, the checkpoint), the commitlog, the consume queues, the
     index, the checks and encoding of every put's input (`input`, put_input.PutInput), and
     the services that work on them: flush (and commit in write-buffer mode),
-    reput, logics flush, plus `extra_services` (retention, schedule) attached by their modules.
+    reput, logics flush, prefault, plus retention, the schedule service and the node's archive
+    shipper, which are attached.
 
     Locking: `_lifecycle` serialises start() and shutdown(). Everything else is guarded where
     it lives: CommitLog.put_lock for appends, truncation and queue offsets; reput's lock for
@@ -145,7 +151,12 @@ class MessageStore:
                                     max_bytes=config.max_transfer_bytes_on_message_in_memory,
                                     max_count=config.max_msgs_num_batch)
         self.input = PutInput(lambda: self.config, clock, self._delay_levels)
-        self.extra_services: list = []  # retention, schedule: attached by their modules
+        # Started and stopped with the services above: retention and the schedule service
+        # (their modules' attach(), or start() with defaults) and the node's archive shipper
+        # (attach_archive).
+        self.retention: RetentionService | None = None
+        self.schedule: ScheduleService | None = None
+        self.archive_shipper: Service | None = None
         # Injected by the node (store/retention/retention_guard.py): what consumer groups still need,
         # and (the archive's hooks, unset until there is one) how far the archive answered
         # for the files and how far it holds them.
@@ -235,19 +246,28 @@ class MessageStore:
     def _attach_default_services(self) -> None:
         """Retention and the schedule (delay) service run with every store unless a caller
         attached its own instances (tests inject clocks and disk-usage functions)."""
-        from .retention import retention
-        from .schedule import schedule  # they import this module's types
-        kinds = {type(s) for s in self.extra_services}
-        if retention.RetentionService not in kinds:
-            retention.attach(self)
-        if schedule.ScheduleService not in kinds:
-            schedule.attach(self)
+        from .retention.retention import attach as attach_retention
+        from .schedule.schedule import attach as attach_schedule  # they import this module
+        if self.retention is None:
+            attach_retention(self)
+        if self.schedule is None:
+            attach_schedule(self)
 
-    def _services(self) -> list:
-        services = [self.flusher, self.reput, self.logics_flush, self.prefault]
+    def attach_archive(self, shipper: Service, released_up_to: ArchivedUpTo,
+                       held_up_to: ArchivedUpTo) -> None:
+        """The node's archive shipper, started and stopped with the store's services, and its
+        hooks for retention (`archived_up_to`, `archive_held_up_to`: retention_guard.py).
+        Attach before load(): retention waits for the archive from its first round."""
+        self.archive_shipper = shipper
+        self.archived_up_to = released_up_to
+        self.archive_held_up_to = held_up_to
+
+    def _services(self) -> list[Service]:
+        services: list[Service] = [self.flusher, self.reput, self.logics_flush, self.prefault]
         if self.committer is not None:
             services.insert(0, self.committer)
-        return services + list(self.extra_services)
+        return services + [s for s in (self.archive_shipper, self.retention, self.schedule)
+                           if s is not None]
 
     def shutdown(self) -> None:
         """Stop services, flush everything, close files; a clean exit removes `abort` (unless a

@@ -23,8 +23,7 @@ import grpc
 
 from proto import admin_pb2 as pb
 from store.errors import FlushTimeout
-from store.retention.retention import RetentionService, default_disk_usage
-from store.schedule.schedule import ScheduleService
+from store.retention.retention import default_disk_usage
 
 from cluster.admin.admin_error import AdminError, invalid
 
@@ -36,13 +35,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 DEFAULT_CLEANUP_WAIT_MS = 10_000
 MAX_CLEANUP_WAIT_MS = 60_000
-
-
-def _service(store: "MessageStore", kind: type):
-    for s in store.extra_services:
-        if isinstance(s, kind):
-            return s
-    return None
 
 
 def _disk_failure(store: "MessageStore") -> AdminError:
@@ -82,7 +74,7 @@ def trigger_cleanup(node: "AdminNode", req: pb.CleanupRequest, caller: str) -> p
     if not 0 <= req.wait_ms <= MAX_CLEANUP_WAIT_MS:
         raise invalid(f"wait_ms {req.wait_ms} is out of range 0..{MAX_CLEANUP_WAIT_MS}")
     store = node.store
-    retention: RetentionService | None = _service(store, RetentionService)
+    retention = store.retention
     if retention is None or not retention.running:
         raise AdminError(grpc.StatusCode.FAILED_PRECONDITION,
                          "the retention service is not running on this node")
@@ -128,7 +120,7 @@ def trigger_cleanup(node: "AdminNode", req: pb.CleanupRequest, caller: str) -> p
 def _disk_usage(store: "MessageStore") -> tuple[float, str]:
     """The highest used ratio of the file systems holding the commitlog and the store root,
     read now with the retention service's probe (-1 when it fails)."""
-    retention = _service(store, RetentionService)
+    retention = store.retention
     probe = retention.disk_usage if retention is not None else default_disk_usage
     best, where = -1.0, ""
     for path in dict.fromkeys((store.config.commit_log_dir, store.config.store_path_root_dir)):
@@ -165,12 +157,12 @@ def stats(node: "AdminNode") -> pb.StoreStats:
     for name in sorted(topics):
         out.topics.append(pb.TopicStats(topic=name, queues=topics[name][0],
                                         messages=topics[name][1]))
-    schedule: ScheduleService | None = _service(store, ScheduleService)
+    schedule = store.schedule
     if schedule is not None:
         out.schedule_delivered = schedule.stats.delivered
         out.schedule_backlog = sum(schedule.backlog().values())
         out.schedule_lag_ms = schedule.delivery_lag_ms()
-    retention = _service(store, RetentionService)
+    retention = store.retention
     if retention is not None:
         out.retention_files_deleted = retention.deleted_total
         last = retention.last_round

@@ -153,9 +153,8 @@ class Node:
             # Registered before load: retention waits for the archive from its first round.
             self.shipper = ArchiveShipper(StoreFiles(self.store), c.shipping, c.broker_name, c.node_id,
                                           self._ships_now, self.credentials, c.tls)
-            self.store.archived_up_to = self.shipper.released_up_to
-            self.store.archive_held_up_to = self.shipper.held_up_to
-            self.store.extra_services.append(self.shipper)
+            self.store.attach_archive(self.shipper, self.shipper.released_up_to,
+                                      self.shipper.held_up_to)
         self.store.load()
         self.store.start()
         self.epochs = EpochCache.from_entries(self.epoch_file.load())

@@ -40,7 +40,7 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
 
 from store.broker_role import BrokerRole
 from store.index.index_process import IndexProcess
-from store.retention.retention import RetentionService, default_disk_usage
+from store.retention.retention import default_disk_usage
 
 if TYPE_CHECKING:
     from cluster.assembly.node import Node
@@ -196,8 +196,7 @@ class NodeCollector:
         yield inflight
 
     def _retention(self) -> Iterator[Metric]:
-        retention = next((x for x in self.node.store.extra_services
-                          if isinstance(x, RetentionService)), None)
+        retention = self.node.store.retention
         if retention is None:
             return
         yield counter("retention_deleted_files", "Commitlog files retention deleted",

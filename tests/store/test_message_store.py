@@ -9,6 +9,7 @@ import pytest
 from common import failpoints
 from store import running_flags as rf
 from common.clock import ManualClock
+from common.service import PeriodicTask
 from store.codec import Message
 from store.errors import StoreLocked
 from store.get_result import GetStatus
@@ -186,6 +187,17 @@ def test_flush_wait_is_none_when_the_append_is_already_the_answer(tmp_path, cloc
     s.shutdown()
 
 
+def test_an_attached_archive_shipper_runs_with_the_store_and_answers_retention(tmp_path, clock):
+    s = MessageStore(config(tmp_path), clock=clock)
+    shipper = PeriodicTask("archive-shipper", lambda: None, 60.0)
+    s.attach_archive(shipper, lambda: 7, lambda: 3)
+    s.start()
+    assert shipper.running and s.retention is not None and s.retention.running
+    assert (s.archived_up_to(), s.archive_held_up_to()) == (7, 3)
+    s.shutdown()
+    assert not shipper.running
+
+
 def test_eio_under_async_flush_turns_store_not_writable(tmp_path, clock):
     io = FaultyFileIO()
     s = opened(tmp_path, clock, io)
@@ -259,8 +271,7 @@ def test_delay_message_goes_through_the_schedule_topic(tmp_path, clock):
     s.reput.catch_up()
     assert s.max_offset_in_queue("Orders", 2) == 0
     assert s.max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 0) == 1
-    from store.schedule.schedule import ScheduleService
-    svc = next(x for x in s.extra_services if isinstance(x, ScheduleService))
+    svc = s.schedule
     clock.advance(1.5)
     svc.step()
     s.reput.catch_up()
