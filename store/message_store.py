@@ -25,29 +25,33 @@ from common.service import Service
 from .commitlog.commitlog import CommitLog
 from .config import StoreConfig
 from .queue.consume_queue_store import ConsumeQueueStore
-from .codec import Message
-from .codec.dispatch import delay_level_lookup
+from .codec import Message, MessageRecord
+from .codec.dispatch import DispatchRequest, delay_level_lookup
 from .errors import CreateFileError, DiskError, NoRoomForFile
 from .commitlog.fileio import DEFAULT_FILE_IO, FileIO
 from .flush.flush import AsyncFlushService, CommitService, FlushFailure
 from .flush.group_commit import FlushWait, GroupCommitService
-from .index.index_process import IndexProcess
+from .index.index_process import IndexFileInfo, IndexProcess
 from .index.index_service import IndexService
-from .latency import ByStatus
+from .latency import ByStatus, LatencyHistogram
 from .retention.retention_guard import (TABLE_TOPIC_PREFIX, ArchivedUpTo, ConsumerProgress,
                                         no_consumers)
 from .layout import StoreLayout
 from .flush.logics_flush import LogicsFlushService
 from .markers import AbortMarker, StoreLock
 from .reader import MessageReader, TagFilter
-from .get_result import GetMessageResult
+from .get_result import GetMessageResult, QueueRef
 from .reput import ReputService
 from .commitlog.prefault import PrefaultService
 from .put_input import PutInput
 from .put_result import PutResult, PutStatus
 
-if TYPE_CHECKING:  # they import this module's types
-    from .retention.retention import RetentionService
+if TYPE_CHECKING:
+    from .commitlog.commitlog import RecordReader
+    from .commitlog.mapped_file import MappedFile
+    from .index.index_file import IndexFile
+    from .queue.consume_queue import ConsumeQueue
+    from .retention.retention import RetentionService  # they import this module's types
     from .schedule.schedule import ScheduleService
 
 log = logging.getLogger(__name__)
@@ -280,7 +284,7 @@ class MessageStore:
             elif self._loaded and not self.flush_failure.failed:
                 self.flusher.on_stop()
                 self.logics_flush.on_stop()
-            clean = not self.flush_failure.failed and not self.logics_flush.failed
+            clean = not self.flush_failed
             self.commitlog.close()
             self.cq_store.close()
             if self.index_service is not None:
@@ -478,8 +482,26 @@ class MessageStore:
         self.stats.get_messages += len(result.messages)
         return result
 
-    def look_message_by_offset(self, offset: int):
-        return self.reader.look_message_by_offset(offset)
+    def look_message_by_offset(self, offset: int, size: int | None = None) -> MessageRecord | None:
+        """The message at commitlog `offset` (`size` bytes, when known); None when it is gone
+        (retention) or not a message."""
+        return self.reader.look_message_by_offset(offset, size)
+
+    def queue_refs(self, topic: str, queue_id: int, offset: int, max_count: int) -> list[QueueRef]:
+        """Where up to max_count messages of a queue from `offset` lie, read from the queue
+        alone (read-ahead hints): no record is read and none counts as read in `stats`."""
+        return self.reader.get_messages(topic, queue_id, offset, max_count,
+                                        decoded=False).messages  # type: ignore[return-value]
+
+    def commitlog_records(self) -> RecordReader:
+        """A reader of commitlog records by offset for one run of reads, which holds each file
+        once (close it, or use it as a context manager)."""
+        return self.commitlog.records()
+
+    def read_commitlog_chunk(self, offset: int, max_bytes: int, end: int | None = None) -> bytes:
+        """Up to max_bytes of the commitlog from `offset`, never across a file or `end` (the
+        replication's chunks). Raises OffsetOutOfRange when no file holds `offset`."""
+        return self.commitlog.read_chunk(offset, max_bytes, end)
 
     def look_message_by_id(self, msg_id: str):
         return self.reader.look_message_by_id(msg_id)
@@ -527,12 +549,111 @@ class MessageStore:
     def not_writable_reason(self) -> str:
         return self.flags.reason
 
+    # -- files and queues (export, archive shipping, admin) -------------------------------------
+    @property
+    def commitlog_directory(self) -> str:
+        return self.commitlog.queue.directory
+
+    @property
+    def commitlog_file_size(self) -> int:
+        return self.commitlog.file_size
+
+    @property
+    def commitlog_truncations(self) -> int:
+        """Cuts so far that may bring a commitlog file back under a name it had (a reader that
+        keeps files open by name reopens them when this moves)."""
+        return self.commitlog.truncations
+
+    def commitlog_files(self) -> list[MappedFile]:
+        """The commitlog's files now, oldest first: a snapshot, whose files retention or a cut
+        may be removing meanwhile (MappedFile.available)."""
+        return self.commitlog.queue.snapshot()
+
+    def consume_queues(self) -> list[ConsumeQueue]:
+        return self.cq_store.queues()
+
+    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.cq_store.find(topic, queue_id)
+
+    def index_files(self) -> list[IndexFile] | list[IndexFileInfo]:
+        """The index's files now, oldest first; none without messageIndexEnable."""
+        return [] if self.index_service is None else self.index_service.files()
+
+    @property
+    def index_process_restarts(self) -> int | None:
+        """How often the index's child process was started again after one died; None when the
+        index is not built by a child process (messageIndexProcessEnable)."""
+        index = self.index_service
+        return index.restarts if isinstance(index, IndexProcess) else None
+
+    @property
+    def checkpoint_confirm_offset(self) -> int:
+        """The confirm offset as the checkpoint last held it (loaded, then moved by dispatch):
+        what a replica may serve before its master tells it more."""
+        return self.checkpoint.confirm_phy_offset
+
+    # -- dispatch (reput) ------------------------------------------------------------------------
+    @property
+    def dispatched_offset(self) -> int:
+        """Every record below it is in its consume queue and the index."""
+        return self.reput.reput_from_offset
+
+    @property
+    def dispatch_behind(self) -> int:
+        """Bytes below the dispatch bound (log end, flushed and confirm offsets) not dispatched."""
+        return self.reput.behind()
+
+    def on_dispatch(self, listener: Callable[[list[DispatchRequest]], None]
+                    ) -> Callable[[], None]:
+        """Call `listener` with each batch of dispatched records, in reput's thread under its
+        lock (so a listener takes no lock a dispatch could wait for). Returns what unsubscribes
+        it (idempotent)."""
+        listeners = self.reput.listeners
+        listeners.append(listener)
+
+        def unsubscribe() -> None:
+            try:
+                listeners.remove(listener)
+            except ValueError:  # unsubscribed already
+                pass
+        return unsubscribe
+
+    def wake_dispatch(self) -> None:
+        """The dispatch bound moved (a slave's ack, a confirm offset): dispatch now rather than
+        at reput's next idle round, up to 5 ms away."""
+        self.reput.wakeup()
+
+    # -- flush ---------------------------------------------------------------------------------
+    def flush_now(self) -> None:
+        """Flush everything appended so far in this thread, as the background rounds do: the
+        commitlog (under SYNC_FLUSH joining the group commit as a putter does: FlushTimeout
+        after syncFlushTimeout), then, unless that failed, the consume queues and the index
+        with a checkpoint. A disk error is recorded as in the background (`flush_failed`)."""
+        self.flusher.flush_now()
+        if not self.flush_failure.failed:
+            self.logics_flush.step(thorough=True, whole_index=True)
+
+    @property
+    def flush_failed(self) -> bool:
+        """A flush failed, of the commitlog (`commitlog_flush_error`) or of the consume queues,
+        the index or the checkpoint: final until a restart."""
+        return self.flush_failure.failed or self.logics_flush.failed
+
+    @property
+    def commitlog_flush_error(self) -> DiskError | None:
+        return self.flush_failure.error
+
+    @property
+    def flush_latency(self) -> LatencyHistogram:
+        """Of the commitlog flushes that wrote something."""
+        return self.flusher.latency
+
     def status(self) -> dict:
         return {
             "writable": self.writable, "reason": self.not_writable_reason,
             "min_offset": self.min_phy_offset(), "max_offset": self.max_phy_offset(),
             "flushed_offset": self.flushed_offset, "confirm_offset": self.confirm_offset,
-            "dispatched_offset": self.reput.reput_from_offset,
+            "dispatched_offset": self.dispatched_offset,
             "put_messages": self.stats.put_messages, "put_bytes": self.stats.put_bytes,
             "put_failures": self.stats.put_failures, "get_messages": self.stats.get_messages,
             "commitlog_files": len(self.commitlog.queue),

@@ -147,7 +147,7 @@ class Node:
             # before load; otherwise a restarted slave would serve its unconfirmed tail. Under a
             # controller the node does not know its role yet: the same caution holds.
             store = self.store
-            store.confirm_source = lambda: store.checkpoint.confirm_phy_offset
+            store.confirm_source = lambda: store.checkpoint_confirm_offset
         check_volumes(c.store)  # before any file is created: says which setting to lower
         if c.shipping.enabled:
             # Registered before load: retention waits for the archive from its first round.

@@ -198,6 +198,22 @@ def test_an_attached_archive_shipper_runs_with_the_store_and_answers_retention(t
     assert not shipper.running
 
 
+def test_dispatch_listeners_see_each_batch_until_they_unsubscribe(tmp_path, clock):
+    s = opened(tmp_path, clock)
+    seen: list[int] = []
+    unsubscribe = s.on_dispatch(lambda batch: seen.extend(r.commit_log_offset for r in batch))
+    first = s.put_messages([msg(0), msg(1)])
+    s.reput.catch_up()
+    assert seen == [a.wrote_offset for a in first.appends]
+    assert s.dispatched_offset == first.end_offset
+    unsubscribe()
+    unsubscribe()  # idempotent
+    s.put_message(msg(2))
+    s.reput.catch_up()
+    assert len(seen) == 2 and s.dispatched_offset == s.max_phy_offset()
+    s.shutdown()
+
+
 def test_eio_under_async_flush_turns_store_not_writable(tmp_path, clock):
     io = FaultyFileIO()
     s = opened(tmp_path, clock, io)
