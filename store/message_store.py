@@ -74,7 +74,8 @@ class MessageStore:
     index, the checks and encoding of every put's input (`input`, put_input.PutInput), and
     the services that work on them: flush (and commit in write-buffer mode),
     reput, logics flush, prefault, plus retention, the schedule service and the node's archive
-    shipper, which are attached.
+    shipper, which are attached. Code outside store/ uses its methods and properties, never
+    those parts: they are the store's to change.
 
     Locking: `_lifecycle` serialises start() and shutdown(). Everything else is guarded where
     it lives: CommitLog.put_lock for appends, truncation and queue offsets; reput's lock for
