@@ -319,7 +319,7 @@ class MessageStore:
         thread, `await` on an event loop; either returns the answer). None when `result` is
         the answer already: a refusal, ASYNC_FLUSH, or messages that all asked not to wait
         (WAIT=false)."""
-        flusher = self.flusher  # a GroupCommitService exactly under SYNC_FLUSH (not runtime-updatable)
+        flusher = self.flusher  # a GroupCommitService exactly under SYNC_FLUSH (fixed at start)
         if (result.status is not PutStatus.PUT_OK or not isinstance(flusher, GroupCommitService)
                 or not _waits_for_store(msgs)):
             return None
