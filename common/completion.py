@@ -15,42 +15,40 @@ T = TypeVar("T")
 
 
 class Completion(Generic[T]):
-    """One result, set once (the module docstring): owns the value, the done flag, the
-    callbacks to run on completion and the deadline a service times it out by.
+    """One value, set once by whichever thread produces it (`complete`), and the waits for it.
+    It is the one bridge between a thread that completes and a waiter of either execution
+    model, so it keeps exactly one way to wait for each: `wait` blocks a thread, `wait_async`
+    is awaited on an event loop. Neither decides what is waited for (whoever made the
+    Completion did) nor holds anything beyond the wait itself; both answer the value, or None
+    once their timeout passed.
 
-    `_gate`, held from construction until `complete`, is what `wait` blocks on (each waiter
-    releases it again for the next). `_cb_lock`, made by the first `add_callback`, guards
-    `_callbacks` and the done transition against registration. Until a callback exists,
-    `complete` takes no lock: it relies on one completing thread, and a callback added
-    while that unlocked `complete` runs in another thread is not guarded."""
+    `_lock` guards `_done`, `_value` and `_callbacks`: complete() sets the value and takes the
+    callbacks in one hold of it, so two complete() calls cannot both win and a callback added
+    meanwhile is run exactly once (by complete(), or by add_callback when it comes after).
+    `_gate`, held from creation until complete() releases it, is what a blocked wait() sleeps
+    on. `deadline` is for the service that completes it (a time-out after its deadline)."""
 
-    __slots__ = ("_gate", "_value", "_done", "_callbacks", "_cb_lock", "deadline")
+    __slots__ = ("_gate", "_lock", "_value", "_done", "_callbacks", "deadline")
 
     def __init__(self, deadline: float = 0.0) -> None:
         self._gate = threading.Lock()
         self._gate.acquire()  # released once, by complete()
+        self._lock = threading.Lock()
         self._value: T | None = None
         self._done = False
         self._callbacks: list[Callable[[T], None]] | None = None
-        self._cb_lock: threading.Lock | None = None  # made only if a callback is registered
         self.deadline = deadline  # monotonic seconds after which a service times it out
 
     def complete(self, value: T) -> bool:
         """Set the value once; later calls are ignored. Returns True if this call set it."""
         if self._done:
             return False
-        cb_lock = self._cb_lock
-        if cb_lock is not None:
-            with cb_lock:
-                if self._done:
-                    return False
-                self._value = value
-                self._done = True
-                callbacks, self._callbacks = self._callbacks, None
-        else:
+        with self._lock:
+            if self._done:
+                return False
             self._value = value
             self._done = True
-            callbacks = None
+            callbacks, self._callbacks = self._callbacks, None
         self._gate.release()
         if callbacks:
             for cb in callbacks:
@@ -74,9 +72,7 @@ class Completion(Generic[T]):
 
     def add_callback(self, cb: Callable[[T], None]) -> None:
         """Run cb(value) on completion (in the completing thread), or now if already done."""
-        if self._cb_lock is None:
-            self._cb_lock = threading.Lock()
-        with self._cb_lock:
+        with self._lock:
             if not self._done:
                 if self._callbacks is None:
                     self._callbacks = []

@@ -188,14 +188,14 @@ class MasterRole:
             self._connections = tuple(c for c in self._connections if c is not conn)
         if conn.slave_id and not any(c.slave_id == conn.slave_id for c in self.connections()):
             self.tracker.disconnect(conn.slave_id)
-        self.store.reput.wakeup()
+        self.store.wake_dispatch()
 
     def connections(self) -> tuple["MasterConnection", ...]:
         return self._connections
 
     def on_acked(self) -> None:
         # The confirm offset may have moved: dispatch here, and tell the slaves.
-        self.store.reput.wakeup()
+        self.store.wake_dispatch()
         for conn in self.connections():
             conn.wakeup()
 
@@ -220,7 +220,7 @@ class MasterRole:
             # No slave to wait for: the append moved the confirm offset, so reput may dispatch
             # it now (MessageStore.appends_wake_reput). With slaves, their acks move it and
             # wake reput (on_acked).
-            self.store.reput.wakeup()
+            self.store.wake_dispatch()
 
     def slave_states(self) -> list[SlaveAckState]:
         return self.tracker.states(self.store.max_phy_offset())
@@ -252,7 +252,9 @@ class Appended:
         """The final result, waited for in the calling thread."""
         role, result = self.role, self.result
         if result.status is PutStatus.PUT_OK:
-            result = role.store.wait_durable(self.messages, result)
+            flush = role.store.flush_wait(self.messages, result)
+            if flush is not None:
+                result = flush.wait()
             wait = role._replica_wait(self.messages, result)
             if wait is not None:
                 waiter, timeout_ms = wait
@@ -266,7 +268,9 @@ class Appended:
     async def _awaited(self) -> PutResult:
         role, result = self.role, self.result
         if result.status is PutStatus.PUT_OK:
-            result = await role.store.wait_durable_async(self.messages, result)
+            flush = role.store.flush_wait(self.messages, result)
+            if flush is not None:
+                result = await flush
             wait = role._replica_wait(self.messages, result)
             if wait is not None:
                 waiter, timeout_ms = wait

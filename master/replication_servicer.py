@@ -182,7 +182,7 @@ class MasterConnection:
     def _build_chunk(self, planned: "_Planned") -> "pb.MasterMessage | bytes | None":
         role, plan = self.role, planned.plan
         try:
-            data = (role.store.commitlog.read_chunk(plan.offset, plan.max_bytes,
+            data = (role.store.read_commitlog_chunk(plan.offset, plan.max_bytes,
                                                     plan.offset + plan.max_bytes)
                     if plan.max_bytes else b"")
         except (OffsetOutOfRange, OSError) as e:  # gone (retention), or a disk read error

@@ -94,7 +94,7 @@ class ReplicationClient:
         self.clock = clock
         self.loop = loop
         self.credentials = credentials  # the metadata proving membership for one stream
-        self.confirm = min(store.checkpoint.confirm_phy_offset, store.max_phy_offset())
+        self.confirm = min(store.checkpoint_confirm_offset, store.max_phy_offset())
         self.connected = False
         self.last_error = ""
         self.sessions = 0
@@ -154,7 +154,7 @@ class ReplicationClient:
         session = self._session
         if session is not None and (session.master_max_offset - session.expected_offset
                                     > self.config.ha_max_in_flight_bytes):
-            return min(self.confirm, self.store.reput.reput_from_offset)  # catching up
+            return min(self.confirm, self.store.dispatched_offset)  # catching up
         return self.confirm
 
     async def _run(self) -> None:
@@ -335,7 +335,7 @@ class ReplicationClient:
         elif isinstance(action, SetConfirm):
             if action.offset != self.confirm:
                 self.confirm = action.offset
-                store.reput.wakeup()
+                store.wake_dispatch()
         elif isinstance(action, RecordEpoch):
             self.epochs.append(action.epoch, action.start_offset)
             self.epoch_file.save(self.epochs)

@@ -1,12 +1,12 @@
 """Store operations of the Admin API: flush now, trigger retention, statistics.
 
-Flush runs the store's own flush steps in the caller's thread (the commitlog flusher's round
-with no page threshold, then a thorough consume queue / index / checkpoint round), so a failure
-is recorded exactly as a background round would record it: the store turns not writable and
-stays so until a restart (a later "successful" fsync may cover pages the kernel dropped). The
-call then answers INTERNAL with the disk error. Running a round next to the service thread is
-safe: both only move the flushed positions forward, and msync/fdatasync of a range twice is
-harmless.
+Flush runs the store's own flush steps in the caller's thread (MessageStore.flush_now: the
+commitlog flusher's round with no page threshold, then a thorough consume queue / index /
+checkpoint round), so a failure is recorded exactly as a background round would record it: the
+store turns not writable and stays so until a restart (a later "successful" fsync may cover
+pages the kernel dropped). The call then answers INTERNAL with the disk error. Running a round
+next to the service thread is safe: both only move the flushed positions forward, and
+msync/fdatasync of a range twice is harmless.
 
 Cleanup arms RetentionService's manual trigger (RocketMQ executeDeleteFilesManually: the next
 20 rounds ignore deleteWhen), wakes it and waits for the first round that saw the trigger, so the
@@ -23,8 +23,7 @@ import grpc
 
 from proto import admin_pb2 as pb
 from store.errors import FlushTimeout
-from store.retention.retention import RetentionService, default_disk_usage
-from store.schedule.schedule import ScheduleService
+from store.retention.retention import default_disk_usage
 
 from cluster.admin.admin_error import AdminError, invalid
 
@@ -38,15 +37,8 @@ DEFAULT_CLEANUP_WAIT_MS = 10_000
 MAX_CLEANUP_WAIT_MS = 60_000
 
 
-def _service(store: "MessageStore", kind: type):
-    for s in store.extra_services:
-        if isinstance(s, kind):
-            return s
-    return None
-
-
 def _disk_failure(store: "MessageStore") -> AdminError:
-    error = store.flush_failure.error
+    error = store.commitlog_flush_error
     reason = str(error) if error is not None else store.not_writable_reason
     return AdminError(grpc.StatusCode.INTERNAL,
                       f"flush failed: {reason} (the store stays not writable until a restart)")
@@ -55,34 +47,31 @@ def _disk_failure(store: "MessageStore") -> AdminError:
 def flush(node: "AdminNode", caller: str) -> pb.FlushResponse:
     store = node.store
     started = time.monotonic()
-    if store.flush_failure.failed or store.logics_flush.failed:
+    if store.flush_failed:
         raise _disk_failure(store)
-    # Everything appended so far, flushed by a round like a background one: a DiskError is
-    # recorded in the store's FlushFailure (not writable, waiters answered FLUSH_DISK_FAILED)
-    # and the checkpoint's physic timestamp moves. Under SYNC_FLUSH the call joins the group
-    # commit as a putter does and may time out (FlushTimeout), which is not a success.
+    # Everything appended so far, flushed by rounds like the background ones: a DiskError is
+    # recorded in the store (not writable, waiters answered FLUSH_DISK_FAILED) and the
+    # checkpoint's physic timestamp moves. Under SYNC_FLUSH the call joins the group commit as
+    # a putter does and may time out (FlushTimeout), which is not a success.
     try:
-        store.flusher.flush_now()
+        store.flush_now()
     except FlushTimeout as e:  # no disk error: the group commit is slow or stuck
         raise AdminError(grpc.StatusCode.DEADLINE_EXCEEDED, f"flush did not finish: {e}") from e
-    if store.flush_failure.failed:
-        raise _disk_failure(store)
-    store.logics_flush.step(thorough=True, whole_index=True)
-    if store.logics_flush.failed:
+    if store.flush_failed:
         raise _disk_failure(store)
     took = int((time.monotonic() - started) * 1000)
     log.info("admin Flush by %s: commitlog flushed to %d in %d ms", caller, store.flushed_offset,
              took)
     return pb.FlushResponse(flushed_offset=store.flushed_offset,
                             max_offset=store.max_phy_offset(),
-                            dispatched_offset=store.reput.reput_from_offset, took_ms=took)
+                            dispatched_offset=store.dispatched_offset, took_ms=took)
 
 
 def trigger_cleanup(node: "AdminNode", req: pb.CleanupRequest, caller: str) -> pb.CleanupResponse:
     if not 0 <= req.wait_ms <= MAX_CLEANUP_WAIT_MS:
         raise invalid(f"wait_ms {req.wait_ms} is out of range 0..{MAX_CLEANUP_WAIT_MS}")
     store = node.store
-    retention: RetentionService | None = _service(store, RetentionService)
+    retention = store.retention
     if retention is None or not retention.running:
         raise AdminError(grpc.StatusCode.FAILED_PRECONDITION,
                          "the retention service is not running on this node")
@@ -128,7 +117,7 @@ def trigger_cleanup(node: "AdminNode", req: pb.CleanupRequest, caller: str) -> p
 def _disk_usage(store: "MessageStore") -> tuple[float, str]:
     """The highest used ratio of the file systems holding the commitlog and the store root,
     read now with the retention service's probe (-1 when it fails)."""
-    retention = _service(store, RetentionService)
+    retention = store.retention
     probe = retention.disk_usage if retention is not None else default_disk_usage
     best, where = -1.0, ""
     for path in dict.fromkeys((store.config.commit_log_dir, store.config.store_path_root_dir)):
@@ -151,26 +140,26 @@ def stats(node: "AdminNode") -> pb.StoreStats:
         not_writable=store.flags.reasons, min_offset=st["min_offset"],
         max_offset=st["max_offset"], flushed_offset=st["flushed_offset"],
         confirm_offset=st["confirm_offset"] or 0, dispatched_offset=st["dispatched_offset"],
-        dispatch_behind_bytes=store.reput.behind(), commitlog_files=st["commitlog_files"],
+        dispatch_behind_bytes=store.dispatch_behind, commitlog_files=st["commitlog_files"],
         commitlog_file_size=store.config.mapped_file_size_commit_log,
         put_messages=st["put_messages"], put_bytes=st["put_bytes"],
         put_failures=st["put_failures"], get_messages=st["get_messages"],
         disk_usage_ratio=usage, disk_usage_path=usage_path,
         store_path=store.config.store_path_root_dir)
     topics: dict[str, list[int]] = {}
-    for cq in store.cq_store.queues():
+    for cq in store.consume_queues():
         entry = topics.setdefault(cq.topic, [0, 0])
         entry[0] += 1
         entry[1] += max(0, cq.max_offset() - cq.min_offset())
     for name in sorted(topics):
         out.topics.append(pb.TopicStats(topic=name, queues=topics[name][0],
                                         messages=topics[name][1]))
-    schedule: ScheduleService | None = _service(store, ScheduleService)
+    schedule = store.schedule
     if schedule is not None:
         out.schedule_delivered = schedule.stats.delivered
         out.schedule_backlog = sum(schedule.backlog().values())
         out.schedule_lag_ms = schedule.delivery_lag_ms()
-    retention = _service(store, RetentionService)
+    retention = store.retention
     if retention is not None:
         out.retention_files_deleted = retention.deleted_total
         last = retention.last_round

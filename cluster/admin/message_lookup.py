@@ -24,14 +24,14 @@ from cluster.admin.admin_error import invalid
 
 if TYPE_CHECKING:
     from store.get_result import GetMessageResult
+    from store.queue.consume_queue import ConsumeQueue
 
     from cluster.admin.admin_node import AdminNode
 
 class MessageSource(Protocol):
     """What the lookups read: a node's MessageStore, or an archived group (ArchiveGroup)."""
 
-    cq_store: object
-
+    def consume_queues(self) -> list["ConsumeQueue"]: ...
     def get_messages(self, topic: str, queue_id: int, offset: int,
                      max_count: int = 32) -> "GetMessageResult": ...
     def look_message_by_offset(self, offset: int) -> MessageRecord | None: ...
@@ -130,7 +130,7 @@ def lookup(store: "MessageSource", req: pb.QueryMessagesRequest,
         if req.HasField("queue_id") and req.queue_id < 0:
             raise invalid(f"queue_id {req.queue_id} is negative")
         queue_ids = ([req.queue_id] if req.HasField("queue_id")
-                     else sorted(cq.queue_id for cq in store.cq_store.queues()
+                     else sorted(cq.queue_id for cq in store.consume_queues()
                                  if cq.topic == req.topic))
         records, truncated = by_time(store, req.topic, queue_ids, begin, end, limit)
     else:
@@ -177,7 +177,7 @@ def _by_offset_id(store: "MessageSource", msg_id: str) -> MessageRecord | None:
 
 
 def _all_topics(node: "AdminNode") -> list[str]:
-    names = {cq.topic for cq in node.store.cq_store.queues()}
+    names = {cq.topic for cq in node.store.consume_queues()}
     names.update(c.topic_name for c in node.topics.all())
     return sorted(names)
 

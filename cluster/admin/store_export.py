@@ -330,10 +330,9 @@ class StoreExport:
                     whole(layout.CONFIG_DIR, fs_path, layout.CONFIG_DIR, name)
 
     def _index_files(self, sources: list[_Source]) -> None:
-        service = self.store.index_service
-        if layout.INDEX_DIR not in self.parts or service is None:
+        if layout.INDEX_DIR not in self.parts:
             return
-        for ix in service.files():
+        for ix in self.store.index_files():
             try:
                 sources.append(_Index(export_path(layout.INDEX_DIR, os.path.basename(ix.path)), ix.path,
                                       ix.hash_slot_num, ix.index_num))
@@ -347,8 +346,8 @@ class StoreExport:
         # queues are measured one after another while reput goes on, so each is cut back to
         # this one position (else a queue measured later holds records that one measured
         # earlier lacks, and the copy has holes).
-        dispatched = self.store.reput.reput_from_offset
-        queues = sorted(self.store.cq_store.queues(), key=lambda q: (q.topic, q.queue_id))
+        dispatched = self.store.dispatched_offset
+        queues = sorted(self.store.consume_queues(), key=lambda q: (q.topic, q.queue_id))
         for cq in queues:
             for mf in cq.mfq.snapshot():
                 size = min(mf.read_position, mf.file_size)
@@ -364,9 +363,8 @@ class StoreExport:
                     break
 
     def _commitlog(self, sources: list[_Source]) -> tuple[int, int]:
-        commitlog = self.store.commitlog
-        end = commitlog.max_offset()
-        files = [f for f in commitlog.queue.snapshot() if f.file_from_offset < end]
+        end = self.store.max_phy_offset()
+        files = [f for f in self.store.commitlog_files() if f.file_from_offset < end]
         while files and not files[0].available:
             files.pop(0)  # the oldest files, being deleted by retention
         if any(not f.available for f in files):
@@ -394,7 +392,7 @@ class StoreExport:
             yield pb.ExportChunk(manifest=pb.ExportManifest(
                 files=[s.entry() for s in sources], total_bytes=stats.total_bytes,
                 commitlog_min_offset=cl_min, commitlog_end_offset=cl_end,
-                commitlog_file_size=self.store.commitlog.file_size, node_id=self.node_id,
+                commitlog_file_size=self.store.commitlog_file_size, node_id=self.node_id,
                 role=self.role, started_at_ms=time.time_ns() // 1_000_000,
                 include=list(self.parts), chunk_bytes=self.chunk_bytes))
             for src in sources:

@@ -169,7 +169,7 @@ def list_topics(node: "AdminNode", req: pb.ListTopicsRequest) -> pb.ListTopicsRe
     store = node.store
     configured = {c.topic_name: c for c in state.all()}
     queues: dict[str, list[int]] = {}
-    for cq in store.cq_store.queues():
+    for cq in store.consume_queues():
         queues.setdefault(cq.topic, []).append(cq.queue_id)
     names = sorted(set(configured) | set(queues))
     if req.topic:

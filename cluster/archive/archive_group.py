@@ -40,6 +40,7 @@ from store import codec
 from common.clock import Clock
 from store.commitlog.commitlog_walk import CommitLogWalk, Stop
 from store.config import StoreConfig
+from store.queue.consume_queue import ConsumeQueue
 from store.queue.consume_queue_store import ConsumeQueueStore
 from store.codec.dispatch import delay_level_lookup, request_from_fields
 from store.commitlog.fileio import DEFAULT_FILE_IO
@@ -245,8 +246,11 @@ class ArchiveGroup:
     def max_phy_offset(self) -> int:
         return self.commitlog.max_offset()
 
+    def consume_queues(self) -> list[ConsumeQueue]:
+        return self.cq_store.queues()
+
     def topics(self) -> list[str]:
-        return sorted({cq.topic for cq in self.cq_store.queues()})
+        return sorted({cq.topic for cq in self.consume_queues()})
 
 
 def group_names(root: str) -> Iterable[str]:

@@ -102,7 +102,7 @@ class StoreFiles:
         self.clock = store.clock
 
     def files(self) -> list[LocalFile]:
-        files = self.store.commitlog.queue.snapshot()
+        files = self.store.commitlog_files()
         confirmed = self.store.confirm_offset
         return [LocalFile(f.file_from_offset, f.file_size, file_time_ms(f),
                           i < len(files) - 1 and (confirmed is None
@@ -110,7 +110,7 @@ class StoreFiles:
                 for i, f in enumerate(files)]
 
     def path(self, offset: int) -> str:
-        return os.path.join(self.store.commitlog.queue.directory, offset_file_name(offset))
+        return os.path.join(self.store.commitlog_directory, offset_file_name(offset))
 
     def reserved_hours(self) -> int:
         return self.store.config.file_reserved_time

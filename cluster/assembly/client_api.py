@@ -79,7 +79,7 @@ def build_messaging(role: "Role", store: "MessageStore", live: "LiveConfig", clo
     forwarder = MasterForwarder(c.access_key, c.secret_key, c.tls)
     context = ConsumeContext(consumers, reader.waiter, consume_settings(c), receipt_key=key)
     settle = SettleCalls(context)
-    conversion = ConversionProcess(store.commitlog.queue.directory) \
+    conversion = ConversionProcess(store.commitlog_directory) \
         if c.receive_conversion_process else None
     router = ConsumerRouter(role, forwarder, ConsumerCalls(context, settle, on_loop, conversion),
                             settle)

@@ -147,15 +147,14 @@ class Node:
             # before load; otherwise a restarted slave would serve its unconfirmed tail. Under a
             # controller the node does not know its role yet: the same caution holds.
             store = self.store
-            store.confirm_source = lambda: store.checkpoint.confirm_phy_offset
+            store.confirm_source = lambda: store.checkpoint_confirm_offset
         check_volumes(c.store)  # before any file is created: says which setting to lower
         if c.shipping.enabled:
             # Registered before load: retention waits for the archive from its first round.
             self.shipper = ArchiveShipper(StoreFiles(self.store), c.shipping, c.broker_name, c.node_id,
                                           self._ships_now, self.credentials, c.tls)
-            self.store.archived_up_to = self.shipper.released_up_to
-            self.store.archive_held_up_to = self.shipper.held_up_to
-            self.store.extra_services.append(self.shipper)
+            self.store.attach_archive(self.shipper, self.shipper.released_up_to,
+                                      self.shipper.held_up_to)
         self.store.load()
         self.store.start()
         self.epochs = EpochCache.from_entries(self.epoch_file.load())

@@ -28,7 +28,7 @@ def node_status(c: "NodeConfig", role: "Role", store: "MessageStore", epochs: "E
                 for e in epochs.entries],
         min_offset=store.min_phy_offset(), max_offset=store.max_phy_offset(),
         flushed_offset=store.flushed_offset, confirm_offset=store.confirm_offset or 0,
-        dispatched_offset=store.reput.reput_from_offset, writable=store.writable,
+        dispatched_offset=store.dispatched_offset, writable=store.writable,
         not_writable_reason=store.not_writable_reason, pid=os.getpid(),
         store_path=c.store.store_path_root_dir, acl_problem=acl_problem)
     master = role.master

@@ -160,5 +160,5 @@ class NodeApi:
 
     def messages(self, p: dict[str, str]) -> dict[str, Any]:
         req = lookup_request(p)
-        topics = sorted({cq.topic for cq in self.node.store.cq_store.queues()})
+        topics = sorted({cq.topic for cq in self.node.store.consume_queues()})
         return {"messages": message_rows(lookup(self.node.store, req, lambda: topics))}

@@ -115,10 +115,10 @@ class AnswerForms:
         deliveries = handout.deliveries
         if conversion is None or len(deliveries) < CHILD_MIN_DELIVERIES:
             return None
-        commitlog = self.store.commitlog
+        store = self.store
         parts = await conversion.parts(
             [(x.record.physical_offset, x.record.total_size) for _, x in deliveries],
-            self._next_refs(handout), commitlog.min_offset(), commitlog.truncations)
+            self._next_refs(handout), store.min_phy_offset(), store.commitlog_truncations)
         if parts is None:
             return None
         topic, group = handout.topic, handout.group
@@ -127,7 +127,7 @@ class AnswerForms:
         messages = []
         for p, (qid, x) in zip(parts, deliveries):
             if p is None:
-                p = self._parts_here(commitlog, x.record)
+                p = self._parts_here(store, x.record)
                 if p is None:  # gone (retention): left out, its delivery expires (planner.py)
                     continue
             messages.append(fields.message(p, encode(topic, group, qid, x.offset, x.handle),
@@ -142,11 +142,9 @@ class AnswerForms:
             if type(x.record) is QueueRef:
                 offset, n = last.get(qid, (-1, 0))
                 last[qid] = (max(offset, x.offset), n + 1)
-        reader = self.store.reader  # not the store's facade: these are not counted as read
         out: list[tuple[int, int]] = []
         for qid, (offset, n) in last.items():
-            refs = reader.get_messages(handout.topic, qid, offset + 1, min(n, most - len(out)),
-                                       decoded=False).messages
+            refs = self.store.queue_refs(handout.topic, qid, offset + 1, min(n, most - len(out)))
             out += [(r.physical_offset, r.total_size) for r in refs]
             if len(out) >= most:
                 break
@@ -159,7 +157,7 @@ class AnswerForms:
         if not any(type(x.record) is QueueRef for _, x in handout.deliveries):
             return handout
         deliveries = []
-        with self.store.commitlog.records() as records:
+        with self.store.commitlog_records() as records:
             for qid, x in handout.deliveries:
                 if type(x.record) is QueueRef:
                     try:
@@ -173,15 +171,12 @@ class AnswerForms:
         return replace(handout, deliveries=deliveries)
 
     @staticmethod
-    def _parts_here(commitlog, record) -> MessageParts | None:
+    def _parts_here(store, record) -> MessageParts | None:
         """The record's parts built in this process (read first for a QueueRef); None when it
         is gone or not a record any more."""
         if type(record) is QueueRef:
-            try:
-                record = commitlog.get_message(record.physical_offset, record.total_size)
-            except OffsetOutOfRange:
-                return None
-            if not isinstance(record, MessageRecord):
+            record = store.look_message_by_offset(record.physical_offset, record.total_size)
+            if record is None:
                 return None
         return message_parts(record)
 

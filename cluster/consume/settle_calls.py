@@ -87,9 +87,8 @@ class ConsumeContext:
         topics = self.consumers.topics
         config = topics.get(topic)
         if config is None:
-            cq_store = self.consumers.store.cq_store
-            config = topics.learn(topic, (cq.queue_id for cq in cq_store.queues()
-                                          if cq.topic == topic))
+            queues = self.consumers.store.consume_queues()
+            config = topics.learn(topic, (cq.queue_id for cq in queues if cq.topic == topic))
         if config is None:
             raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
         return topic, config

@@ -60,20 +60,16 @@ class Reader:
         self.topics = topics
         self.budget = budget
         self.waiter = DispatchWaiter()
-        self._attached = False
+        self._unsubscribe: Callable[[], None] | None = None  # while attached
 
     def attach(self) -> None:
-        if not self._attached:
-            self.store.reput.listeners.append(self.waiter.on_dispatched)
-            self._attached = True
+        if self._unsubscribe is None:
+            self._unsubscribe = self.store.on_dispatch(self.waiter.on_dispatched)
 
     def detach(self) -> None:
-        if self._attached:
-            try:
-                self.store.reput.listeners.remove(self.waiter.on_dispatched)
-            except ValueError:
-                pass
-            self._attached = False
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
 
     def _queue(self, mq: d.MessageQueue) -> tuple[str, int]:
         topic = check_topic_resource(mq.topic)
@@ -83,7 +79,7 @@ class Reader:
 
     def _known(self, topic: str, queue_id: int) -> bool:
         return (self.topics.get(topic) is not None
-                or self.store.cq_store.find(topic, queue_id) is not None)
+                or self.store.consume_queue(topic, queue_id) is not None)
 
     async def pull(self, request: s.PullMessageRequest,
                    time_remaining: Callable[[], float | None] = lambda: None

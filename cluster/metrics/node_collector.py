@@ -39,8 +39,7 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily, Metric)
 
 from store.broker_role import BrokerRole
-from store.index.index_process import IndexProcess
-from store.retention.retention import RetentionService, default_disk_usage
+from store.retention.retention import default_disk_usage
 
 if TYPE_CHECKING:
     from cluster.assembly.node import Node
@@ -104,10 +103,10 @@ class NodeCollector:
         yield counter("put_bytes", "Bytes appended", stats.put_bytes)
         yield counter("put_failures", "Appends refused or failed", stats.put_failures)
         yield counter("get_messages", "Messages read", stats.get_messages)
-        index = node.store.index_service
-        if isinstance(index, IndexProcess):
+        restarts = node.store.index_process_restarts
+        if restarts is not None:
             yield counter("index_process_restarts", "Index processes started again after "
-                          "the last one died (messageIndexProcessEnable)", index.restarts)
+                          "the last one died (messageIndexProcessEnable)", restarts)
         messaging = node.messaging
         conversion = messaging.consumer_router.calls.answers.conversion if messaging else None
         if conversion is not None:
@@ -137,11 +136,11 @@ class NodeCollector:
         yield put
         flush = HistogramMetricFamily(P + "flush_latency_seconds", "Commitlog flushes that "
                                       "wrote something (msync/fdatasync)")
-        buckets, total, _ = store.flusher.latency.snapshot()
+        buckets, total, _ = store.flush_latency.snapshot()
         flush.add_metric([], [(_le(b), n) for b, n in buckets], total)
         yield flush
         yield gauge("flush_failed", "1 once a commitlog flush failed (the store then refuses "
-                    "writes until a restart)", 1 if store.flush_failure.failed else 0)
+                    "writes until a restart)", 1 if store.commitlog_flush_error is not None else 0)
 
     def _replication(self, s) -> Iterator[Metric]:
         if not s.role.endswith("MASTER"):
@@ -196,8 +195,7 @@ class NodeCollector:
         yield inflight
 
     def _retention(self) -> Iterator[Metric]:
-        retention = next((x for x in self.node.store.extra_services
-                          if isinstance(x, RetentionService)), None)
+        retention = self.node.store.retention
         if retention is None:
             return
         yield counter("retention_deleted_files", "Commitlog files retention deleted",

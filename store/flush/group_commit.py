@@ -2,20 +2,21 @@
 is in progress, for everything appended so far; putters arriving meanwhile sleep until a flush
 covers them, and the service thread (or one of them when it is not running) flushes next for
 the rest. A waiter past syncFlushTimeout gets FLUSH_DISK_TIMEOUT; a failed flush is final
-(`flush.FlushFailure`).
+(`flush.FlushFailure`). A put waits through a `FlushWait`: in a thread as such a putter, on an
+event loop for a completion the service thread resolves.
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, Generator
 
 from common.clock import Clock
 from common.completion import Completion
 from store.errors import FlushTimeout
 from .flush import FlushFailure, FlushBase
 from store.commitlog.mapped_file_queue import MappedFileQueue
-from store.put_result import PutStatus
+from store.put_result import PutResult, PutStatus
 
 
 class _Waiter:
@@ -28,6 +29,43 @@ class _Waiter:
         self.gate = threading.Lock()
         self.gate.acquire()
         self.lead = False  # set by the releasing leader: the woken thread flushes next
+
+
+class FlushWait:
+    """A stored put's wait for the group commit to flush past its end, and the put's answer
+    then (`answer(result, status)`: the store's, which counts a failed put). The store decides
+    whether a put waits at all (MessageStore.flush_wait); the caller waits as it runs, and each
+    way holds nothing but the wait itself:
+
+    - `wait()`, in a thread, joins the group commit as a putter (`wait_flushed`): the thread
+      may flush for the whole group itself, so a lone putter needs no hand-off;
+    - `await flush_wait`, on an event loop, awaits a completion that the service thread
+      resolves (`submit`; Completion.wait_async carries it to the loop). A loop does not flush
+      itself: a flush there stalls every call the node serves (tests/perf/README).
+
+    Made for one put and waited for once; nothing in it changes."""
+    __slots__ = ("_group", "_result", "_timeout_s", "_answer")
+
+    def __init__(self, group: "GroupCommitService", result: PutResult, timeout_s: float,
+                 answer: Callable[[PutResult, PutStatus], PutResult]) -> None:
+        self._group = group
+        self._result = result
+        self._timeout_s = timeout_s  # syncFlushTimeout
+        self._answer = answer
+
+    def wait(self) -> PutResult:
+        result = self._result
+        return self._answer(result, self._group.wait_flushed(result.end_offset, self._timeout_s))
+
+    def __await__(self) -> Generator[Any, None, PutResult]:
+        return self._awaited().__await__()
+
+    async def _awaited(self) -> PutResult:
+        result = self._result
+        # the service times the completion out itself after a round; the margin covers a
+        # round that is stuck in its flush
+        status = await self._group.submit(result.end_offset).wait_async(self._timeout_s + 0.5)
+        return self._answer(result, status or PutStatus.FLUSH_DISK_TIMEOUT)
 
 
 class GroupCommitService(FlushBase):

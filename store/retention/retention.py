@@ -391,5 +391,5 @@ def attach(store: "MessageStore", disk_usage: DiskUsage = default_disk_usage,
     """Create the retention service and register it with the store, which starts and stops it
     with its other services (attach before store.start())."""
     service = RetentionService(store, disk_usage, **kwargs)
-    store.extra_services.append(service)
+    store.retention = service
     return service

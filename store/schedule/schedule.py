@@ -443,5 +443,5 @@ def attach(store: "MessageStore", clock: "Clock | None" = None, **kwargs) -> Sch
     """Create the schedule service and register it with the store, which starts and stops it
     with its other services (attach before store.start())."""
     service = ScheduleService(store, clock, **kwargs)
-    store.extra_services.append(service)
+    store.schedule = service
     return service

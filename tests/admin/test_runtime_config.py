@@ -11,7 +11,6 @@ from cluster.admin.runtime_config import RUNTIME_KEYS
 from cluster.v2.v2_status import V2Error
 from proto import admin_pb2 as pb
 from store.config import FIELD_BY_KEY
-from store.retention.retention import RetentionService
 
 from tests.support.admin import code_of
 from tests.support.nodes import TOKEN
@@ -59,7 +58,7 @@ def test_max_message_size_takes_effect_for_every_put_path(node, c):
 
 
 def test_retention_and_master_keys_reach_their_services(node, c):
-    retention = next(s for s in node.store.extra_services if isinstance(s, RetentionService))
+    retention = node.store.retention
     c.update_config("diskMaxUsedSpaceRatio", "99")  # clamped like RocketMQ's getter
     assert values(c, "diskMaxUsedSpaceRatio")["diskMaxUsedSpaceRatio"] == "95"
     c.update_config("deleteWhen", "01;13")

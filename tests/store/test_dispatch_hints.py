@@ -44,9 +44,9 @@ def fields(requests: list[DispatchRequest]) -> list[tuple]:
 
 def dispatched(store: MessageStore) -> list[DispatchRequest]:
     got: list[DispatchRequest] = []
-    store.reput.listeners.append(got.extend)
+    unsubscribe = store.on_dispatch(got.extend)
     store.reput.catch_up()
-    store.reput.listeners.remove(got.extend)
+    unsubscribe()
     return got
 
 

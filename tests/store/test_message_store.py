@@ -1,6 +1,7 @@
 """The facade end to end with real files: put/get/query, restarts, disk faults, bad input."""
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from common import failpoints
 from store import running_flags as rf
 from common.clock import ManualClock
+from common.service import PeriodicTask
 from store.codec import Message
 from store.errors import StoreLocked
 from store.get_result import GetStatus
@@ -143,6 +145,75 @@ def test_read_only_failpoint_fails_the_flush_for_good(tmp_path, clock):
         failpoints.configure("")
 
 
+@pytest.mark.parametrize("on_loop", [False, True], ids=["thread", "event-loop"])
+def test_a_sync_flush_put_waits_for_its_flush_in_a_thread_or_on_an_event_loop(tmp_path, clock,
+                                                                              on_loop):
+    """flush_wait decides once what an append waits for; a thread waits for it (joining the
+    group commit), an event loop awaits it (the service thread flushes): the same answers."""
+    io = FaultyFileIO()
+    s = opened(tmp_path, clock, io=io, flush_disk_type="SYNC_FLUSH")
+
+    async def awaited(flush):
+        return await flush
+
+    def answer(msgs: list[Message]):
+        result = s.append(msgs)
+        flush = s.flush_wait(msgs, result)
+        return result, asyncio.run(awaited(flush)) if on_loop else flush.wait()
+
+    try:
+        appended, put = answer([msg(0)])
+        assert put.ok and put.appends == appended.appends
+        assert s.flushed_offset >= appended.end_offset
+        io.fail("msync", EIO)
+        _, put = answer([msg(1)])
+        assert put.status is PutStatus.FLUSH_DISK_FAILED and "msync" in put.reason
+        assert s.stats.put_failures == 1 and not s.writable
+    finally:
+        s.shutdown()
+
+
+def test_flush_wait_is_none_when_the_append_is_already_the_answer(tmp_path, clock):
+    s = opened(tmp_path / "sync", clock, flush_disk_type="SYNC_FLUSH")
+    no_wait = msg(0)
+    no_wait.properties["WAIT"] = "false"
+    assert s.flush_wait([no_wait], s.append([no_wait])) is None
+    refused = s.append([msg(1, topic="")])
+    assert refused.status is PutStatus.MESSAGE_ILLEGAL and s.flush_wait([msg(1)], refused) is None
+    assert s.flush_wait([msg(2)], s.append([msg(2)])) is not None  # the check above can fail
+    s.shutdown()
+    s = opened(tmp_path / "async", clock)
+    assert s.flush_wait([msg(3)], s.append([msg(3)])) is None  # ASYNC_FLUSH
+    s.shutdown()
+
+
+def test_an_attached_archive_shipper_runs_with_the_store_and_answers_retention(tmp_path, clock):
+    s = MessageStore(config(tmp_path), clock=clock)
+    shipper = PeriodicTask("archive-shipper", lambda: None, 60.0)
+    s.attach_archive(shipper, lambda: 7, lambda: 3)
+    s.start()
+    assert shipper.running and s.retention is not None and s.retention.running
+    assert (s.archived_up_to(), s.archive_held_up_to()) == (7, 3)
+    s.shutdown()
+    assert not shipper.running
+
+
+def test_dispatch_listeners_see_each_batch_until_they_unsubscribe(tmp_path, clock):
+    s = opened(tmp_path, clock)
+    seen: list[int] = []
+    unsubscribe = s.on_dispatch(lambda batch: seen.extend(r.commit_log_offset for r in batch))
+    first = s.put_messages([msg(0), msg(1)])
+    s.reput.catch_up()
+    assert seen == [a.wrote_offset for a in first.appends]
+    assert s.dispatched_offset == first.end_offset
+    unsubscribe()
+    unsubscribe()  # idempotent
+    s.put_message(msg(2))
+    s.reput.catch_up()
+    assert len(seen) == 2 and s.dispatched_offset == s.max_phy_offset()
+    s.shutdown()
+
+
 def test_eio_under_async_flush_turns_store_not_writable(tmp_path, clock):
     io = FaultyFileIO()
     s = opened(tmp_path, clock, io)
@@ -216,8 +287,7 @@ def test_delay_message_goes_through_the_schedule_topic(tmp_path, clock):
     s.reput.catch_up()
     assert s.max_offset_in_queue("Orders", 2) == 0
     assert s.max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 0) == 1
-    from store.schedule.schedule import ScheduleService
-    svc = next(x for x in s.extra_services if isinstance(x, ScheduleService))
+    svc = s.schedule
     clock.advance(1.5)
     svc.step()
     s.reput.catch_up()

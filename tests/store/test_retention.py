@@ -313,10 +313,11 @@ def test_attach_registers_with_the_store_lifecycle(tmp_path):
     store = MessageStore(make_config(tmp_path, clean_resource_interval=60_000),
                          clock=ManualClock(NOON))
     ret = attach(store, Disk())
-    assert store.extra_services == [ret] and ret.wait_interval() == 60.0
+    assert store.retention is ret and ret.wait_interval() == 60.0
     store.start()
     try:
-        assert ret.running
+        assert store.retention is ret and ret.running  # start() attached no default beside it
+        assert store.schedule is not None and store.schedule.running
     finally:
         store.shutdown()
     assert not ret.running

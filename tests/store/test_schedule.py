@@ -238,7 +238,7 @@ def test_offsets_survive_restart_without_redelivery(tmp_path, clock):
                              msg("late", TIMER_DELIVER_MS=clock.now_ms() + 60_000),
                              msg("soon", TIMER_DELIVER_MS=clock.now_ms() + 3000)]).ok
     svc = attach(s)
-    assert s.extra_services[-1] is svc
+    assert s.schedule is svc
     tick(s, svc, 0)
     assert bodies(s) == [b"body-a"]
     tick(s, svc, 3)
