@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any, Generator, Sequence
 from ha.ack_tracker import AckTracker, SlaveAckState
 from ha.epoch import EpochCache
 from ha.master_session import MasterView
-from store import codec
 from common.clock import Clock
 from store.codec import Message
 from common.completion import Completion
 from store.config import StoreConfig
-from store.message_store import MessageStore
+from store.message_store import MessageStore, waits_for_store
 from store.put_result import PutResult, PutStatus
 from common.service import PeriodicTask
 
@@ -127,7 +126,7 @@ class MasterRole:
         refusal = self.lease_refusal()
         if refusal:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=refusal)
-        if self.sync_master and _wants_wait(msgs) and not self.tracker.enough_in_sync():
+        if self.sync_master and waits_for_store(msgs) and not self.tracker.enough_in_sync():
             return PutResult(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, reason=(
                 f"{1 + self.tracker.in_sync_count()} replicas in sync (master included), "
                 f"minInSyncReplicas={self.config.min_in_sync_replicas}"))
@@ -150,7 +149,7 @@ class MasterRole:
     def _replica_wait(self, msgs: Sequence[Message], result: PutResult
                       ) -> tuple[Completion[PutStatus], int] | None:
         """The wait for the slaves' acks of a stored put (SYNC_MASTER), with its timeout (ms)."""
-        if result.status is not PutStatus.PUT_OK or not (self.sync_master and _wants_wait(msgs)):
+        if result.status is not PutStatus.PUT_OK or not (self.sync_master and waits_for_store(msgs)):
             return None
         timeout_ms = self.config.slave_timeout
         return self.tracker.wait(result.end_offset, timeout_ms), timeout_ms
@@ -283,7 +282,3 @@ class Appended:
             self.role.store.put_latency.observe(result.status.name,
                                                 time.perf_counter() - self._started)
         return result
-
-
-def _wants_wait(msgs: Sequence[Message]) -> bool:
-    return any(m.properties.get(codec.PROPERTY_WAIT_STORE_MSG_OK, "true") != "false" for m in msgs)

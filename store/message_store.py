@@ -321,7 +321,7 @@ class MessageStore:
         (WAIT=false)."""
         flusher = self.flusher  # a GroupCommitService exactly under SYNC_FLUSH (fixed at start)
         if (result.status is not PutStatus.PUT_OK or not isinstance(flusher, GroupCommitService)
-                or not _waits_for_store(msgs)):
+                or not waits_for_store(msgs)):
             return None
         return FlushWait(flusher, result, self.config.sync_flush_timeout / 1000.0,
                          self._flushed_result)
@@ -692,8 +692,9 @@ class MessageStore:
         self.flags.set(rf.DISK_ERROR, str(error))
 
 
-def _waits_for_store(msgs: Sequence[Message]) -> bool:
-    """A put waits for the flush unless every message asked not to (WAIT=false)."""
+def waits_for_store(msgs: Sequence[Message]) -> bool:
+    """A put waits for the flush (and, on a SYNC_MASTER, for the slaves) unless every message
+    asked not to (WAIT=false): RocketMQ's PROPERTY_WAIT_STORE_MSG_OK."""
     return any(m.properties.get(codec.PROPERTY_WAIT_STORE_MSG_OK, "true") != "false" for m in msgs)
 
 
