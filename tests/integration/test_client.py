@@ -74,6 +74,9 @@ def test_stored_but_not_replicated_is_not_resent(group):
     with Connection(ClientConfig(master.address, request_timeout=10)) as conn:
         producer = Producer(conn)
         producer.send(Message("N", b"before"))
+        # the slave in sync when it is paused: a stream that dropped during the first send (and
+        # reconnects in 200 ms) would leave the master no member to wait for
+        wait_until(in_sync(master, 1), timeout=20, what="slave in sync before the pause")
         slave.pause()
         try:
             with pytest.raises(NotDurableError) as e:
