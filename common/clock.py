@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import asyncio
@@ -21,19 +20,10 @@ class Clock:
     def monotonic(self) -> float:
         return time.monotonic()
 
-    def wait_for(self, cond: threading.Condition, predicate: Callable[[], bool],
-                 timeout_s: float, real_limit_s: float | None = None) -> bool:
-        """Wait on `cond` (held by the caller) until predicate() holds, `timeout_s` of this
-        clock's time passed, or `real_limit_s` real seconds passed (a deadline outside the
-        process, e.g. a gRPC call's); returns predicate()."""
-        if real_limit_s is not None:
-            timeout_s = min(timeout_s, real_limit_s)
-        return cond.wait_for(predicate, timeout_s)
-
     async def wait_async(self, future: "asyncio.Future", timeout_s: float,
                          real_limit_s: float | None = None) -> None:
         """On an event loop: until `future` is done, `timeout_s` of this clock's time, or
-        `real_limit_s` real seconds (wait_for's rules). The future is never cancelled here."""
+        `real_limit_s` real seconds (a deadline outside the process, e.g. a gRPC call's, caps the wait). The future is never cancelled here."""
         import asyncio  # here: a process that never waits on a loop (the index process, the
         # store tool) does not pay for importing it
         if real_limit_s is not None:
@@ -54,8 +44,7 @@ class ManualClock(Clock):
         self._ms = start_ms
         self._mono = 1000.0
         self._lock = threading.Lock()
-        self._waiting: "weakref.WeakSet[threading.Condition]" = weakref.WeakSet()
-        self._waits = 0  # wait_for calls registered (and so woken by advance) right now
+        self._waits = 0  # wait_async calls registered right now
 
     def now_ms(self) -> int:
         with self._lock:
@@ -67,7 +56,7 @@ class ManualClock(Clock):
 
     @property
     def waiters(self) -> int:
-        """How many wait_for calls are registered now: a test advances the clock once a long
+        """How many wait_async calls are registered now: a test advances the clock once a long
         poll sits in its wait (an advance before it registered would not end that wait)."""
         with self._lock:
             return self._waits
@@ -76,35 +65,11 @@ class ManualClock(Clock):
         with self._lock:
             self._ms += int(round(seconds * 1000))
             self._mono += seconds
-        self._wake_waiters()
 
     def set_ms(self, ms: int) -> None:
         with self._lock:
             self._mono += max(0, ms - self._ms) / 1000.0
             self._ms = ms
-        self._wake_waiters()
-
-    def wait_for(self, cond: threading.Condition, predicate: Callable[[], bool],
-                 timeout_s: float, real_limit_s: float | None = None) -> bool:
-        """Like Clock.wait_for, but `timeout_s` is in this clock's time: `advance` or `set_ms`
-        (or a notify of `cond`) ends the wait, real seconds do not, except `real_limit_s`. A
-        short real-time re-check keeps a notify that raced the registration from being lost."""
-        deadline = self.monotonic() + timeout_s
-        real_deadline = None if real_limit_s is None else time.monotonic() + real_limit_s
-        with self._lock:
-            self._waiting.add(cond)
-            self._waits += 1
-        try:
-            while not predicate():
-                if self.monotonic() >= deadline or (
-                        real_deadline is not None and time.monotonic() >= real_deadline):
-                    return predicate()
-                cond.wait(0.05)
-            return True
-        finally:
-            with self._lock:
-                self._waits -= 1
-                self._waiting.discard(cond)
 
     async def wait_async(self, future: "asyncio.Future", timeout_s: float,
                          real_limit_s: float | None = None) -> None:
@@ -127,10 +92,3 @@ class ManualClock(Clock):
         finally:
             with self._lock:
                 self._waits -= 1
-
-    def _wake_waiters(self) -> None:
-        with self._lock:
-            waiting = list(self._waiting)
-        for cond in waiting:
-            with cond:
-                cond.notify_all()
