@@ -58,6 +58,11 @@ def register(sub) -> None:
     p.add_argument("--soak-minutes", type=float, default=10.0)
     p.add_argument("--soak-every", type=float, default=30.0, help="seconds between soak kills")
     p.add_argument("--rate", type=float, default=60.0, help="sends per second per producer")
+    p.add_argument("--official-producers", type=int, default=0, metavar="N",
+                   help="also N producer threads of the official RocketMQ 5 Python client "
+                        "(rocketmq-python-client, in a process of its own, given every node's "
+                        "address): the report gives each client's view of every failover "
+                        "(default 0; a local soak takes 4 when the client is installed)")
     p.add_argument("--unsafe", action="store_true",
                    help="allow unclean elections (enableElectUncleanMaster=true): shows what the "
                         "protection prevents")
@@ -106,7 +111,11 @@ def run(args) -> int:
             return 2
     timing = Timing(warmup_s=args.warmup, fault_s=args.fault_seconds, after_s=args.after,
                     soak_s=args.soak_minutes * 60, soak_every_s=args.soak_every)
-    workload = WorkloadConfig(rate=args.rate)
+    official = args.official_producers
+    if (official == 0 and "soak" in names and args.target == "local"
+            and _official_client_installed()):
+        official = 4
+    workload = WorkloadConfig(rate=args.rate, official_producers=official)
     controller_props = {"enableElectUncleanMaster": "true"} if args.unsafe else {}
     parent = os.path.abspath(args.dir) if args.dir else tempfile.mkdtemp(prefix="rmq-drill-")
     compose = None
@@ -133,6 +142,12 @@ def run(args) -> int:
             compose.down()
 
 
+def _official_client_installed() -> bool:
+    from importlib.util import find_spec
+
+    return find_spec("rocketmq") is not None
+
+
 def _target_refusal(args, names: list[str], drills) -> str:
     """Why these options cannot run these drills ("" when they can)."""
     if args.target != "compose":
@@ -154,7 +169,8 @@ def _target_refusal(args, names: list[str], drills) -> str:
 
 
 def _run_drills(args, names, parent, timing, workload, controller_props, compose) -> int:
-    from cluster.drills.report import render_detail, render_table, summary_row
+    from cluster.drills.report import (render_client_view, render_detail, render_table,
+                                       summary_row)
     from cluster.drills.runner import DrillOptions, run_drill
     from cluster.drills.scenarios import DRILLS
     from cluster.assembly.local_cluster import free_base_port
@@ -180,6 +196,9 @@ def _run_drills(args, names, parent, timing, workload, controller_props, compose
     if args.json:
         print(json.dumps([{**row, "notes": list(r.notes), "failures": list(r.result.failures),
                            "recovery_s": list(r.result.recovery_s),
+                           "client_gaps_s": {c: list(g) for c, g
+                                             in r.result.client_gaps.items()},
+                           "stored_duplicates": r.result.stored_duplicates,
                            "seconds": round(r.seconds, 1)}
                           for row, (r, _) in zip(rows, details)], indent=2))
     else:
@@ -187,6 +206,7 @@ def _run_drills(args, names, parent, timing, workload, controller_props, compose
         for r, detail in details:
             for note in r.notes:
                 print(f"  {r.drill.name}: {note}")
+            print(render_client_view(r.drill.name, r.result))
             if not r.result.passed:
                 print(detail)
                 print(f"  history: {r.history_path}")

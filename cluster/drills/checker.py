@@ -5,6 +5,15 @@ consumer group of its topic (lost), nothing may be read that was not sent or who
 (phantom), extra deliveries are counted by cause (duplicates), FIFO groups see each message
 group in send order (order), and after each fault writes are acknowledged again (recovery) --
 or, for a drill that expects the group to become unavailable, they are not until it is healed.
+
+Duplicates come in two kinds a user tells apart: a redelivery (one stored record delivered
+again: at-least-once, an ack lost or too late) and a duplicate *stored* (a second record of one
+message, e.g. a producer's retry written again: the same key at another queue offset, whatever
+its message id). `stored_duplicates` counts the extra records once, however many groups read them.
+
+The client-view gap of a fault is what a producer's application feels: per client kind (the
+project's own, the official one), the longest stretch between two successive acknowledgements
+from the last one before the fault up to the first one after it was healed.
 """
 from __future__ import annotations
 
@@ -17,7 +26,7 @@ from cluster.drills.history import Ack, Fault, History, Receive, Send, SendOutco
 
 SHOWN = 5   # keys named per problem in a failure line
 
-STORED_TWICE = "stored twice (another message id)"
+STORED_TWICE = "stored twice (another record)"
 AFTER_ACK = "redelivered after an ack"
 NOT_ACKED = "redelivered (not acked in time)"
 
@@ -62,6 +71,10 @@ class DrillResult:
     longest_outage_s: float
     failures: tuple[str, ...]                      # empty = passed
     fifo_checked: bool = False                     # some group was checked for order
+    stored_duplicates: int = 0                     # extra records of one message (all groups)
+    # client kind ("own", "official") -> its client-view gap per fault (None: no ack after it)
+    client_gaps: Mapping[str, tuple[float | None, ...]] = field(
+        default_factory=lambda: MappingProxyType({}))
 
     @property
     def passed(self) -> bool:
@@ -83,6 +96,7 @@ def check(history: History, expect: Expectation) -> DrillResult:
     phantom = _phantom(receives, sends_of)
     deliveries_of = _deliveries(receives)
     duplicates = _duplicates(deliveries_of, acks)
+    stored = _stored_duplicates(deliveries_of)
     order = _order_violations(deliveries_of, sends_of, expect.fifo_groups)
     recovery = tuple(_recovery(sends, fault) for fault in faults)
     delivered_anywhere = set().union(*received_keys.values())
@@ -116,7 +130,8 @@ def check(history: History, expect: Expectation) -> DrillResult:
         unknown_never_delivered=len(unknown) - unknown_delivered,
         duplicates=duplicates, order_violations=order, recovery_s=recovery,
         longest_outage_s=_longest_outage(sends, faults), failures=tuple(failures),
-        fifo_checked=bool(expect.fifo_groups))
+        fifo_checked=bool(expect.fifo_groups), stored_duplicates=stored,
+        client_gaps=MappingProxyType(_client_gaps(sends, faults)))
 
 
 def first_of(items: list[str], sep: str = ", ") -> str:
@@ -175,13 +190,59 @@ def _duplicates(deliveries_of: Mapping[tuple[str, str], list[Receive]],
         first = deliveries[0]
         acked_at = first_ok_ack.get((group, key, first.message_id))
         for d in deliveries[1:]:
-            if d.message_id != first.message_id:
+            if _record(d) != _record(first):
                 counts[STORED_TWICE] += 1        # the producer's retry stored a second copy
             elif acked_at is not None and acked_at < d.at:
                 counts[AFTER_ACK] += 1           # the ack was answered but lost (e.g. failover)
             else:
                 counts[NOT_ACKED] += 1           # invisible time ran out first: at-least-once
     return MappingProxyType({why: n for why, n in counts.items() if n})
+
+
+def _record(r: Receive) -> tuple[str, int, int, str]:
+    """Which stored record a delivery is: its queue and offset (a redelivery keeps both) and
+    message id (the official clients keep one id over their retries, the project's own
+    client's older versions did not)."""
+    return r.topic, r.queue_id, r.queue_offset, r.message_id
+
+
+def _stored_duplicates(deliveries_of: Mapping[tuple[str, str], list[Receive]]) -> int:
+    """Extra records of one message: per key, the most distinct records any one group read,
+    minus one (a late group reading the same two records does not make four)."""
+    most: dict[str, int] = {}
+    for (_group, key), deliveries in deliveries_of.items():
+        most[key] = max(most.get(key, 0), len({_record(d) for d in deliveries}))
+    return sum(n - 1 for n in most.values())
+
+
+def _client_gaps(sends: list[Send], faults: list[Fault]
+                 ) -> dict[str, tuple[float | None, ...]]:
+    if not faults:
+        return {}
+    acks_of: dict[str, list[float]] = defaultdict(list)
+    for s in sends:
+        acks_of.setdefault(s.client, [])
+        if s.outcome is SendOutcome.OK:
+            acks_of[s.client].append(s.finished)
+    return {client: tuple(client_gap(sorted(acks), f) for f in faults)
+            for client, acks in sorted(acks_of.items())}
+
+
+def client_gap(acks: list[float], fault: Fault) -> float | None:
+    """The longest stretch without an acknowledgement (`acks`: sorted finish times) from the
+    last one before the fault started to the first one at or after it was healed; None when
+    nothing was acknowledged after the fault."""
+    healed = fault.started if fault.healed is None else max(fault.healed, fault.started)
+    before = [t for t in acks if t <= fault.started]
+    points = [before[-1] if before else fault.started]
+    for t in acks:
+        if t > fault.started:
+            points.append(t)
+            if t >= healed:
+                break
+    if len(points) < 2 or points[-1] < healed:
+        return None
+    return max(b - a for a, b in zip(points, points[1:]))
 
 
 def _order_violations(deliveries_of: Mapping[tuple[str, str], list[Receive]],

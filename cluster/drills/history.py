@@ -37,6 +37,7 @@ class Send:
     outcome: SendOutcome
     detail: str = ""            # status name / exception text
     message_id: str = ""
+    client: str = "own"         # who sent it: "own" (cluster/client) or "official"
 
 
 @dataclass(frozen=True)

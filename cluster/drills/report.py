@@ -83,3 +83,21 @@ def render_detail(name: str, r: DrillResult) -> str:
         lines.append(f"  recovery per fault: {recovery}; longest outage {r.longest_outage_s:.2f} s")
     return "\n".join(lines)
 
+
+def render_client_view(name: str, r: DrillResult) -> str:
+    """What the producers' applications saw, printed for every drill: each client kind's gap
+    per fault and the duplicates stored."""
+    lines = [f"  {name}: client-view gap per fault ({client} client): {gaps_text(gaps)}"
+             for client, gaps in r.client_gaps.items()]
+    lines.append(f"  {name}: duplicates stored: {r.stored_duplicates}")
+    return "\n".join(lines)
+
+
+def gaps_text(gaps: tuple[float | None, ...]) -> str:
+    """"3.1, 2.9, none s; median 3.0, max 3.1 s" (median and max over the faults answered)."""
+    each = ", ".join("none" if g is None else f"{g:.1f}" for g in gaps)
+    values = [g for g in gaps if g is not None]
+    if not values:
+        return f"{each} s"
+    return f"{each} s; median {median(values):.1f}, max {max(values):.1f} s"
+

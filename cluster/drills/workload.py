@@ -4,6 +4,10 @@ to the nodes, every send and every receive recorded into a History.
 Besides the live consumer groups, "late" groups start reading from the first offset only
 after the faults: they check what the log kept, not what was consumed in time.
 
+Besides these, `official_producers` threads of the official RocketMQ 5 Python client (one
+process, official_producer.py) send to the same topic with every node's address, as an
+operator's application would be configured: the drill then measures what that client sees.
+
 Producers send one message per request (so each send has one outcome) at a steady rate; FIFO
 producers send their message groups in sequence, the next message only after the previous
 one's answer, as an ordered producer must. Consumers are SimpleConsumers: receive, record, ack,
@@ -20,6 +24,9 @@ Outcomes (the checker's three kinds):
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -50,6 +57,7 @@ class WorkloadConfig:
     group: str = "drill-group"
     fifo_group: str = "drill-fifo-group"
     producers: int = 3
+    official_producers: int = 0      # threads of the official client (another process)
     fifo_producers: int = 1
     message_groups: int = 4          # per FIFO producer
     consumers: int = 2               # per consumer group
@@ -59,7 +67,8 @@ class WorkloadConfig:
     invisible_s: float = 10.0        # not acked in time: back after this (server min 10 s)
 
     def __post_init__(self) -> None:
-        if self.producers < 1 or self.consumers < 1 or self.fifo_producers < 0:
+        if (self.producers < 1 or self.consumers < 1 or self.fifo_producers < 0
+                or self.official_producers < 0):
             raise ValueError("need at least one producer and one consumer per group")
         if self.rate <= 0 or self.send_timeout <= 0 or self.invisible_s <= 0:
             raise ValueError("rate, send_timeout and invisible_s must be > 0")
@@ -138,6 +147,7 @@ class Workload:
         self._threads: list[threading.Thread] = []
         self._errors_lock = threading.Lock()
         self.consumer_errors: dict[str, int] = {}  # error text -> count, for the drill's notes
+        self._official: subprocess.Popen | None = None
 
     def start(self) -> None:
         self._producing.set()
@@ -147,6 +157,8 @@ class Workload:
             self._spawn(f"producer-{i}", lambda i=i: self._produce(i, None))
         for i in range(c.fifo_producers):
             self._spawn(f"fifo-producer-{i}", lambda i=i: self._produce(i, c.message_groups))
+        if c.official_producers:
+            self._start_official()
         self._start_consumers(c.groups())
 
     def start_late_readers(self) -> None:
@@ -164,12 +176,67 @@ class Workload:
 
     def stop_producers(self) -> None:
         self._producing.clear()
+        self._stop_official()
 
     def stop(self) -> None:
         self._producing.clear()
         self._consuming.clear()
+        self._stop_official()
         for t in self._threads:
             t.join(self.config.send_timeout + 30)
+
+    # -- the official client's producers -------------------------------------------------------
+    def _start_official(self) -> None:
+        """Starts official_producer.py and waits until its producers started (route and
+        settings fetched), so the drill's warm-up covers both clients."""
+        c = self.config
+        if self.tls is not None:
+            raise ValueError("the official client's producers need a plaintext cluster (it "
+                             "trusts only the system's CAs)")
+        spec = {"endpoints": ";".join(self.addresses), "topic": c.topic,
+                "producers": c.official_producers, "rate": c.rate, "body_size": c.body_size,
+                "request_timeout": c.send_timeout, "ak": self.credentials[0],
+                "sk": self.credentials[1]}
+        proc = subprocess.Popen([sys.executable, "-m", "cluster.drills.official_producer"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._official = proc
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(json.dumps(spec) + "\n")
+        proc.stdin.flush()
+        ready = proc.stdout.readline()
+        if not ready.strip().startswith('{"ready"'):
+            self._stop_official()
+            raise RuntimeError(f"the official client's producers did not start "
+                               f"(exit {proc.poll()}, said {ready.strip()!r}); is "
+                               f"rocketmq-python-client installed?")
+        self._spawn("official-producers", lambda: self._read_official(proc))
+
+    def _read_official(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
+        topic = self.config.topic
+        for line in proc.stdout:
+            r = json.loads(line)
+            self.history.record_send(Send(
+                key=r["key"], topic=topic, message_group=None, seq=r["seq"],
+                started=r["started"], finished=r["finished"],
+                outcome=SendOutcome.OK if r["ok"] else SendOutcome.UNKNOWN,
+                detail=r["detail"], message_id=r["message_id"], client="official"))
+
+    def _stop_official(self) -> None:
+        proc, self._official = self._official, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.write("stop\n")
+                proc.stdin.close()
+        except (BrokenPipeError, ValueError):
+            pass  # it is gone already
+        try:
+            proc.wait(self.config.send_timeout * 4 + 10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
     # -- producing -----------------------------------------------------------------------------
     def _produce(self, index: int, message_groups: int | None) -> None:

@@ -12,15 +12,16 @@ EXPECT = Expectation(groups=(GROUP,), topics_of_group={GROUP: TOPIC})
 
 def send(h: History, key: str, outcome: SendOutcome = OK, *, started: float = 0.0,
          finished: float | None = None, seq: int = 0, message_group: str | None = None,
-         detail: str = "", topic: str = TOPIC) -> None:
+         detail: str = "", topic: str = TOPIC, client: str = "own") -> None:
     h.record_send(Send(key, topic, message_group, seq, started,
                        started + 0.01 if finished is None else finished, outcome, detail,
-                       message_id=f"id-{key}"))
+                       message_id=f"id-{key}", client=client))
 
 
 def receive(h: History, key: str | None, at: float = 1.0, *, group: str = GROUP,
-            message_id: str | None = None, attempt: int = 1) -> None:
-    h.record_receive(Receive(key, TOPIC, group, 0, 0, message_id or f"id-{key}", attempt, at))
+            message_id: str | None = None, attempt: int = 1, offset: int = 0) -> None:
+    h.record_receive(Receive(key, TOPIC, group, 0, offset, message_id or f"id-{key}", attempt,
+                             at))
 
 
 def clean_history(n: int = 3) -> History:

@@ -112,6 +112,43 @@ def test_duplicate_classification(ack_at: float | None, second_id: str, why: str
     assert r.passed and r.received == 1   # duplicates are legal (at-least-once)
 
 
+def test_a_retry_stored_again_under_the_same_message_id_is_a_stored_duplicate() -> None:
+    # The official clients keep the message id over their retries: a second record of one
+    # message has the same id at another queue offset, and is not a redelivery.
+    h = clean_history(1)
+    h.record_ack(Ack("k0", GROUP, "id-k0", True, 0.7))
+    receive(h, "k0", at=1.0, offset=7)
+    receive(h, "k0", at=1.1, group="late", offset=0)
+    receive(h, "k0", at=1.2, group="late", offset=7)
+    r = check(h, EXPECT)
+    assert dict(r.duplicates) == {STORED_TWICE: 2}
+    assert r.stored_duplicates == 1      # one extra record, whatever number of groups read it
+
+
+def test_redeliveries_are_not_stored_duplicates() -> None:
+    h = clean_history(1)
+    receive(h, "k0", at=1.0, attempt=2)
+    r = check(h, EXPECT)
+    assert dict(r.duplicates) == {NOT_ACKED: 1} and r.stored_duplicates == 0
+
+
+def test_client_view_gap_per_client_and_fault() -> None:
+    h = History()
+    for i, t in enumerate((0.5, 0.9, 4.4, 4.6)):          # own client: acks around the fault
+        send(h, f"o{i}", started=t - 0.01, finished=t)
+    for i, t in enumerate((0.8, 6.0, 6.2)):               # official: 5.2 s without an ack
+        send(h, f"x{i}", started=t - 0.01, finished=t, client="official")
+    send(h, "x-failed", UNKNOWN, started=1.0, finished=4.0, client="official")
+    fault = h.fault_started("kill -9 master", at=1.0)
+    h.fault_healed(fault, at=4.0)
+    later = h.fault_started("kill -9 master", at=10.0)    # nothing acknowledged after it
+    h.fault_healed(later, at=13.0)
+    gaps = check(h, Expectation()).client_gaps
+    assert set(gaps) == {"own", "official"}
+    assert gaps["own"][0] == pytest.approx(3.5) and gaps["own"][1] is None
+    assert gaps["official"][0] == pytest.approx(5.2) and gaps["official"][1] is None
+
+
 def test_duplicates_order_by_time_not_by_record_order() -> None:
     h = History()
     send(h, "k")
