@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from cluster.consume.consumer_calls import ConsumerCalls
 from cluster.consume.consumer_service import ConsumerService
@@ -45,7 +45,8 @@ log = logging.getLogger(__name__)
 
 def build_messaging(role: "Role", store: "MessageStore", live: "LiveConfig", clock: "Clock",
                     advertised_address: Callable[[], str],
-                    receipt_key: bytes | None = None) -> MessagingService:
+                    receipt_key: bytes | None = None,
+                    group_members: Callable[[], Sequence[str]] = tuple) -> MessagingService:
     """The client API of a node. `receipt_key`: the broker group's shared key of receipt
     handles and transaction ids (cluster/consume/handle_mac.py; the node derives it from the
     cluster secret). Without one, a random key: handles then hold only on this node until it
@@ -91,4 +92,5 @@ def build_messaging(role: "Role", store: "MessageStore", live: "LiveConfig", clo
         # producers on a slave still get the master's checks
         relay=TelemetryRelay(lambda: role.followed_address, telemetry, forwarder),
         consumers=consumers, tables=TableService([consumers.table, topics.table.replicated]),
-        consumer_router=router, limits=limits, conversion=conversion)
+        consumer_router=router, limits=limits, conversion=conversion,
+        group_members=group_members)

@@ -44,7 +44,8 @@ def assignment_from_pb(a: pb.Assignment) -> Assignment:
     return Assignment(role=BrokerRole.parse(a.role) if a.role else None,
                       master_address=a.master_address, master_id=a.master_id, epoch=a.epoch,
                       sync_state_set=frozenset(a.sync_state_set),
-                      sync_state_epoch=a.sync_state_epoch, note=a.note, lease_ms=a.lease_ms)
+                      sync_state_epoch=a.sync_state_epoch, note=a.note, lease_ms=a.lease_ms,
+                      group_addresses=tuple(a.group_addresses))
 
 
 class ControllerLink(Service):

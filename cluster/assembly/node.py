@@ -114,6 +114,9 @@ class Node:
         self.metrics: MetricsEndpoint | None = None
         self.calls = CallCounter()  # gRPC calls by method and code, for the metrics
         self._last_refusal = ""
+        # The group's advertised addresses as the controller last listed them (QueryRoute's
+        # endpoints, cluster/messaging/messaging_service.py); () before its first answer.
+        self.group_members: tuple[str, ...] = ()
         self.live.subscribe(self._on_config_change)
 
     def _ships_now(self) -> bool:
@@ -162,7 +165,8 @@ class Node:
         # group's; a lone master without one uses its admin token (kept in its store).
         self.messaging = build_messaging(self.role, self.store, self.live, self.clock,
                                          self.advertised_address,
-                                         handle_key(secret or token.encode()))
+                                         handle_key(secret or token.encode()),
+                                         group_members=lambda: self.group_members)
         self.messaging.start()
         admin = AdminNode(node_id=c.node_id, role=self.role, store=self.store, config=self.live,
                           topics=self.messaging.topics, consumers=self.messaging.consumers,
@@ -369,6 +373,8 @@ class Node:
 
     def apply_assignment(self, assignment: Assignment, sent_at: float) -> None:
         """Carry out the controller's answer to a heartbeat sent at `sent_at` (monotonic)."""
+        if assignment.group_addresses:
+            self.group_members = assignment.group_addresses  # one attribute: readers take no lock
         with self._role_lock:
             plan = plan_assignment(self.role.state, self.config.node_id, self.epochs.last_epoch,
                                    assignment)

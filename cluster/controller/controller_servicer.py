@@ -38,7 +38,8 @@ def assignment_to_pb(a: Assignment) -> pb.Assignment:
     return pb.Assignment(role=a.role.value if a.role is not None else "",
                          master_address=a.master_address, master_id=a.master_id, epoch=a.epoch,
                          sync_state_set=sorted(a.sync_state_set),
-                         sync_state_epoch=a.sync_state_epoch, note=a.note, lease_ms=a.lease_ms)
+                         sync_state_epoch=a.sync_state_epoch, note=a.note, lease_ms=a.lease_ms,
+                         group_addresses=list(a.group_addresses))
 
 
 def group_to_pb(g: GroupSnapshot) -> pb.GroupView:

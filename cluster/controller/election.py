@@ -94,8 +94,8 @@ class NodeReport:
 @dataclass(frozen=True)
 class Assignment:
     """The controller's answer to one heartbeat: the role the node takes (None: wait, no
-    master), its master, the epoch, the sync state set and its epoch, a note, and how long
-    a master's lease lasts."""
+    master), its master, the epoch, the sync state set and its epoch, a note, how long
+    a master's lease lasts, and the advertised addresses of the group's nodes."""
 
     role: BrokerRole | None  # None: wait (no master)
     master_address: str = ""
@@ -105,6 +105,7 @@ class Assignment:
     sync_state_epoch: int = 0
     note: str = ""
     lease_ms: int = 0
+    group_addresses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,8 @@ class GroupElection:
     def assignment(self, node_id: str) -> Assignment:
         rec = self.record
         common = dict(master_id=rec.master_id, epoch=rec.epoch, note=self.note,
-                      sync_state_set=rec.sync_state_set, sync_state_epoch=rec.sync_state_epoch)
+                      sync_state_set=rec.sync_state_set, sync_state_epoch=rec.sync_state_epoch,
+                      group_addresses=tuple(sorted({a for a in rec.addresses.values() if a})))
         if not rec.master_id or (node_id == rec.master_id and self.master_may_run):
             return Assignment(None, **common)  # wait: no master, or it must rejoin the election
         if node_id == rec.master_id:
