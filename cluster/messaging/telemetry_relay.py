@@ -12,14 +12,17 @@ back to the slave, which forwards it (transaction.py).
 
 One relay thread per producer stream, started at its first Settings. It idles while this node
 is master (the local checker pushes directly), reconnects with backoff when the master cannot be
-reached, follows the node's current master after a role switch, and ends with the client's
-stream or the service.
+reached, follows the node's current master after a role switch (a new master is tried at once,
+whatever the backoff reached while the old one was gone: check-backs resume within
+CHANGE_POLL_SECONDS of the node learning of the election), and ends with the client's stream
+or the service.
 """
 from __future__ import annotations
 
 import logging
 import queue
 import threading
+import time
 from typing import TYPE_CHECKING, Callable
 
 import grpc
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 IDLE_SECONDS = 1.0  # how often an idle or waiting relay looks at the node's role again
 MAX_BACKOFF_SECONDS = 5.0
+CHANGE_POLL_SECONDS = 0.1  # how often a relay backing off looks whether the master changed
 
 
 class TelemetryRelay:
@@ -121,14 +125,27 @@ class _Relay(threading.Thread):
                     self._wake.wait(IDLE_SECONDS)
                     self._wake.clear()
                     continue
-                if self._relay_to(address):
+                if self._relay_to(address) or self._pause(address, backoff):
                     backoff = 0.2
                 else:
-                    self._wake.wait(backoff)
-                    self._wake.clear()
                     backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
         finally:
             self.owner._done(self)
+
+    def _pause(self, address: str, seconds: float) -> bool:
+        """Waits `seconds` before trying `address` again; True when it ended early because
+        the node follows another master now (or was woken), which is tried at once."""
+        end = time.monotonic() + seconds
+        while not self._over():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            if self.owner.master_address() != address:
+                return True
+            if self._wake.wait(min(left, CHANGE_POLL_SECONDS)):
+                self._wake.clear()
+                return True
+        return True
 
     def _relay_to(self, address: str) -> bool:
         """Mirror the stream to `address` until it ends; False when it failed early."""
