@@ -75,6 +75,10 @@ class DrillResult:
     # client kind ("own", "official") -> its client-view gap per fault (None: no ack after it)
     client_gaps: Mapping[str, tuple[float | None, ...]] = field(
         default_factory=lambda: MappingProxyType({}))
+    # client kind -> per fault, when the acknowledgement that ended the gap came, counted from
+    # the moment the drill saw the new master (negative: the client was served before that)
+    client_resumed: Mapping[str, tuple[float | None, ...]] = field(
+        default_factory=lambda: MappingProxyType({}))
 
     @property
     def passed(self) -> bool:
@@ -121,6 +125,7 @@ def check(history: History, expect: Expectation) -> DrillResult:
         failures += _available_while_faulted(sends, faults)
 
     outcomes = Counter(s.outcome for s in sends)
+    views = _client_views(sends, faults)
     return DrillResult(
         sends_ok=outcomes[SendOutcome.OK], sends_failed=outcomes[SendOutcome.FAILED],
         sends_unknown=outcomes[SendOutcome.UNKNOWN],
@@ -131,7 +136,8 @@ def check(history: History, expect: Expectation) -> DrillResult:
         duplicates=duplicates, order_violations=order, recovery_s=recovery,
         longest_outage_s=_longest_outage(sends, faults), failures=tuple(failures),
         fifo_checked=bool(expect.fifo_groups), stored_duplicates=stored,
-        client_gaps=MappingProxyType(_client_gaps(sends, faults)))
+        client_gaps=MappingProxyType({c: tuple(g for g, _ in v) for c, v in views.items()}),
+        client_resumed=MappingProxyType({c: tuple(r for _, r in v) for c, v in views.items()}))
 
 
 def first_of(items: list[str], sep: str = ", ") -> str:
@@ -215,8 +221,10 @@ def _stored_duplicates(deliveries_of: Mapping[tuple[str, str], list[Receive]]) -
     return sum(n - 1 for n in most.values())
 
 
-def _client_gaps(sends: list[Send], faults: list[Fault]
-                 ) -> dict[str, tuple[float | None, ...]]:
+View = tuple[float | None, float | None]   # (gap, when it ended after the heal)
+
+
+def _client_views(sends: list[Send], faults: list[Fault]) -> dict[str, tuple[View, ...]]:
     if not faults:
         return {}
     acks_of: dict[str, list[float]] = defaultdict(list)
@@ -228,10 +236,11 @@ def _client_gaps(sends: list[Send], faults: list[Fault]
             for client, acks in sorted(acks_of.items())}
 
 
-def client_gap(acks: list[float], fault: Fault) -> float | None:
+def client_gap(acks: list[float], fault: Fault) -> View:
     """The longest stretch without an acknowledgement (`acks`: sorted finish times) from the
-    last one before the fault started to the first one at or after it was healed; None when
-    nothing was acknowledged after the fault."""
+    last one before the fault started to the first one at or after it was healed, and when
+    the acknowledgement that ended it came counted from the heal; (None, None) when nothing
+    was acknowledged after the fault."""
     healed = fault.started if fault.healed is None else max(fault.healed, fault.started)
     before = [t for t in acks if t <= fault.started]
     points = [before[-1] if before else fault.started]
@@ -241,8 +250,9 @@ def client_gap(acks: list[float], fault: Fault) -> float | None:
             if t >= healed:
                 break
     if len(points) < 2 or points[-1] < healed:
-        return None
-    return max(b - a for a, b in zip(points, points[1:]))
+        return None, None
+    gap, end = max((b - a, b) for a, b in zip(points, points[1:]))
+    return gap, end - healed
 
 
 def _order_violations(deliveries_of: Mapping[tuple[str, str], list[Receive]],

@@ -87,8 +87,13 @@ def render_detail(name: str, r: DrillResult) -> str:
 def render_client_view(name: str, r: DrillResult) -> str:
     """What the producers' applications saw, printed for every drill: each client kind's gap
     per fault and the duplicates stored."""
-    lines = [f"  {name}: client-view gap per fault ({client} client): {gaps_text(gaps)}"
-             for client, gaps in r.client_gaps.items()]
+    lines = []
+    for client, gaps in r.client_gaps.items():
+        lines.append(f"  {name}: client-view gap per fault ({client} client): {gaps_text(gaps)}")
+        resumed = ", ".join("-" if v is None else f"{v:+.2f}"
+                            for v in r.client_resumed.get(client, ()))
+        lines.append(f"  {name}:   its end, from the new master seen ({client} client): "
+                     f"{resumed} s")
     lines.append(f"  {name}: duplicates stored: {r.stored_duplicates}")
     return "\n".join(lines)
 

@@ -143,10 +143,13 @@ def test_client_view_gap_per_client_and_fault() -> None:
     h.fault_healed(fault, at=4.0)
     later = h.fault_started("kill -9 master", at=10.0)    # nothing acknowledged after it
     h.fault_healed(later, at=13.0)
-    gaps = check(h, Expectation()).client_gaps
+    r = check(h, Expectation())
+    gaps, resumed = r.client_gaps, r.client_resumed
     assert set(gaps) == {"own", "official"}
     assert gaps["own"][0] == pytest.approx(3.5) and gaps["own"][1] is None
     assert gaps["official"][0] == pytest.approx(5.2) and gaps["official"][1] is None
+    assert resumed["own"][0] == pytest.approx(0.4)          # 4.4: 0.4 s after the heal at 4.0
+    assert resumed["official"][0] == pytest.approx(2.0)     # 6.0
 
 
 def test_duplicates_order_by_time_not_by_record_order() -> None:
