@@ -11,7 +11,9 @@ byte of one replication chunk after its CRC was computed) and `fail_while:<absol
 (`io_failure(name, path)` raises OSError(EROFS) for as long as that trigger file exists, e.g.
 `fileio.write=fail_while:/tmp/drill/readonly` makes every write-side FileIO operation fail like
 a file system remounted read-only once the drill creates the file, while the process runs; the
-trigger path cannot contain a comma, the item separator).
+trigger path cannot contain a comma, the item separator), and `every:<n>` (`should_fire(name)`
+is true on every n-th call, e.g. `messaging.send.drop_answer=every:40` makes the master answer
+one stored send in forty as if the answer was lost, so a drill sees what clients' retries do).
 
 Importing this module has no side effect: the environment is read on the first
 `failpoint`/`should_corrupt` call, unless `configure()` set the failpoints before (a process
@@ -30,8 +32,9 @@ from .config_values import ConfigError
 
 log = logging.getLogger(__name__)
 ENV = "RMQSTORE_FAILPOINTS"
-_ACTIONS = ("kill", "corrupt_once", "fail_while:<path>")
+_ACTIONS = ("kill", "corrupt_once", "fail_while:<path>", "every:<n>")
 _FAIL_WHILE = "fail_while:"  # the action with an argument: the trigger file's absolute path
+_EVERY = "every:"  # fires on every n-th call
 _DONE = "done"  # a corrupt_once failpoint that has fired
 
 
@@ -47,6 +50,10 @@ def parse(spec: str) -> dict[str, str]:
             # agree on one file, so only an absolute path is accepted.
             if not trigger or not os.path.isabs(trigger):
                 raise ConfigError(f"{ENV}: {item!r}: fail_while needs an absolute trigger path")
+        elif action.startswith(_EVERY):
+            n = action[len(_EVERY):]
+            if not n.isdigit() or int(n) < 1:
+                raise ConfigError(f"{ENV}: {item!r}: every needs a whole number >= 1")
         elif action not in _ACTIONS:
             raise ConfigError(f"{ENV}: unknown action {action!r} for {name!r} "
                               f"(want one of {', '.join(_ACTIONS)})")
@@ -58,6 +65,7 @@ def parse(spec: str) -> dict[str, str]:
 # except a corrupt_once entry turning "done" under _LOCK.
 _active: dict[str, str] | None = None
 _LOCK = threading.Lock()
+_calls: dict[str, int] = {}  # every:<n> failpoints' call counts, under _LOCK
 
 
 def configure(spec: str | None = None) -> None:
@@ -67,6 +75,7 @@ def configure(spec: str | None = None) -> None:
     points = parse(os.environ.get(ENV, "") if spec is None else spec)
     with _LOCK:
         _active = points
+        _calls.clear()
 
 
 def _points() -> dict[str, str]:
@@ -97,6 +106,19 @@ def should_corrupt(name: str) -> bool:
             return False
         points[name] = _DONE
     log.warning("failpoint %s: corrupting once", name)
+    return True
+
+
+def should_fire(name: str) -> bool:
+    """True on every n-th call of an `every:<n>` failpoint; unarmed, one dict lookup."""
+    action = _points().get(name)
+    if action is None or not action.startswith(_EVERY):
+        return False
+    with _LOCK:
+        count = _calls[name] = _calls.get(name, 0) + 1
+    if count % int(action[len(_EVERY):]):
+        return False
+    log.warning("failpoint %s: firing (call %d)", name, count)
     return True
 
 

@@ -59,10 +59,14 @@ def register(sub) -> None:
     p.add_argument("--soak-every", type=float, default=30.0, help="seconds between soak kills")
     p.add_argument("--rate", type=float, default=60.0, help="sends per second per producer")
     p.add_argument("--official-producers", type=int, default=0, metavar="N",
-                   help="also N producer threads of the official RocketMQ 5 Python client "
+                   help="also N producers of the official RocketMQ 5 Python client "
                         "(rocketmq-python-client, in a process of its own, given every node's "
                         "address): the report gives each client's view of every failover "
                         "(default 0; a local soak takes 4 when the client is installed)")
+    p.add_argument("--official-consumers", type=int, default=0, metavar="N",
+                   help="also N SimpleConsumers of the official client in a group of their "
+                        "own, which must receive every acknowledged message too (default 0; "
+                        "a local soak takes 2 when the client is installed)")
     p.add_argument("--unsafe", action="store_true",
                    help="allow unclean elections (enableElectUncleanMaster=true): shows what the "
                         "protection prevents")
@@ -111,11 +115,12 @@ def run(args) -> int:
             return 2
     timing = Timing(warmup_s=args.warmup, fault_s=args.fault_seconds, after_s=args.after,
                     soak_s=args.soak_minutes * 60, soak_every_s=args.soak_every)
-    official = args.official_producers
-    if (official == 0 and "soak" in names and args.target == "local"
+    producers, consumers = args.official_producers, args.official_consumers
+    if (producers == consumers == 0 and "soak" in names and args.target == "local"
             and _official_client_installed()):
-        official = 4
-    workload = WorkloadConfig(rate=args.rate, official_producers=official)
+        producers, consumers = 4, 2
+    workload = WorkloadConfig(rate=args.rate, official_producers=producers,
+                              official_consumers=consumers)
     controller_props = {"enableElectUncleanMaster": "true"} if args.unsafe else {}
     parent = os.path.abspath(args.dir) if args.dir else tempfile.mkdtemp(prefix="rmq-drill-")
     compose = None

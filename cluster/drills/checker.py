@@ -42,6 +42,8 @@ class Expectation:
     fifo_groups: frozenset[str] = frozenset()   # consumer groups whose order is checked
     groups: tuple[str, ...] = ()                # groups that must receive every acked message
     topics_of_group: Mapping[str, str] = field(default_factory=dict)   # group -> its topic
+    # label -> consumer group whose acknowledgements give a consumer's view of each fault
+    consumer_views: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         missing = [g for g in self.groups if g not in self.topics_of_group]
@@ -125,7 +127,7 @@ def check(history: History, expect: Expectation) -> DrillResult:
         failures += _available_while_faulted(sends, faults)
 
     outcomes = Counter(s.outcome for s in sends)
-    views = _client_views(sends, faults)
+    views = _client_views(sends, acks, faults, expect.consumer_views)
     return DrillResult(
         sends_ok=outcomes[SendOutcome.OK], sends_failed=outcomes[SendOutcome.FAILED],
         sends_unknown=outcomes[SendOutcome.UNKNOWN],
@@ -224,7 +226,9 @@ def _stored_duplicates(deliveries_of: Mapping[tuple[str, str], list[Receive]]) -
 View = tuple[float | None, float | None]   # (gap, when it ended after the heal)
 
 
-def _client_views(sends: list[Send], faults: list[Fault]) -> dict[str, tuple[View, ...]]:
+def _client_views(sends: list[Send], acks: list[Ack], faults: list[Fault],
+                  consumer_views: Mapping[str, str]) -> dict[str, tuple[View, ...]]:
+    """Per producer kind (acknowledged sends) and per watched consumer group (its acks)."""
     if not faults:
         return {}
     acks_of: dict[str, list[float]] = defaultdict(list)
@@ -232,6 +236,12 @@ def _client_views(sends: list[Send], faults: list[Fault]) -> dict[str, tuple[Vie
         acks_of.setdefault(s.client, [])
         if s.outcome is SendOutcome.OK:
             acks_of[s.client].append(s.finished)
+    label_of = {group: label for label, group in consumer_views.items()}
+    for label in consumer_views:
+        acks_of.setdefault(label, [])
+    for a in acks:
+        if a.ok and a.group in label_of:
+            acks_of[label_of[a.group]].append(a.at)
     return {client: tuple(client_gap(sorted(acks), f) for f in faults)
             for client, acks in sorted(acks_of.items())}
 

@@ -89,11 +89,11 @@ def render_client_view(name: str, r: DrillResult) -> str:
     per fault and the duplicates stored."""
     lines = []
     for client, gaps in r.client_gaps.items():
-        lines.append(f"  {name}: client-view gap per fault ({client} client): {gaps_text(gaps)}")
+        who = client if " " in client else f"{client} client"
+        lines.append(f"  {name}: client-view gap per fault ({who}): {gaps_text(gaps)}")
         resumed = ", ".join("-" if v is None else f"{v:+.2f}"
                             for v in r.client_resumed.get(client, ()))
-        lines.append(f"  {name}:   its end, from the new master seen ({client} client): "
-                     f"{resumed} s")
+        lines.append(f"  {name}:   its end, from the new master seen ({who}): {resumed} s")
     lines.append(f"  {name}: duplicates stored: {r.stored_duplicates}")
     return "\n".join(lines)
 

@@ -82,7 +82,8 @@ def _prepare(cluster: DrillTarget, workload: WorkloadConfig) -> None:
         if workload.fifo_producers:
             client.create_topic(workload.fifo_topic, queue_nums=METADATA_QUEUES)
             client.upsert_group(workload.fifo_group, fifo=True)
-        for group in (workload.group, *workload.late_groups()):
+        official = (workload.official_group,) if workload.official_consumers else ()
+        for group in (workload.group, *workload.late_groups(), *official):
             client.upsert_group(group, fifo=False)
 
 
@@ -144,8 +145,11 @@ def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
         cluster.close()
         history_path = os.path.join(os.path.abspath(options.root), HISTORY_FILE)
         history.save(history_path)
+    views = {"own consumers": workload_config.group}
+    if workload_config.official_consumers:
+        views["official consumers"] = workload_config.official_group
     result = check(history, Expectation(recovers=drill.recovers, groups=tuple(groups),
-                                        topics_of_group=dict(groups),
+                                        topics_of_group=dict(groups), consumer_views=views,
                                         fifo_groups=frozenset(
                                             {workload_config.fifo_group}
                                             if workload_config.fifo_producers else ())))

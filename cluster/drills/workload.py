@@ -4,9 +4,10 @@ to the nodes, every send and every receive recorded into a History.
 Besides the live consumer groups, "late" groups start reading from the first offset only
 after the faults: they check what the log kept, not what was consumed in time.
 
-Besides these, `official_producers` threads of the official RocketMQ 5 Python client (one
-process, official_producer.py) send to the same topic with every node's address, as an
-operator's application would be configured: the drill then measures what that client sees.
+Besides these, `official_producers` producers and `official_consumers` SimpleConsumers of the
+official RocketMQ 5 Python client (one process, official_client.py) send to the same topic and
+consume it in a group of their own (`official_group`), given every node's address as an
+operator's application would be: the drill then measures what that client sees.
 
 Producers send one message per request (so each send has one outcome) at a steady rate; FIFO
 producers send their message groups in sequence, the next message only after the previous
@@ -57,7 +58,8 @@ class WorkloadConfig:
     group: str = "drill-group"
     fifo_group: str = "drill-fifo-group"
     producers: int = 3
-    official_producers: int = 0      # threads of the official client (another process)
+    official_producers: int = 0      # producers of the official client (another process)
+    official_consumers: int = 0      # its SimpleConsumers, in official_group
     fifo_producers: int = 1
     message_groups: int = 4          # per FIFO producer
     consumers: int = 2               # per consumer group
@@ -68,7 +70,7 @@ class WorkloadConfig:
 
     def __post_init__(self) -> None:
         if (self.producers < 1 or self.consumers < 1 or self.fifo_producers < 0
-                or self.official_producers < 0):
+                or self.official_producers < 0 or self.official_consumers < 0):
             raise ValueError("need at least one producer and one consumer per group")
         if self.rate <= 0 or self.send_timeout <= 0 or self.invisible_s <= 0:
             raise ValueError("rate, send_timeout and invisible_s must be > 0")
@@ -78,6 +80,14 @@ class WorkloadConfig:
         return dataclasses.replace(self, topic=self.topic + suffix,
                                    fifo_topic=self.fifo_topic + suffix,
                                    group=self.group + suffix, fifo_group=self.fifo_group + suffix)
+
+    @property
+    def official_group(self) -> str:
+        return self.group + "-official"
+
+    @property
+    def official(self) -> bool:
+        return bool(self.official_producers or self.official_consumers)
 
     def groups(self) -> dict[str, str]:
         """consumer group -> its topic, for the groups consuming while the drill runs."""
@@ -93,7 +103,9 @@ class WorkloadConfig:
         return {f"{group}-late": topic for group, topic in self.groups().items()}
 
     def all_groups(self) -> dict[str, str]:
-        return {**self.groups(), **self.late_groups()}
+        """Every group that must receive every acknowledged message of its topic."""
+        official = {self.official_group: self.topic} if self.official_consumers else {}
+        return {**self.groups(), **self.late_groups(), **official}
 
 
 def send_outcome(error: Exception | None) -> SendOutcome:
@@ -157,7 +169,7 @@ class Workload:
             self._spawn(f"producer-{i}", lambda i=i: self._produce(i, None))
         for i in range(c.fifo_producers):
             self._spawn(f"fifo-producer-{i}", lambda i=i: self._produce(i, c.message_groups))
-        if c.official_producers:
+        if c.official:
             self._start_official()
         self._start_consumers(c.groups())
 
@@ -176,7 +188,7 @@ class Workload:
 
     def stop_producers(self) -> None:
         self._producing.clear()
-        self._stop_official()
+        self._tell_official("stop producers")
 
     def stop(self) -> None:
         self._producing.clear()
@@ -185,19 +197,20 @@ class Workload:
         for t in self._threads:
             t.join(self.config.send_timeout + 30)
 
-    # -- the official client's producers -------------------------------------------------------
+    # -- the official client -------------------------------------------------------------------
     def _start_official(self) -> None:
-        """Starts official_producer.py and waits until its producers started (route and
-        settings fetched), so the drill's warm-up covers both clients."""
+        """Starts official_client.py and waits until its clients started (route and settings
+        fetched), so the drill's warm-up covers both clients."""
         c = self.config
         if self.tls is not None:
             raise ValueError("the official client's producers need a plaintext cluster (it "
                              "trusts only the system's CAs)")
         spec = {"endpoints": ";".join(self.addresses), "topic": c.topic,
                 "producers": c.official_producers, "rate": c.rate, "body_size": c.body_size,
-                "request_timeout": c.send_timeout, "ak": self.credentials[0],
-                "sk": self.credentials[1]}
-        proc = subprocess.Popen([sys.executable, "-m", "cluster.drills.official_producer"],
+                "request_timeout": c.send_timeout, "group": c.official_group,
+                "consumers": c.official_consumers, "invisible_s": c.invisible_s,
+                "ak": self.credentials[0], "sk": self.credentials[1]}
+        proc = subprocess.Popen([sys.executable, "-m", "cluster.drills.official_client"],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self._official = proc
         assert proc.stdin is not None and proc.stdout is not None
@@ -206,21 +219,39 @@ class Workload:
         ready = proc.stdout.readline()
         if not ready.strip().startswith('{"ready"'):
             self._stop_official()
-            raise RuntimeError(f"the official client's producers did not start "
+            raise RuntimeError(f"the official client did not start "
                                f"(exit {proc.poll()}, said {ready.strip()!r}); is "
                                f"rocketmq-python-client installed?")
-        self._spawn("official-producers", lambda: self._read_official(proc))
+        self._spawn("official-client", lambda: self._read_official(proc))
 
     def _read_official(self, proc: subprocess.Popen) -> None:
         assert proc.stdout is not None
-        topic = self.config.topic
+        topic, group = self.config.topic, self.config.official_group
         for line in proc.stdout:
             r = json.loads(line)
-            self.history.record_send(Send(
-                key=r["key"], topic=topic, message_group=None, seq=r["seq"],
-                started=r["started"], finished=r["finished"],
-                outcome=SendOutcome.OK if r["ok"] else SendOutcome.UNKNOWN,
-                detail=r["detail"], message_id=r["message_id"], client="official"))
+            if r["kind"] == "send":
+                self.history.record_send(Send(
+                    key=r["key"], topic=topic, message_group=None, seq=r["seq"],
+                    started=r["started"], finished=r["finished"],
+                    outcome=SendOutcome.OK if r["ok"] else SendOutcome.UNKNOWN,
+                    detail=r["detail"], message_id=r["message_id"], client="official"))
+            elif r["kind"] == "receive":
+                self.history.record_receive(Receive(
+                    key=r["key"], topic=topic, group=group, queue_id=-1, queue_offset=-1,
+                    message_id=r["message_id"], delivery_attempt=r["attempt"], at=r["at"]))
+            elif r["kind"] == "ack":
+                self.history.record_ack(Ack(key=r["key"], group=group,
+                                            message_id=r["message_id"], ok=r["ok"], at=r["at"],
+                                            detail=r["detail"]))
+
+    def _tell_official(self, command: str) -> None:
+        proc = self._official
+        try:
+            if proc is not None and proc.stdin is not None:
+                proc.stdin.write(command + "\n")
+                proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass  # it is gone already
 
     def _stop_official(self) -> None:
         proc, self._official = self._official, None

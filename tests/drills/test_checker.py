@@ -143,9 +143,13 @@ def test_client_view_gap_per_client_and_fault() -> None:
     h.fault_healed(fault, at=4.0)
     later = h.fault_started("kill -9 master", at=10.0)    # nothing acknowledged after it
     h.fault_healed(later, at=13.0)
-    r = check(h, Expectation())
+    h.record_ack(Ack("o0", "og", "id-o0", True, 0.95))     # official consumers: acks 0.95, 5.5
+    h.record_ack(Ack("o1", "og", "id-o1", False, 4.9))     # a failed ack does not end a gap
+    h.record_ack(Ack("o2", "og", "id-o2", True, 5.5))
+    r = check(h, Expectation(consumer_views={"official consumers": "og"}))
     gaps, resumed = r.client_gaps, r.client_resumed
-    assert set(gaps) == {"own", "official"}
+    assert set(gaps) == {"own", "official", "official consumers"}
+    assert gaps["official consumers"][0] == pytest.approx(4.55)
     assert gaps["own"][0] == pytest.approx(3.5) and gaps["own"][1] is None
     assert gaps["official"][0] == pytest.approx(5.2) and gaps["official"][1] is None
     assert resumed["own"][0] == pytest.approx(0.4)          # 4.4: 0.4 s after the heal at 4.0

@@ -38,12 +38,13 @@ def assert_clean(run) -> None:
 
 
 def test_kill_master(tmp_path):
-    """Also with two producers of the official client, given every node's address: once the
-    new master is in place, the client's sends go through, i.e. its channel left the dead
-    master for a live node (a route listing the master alone kept it there until the route
-    refresh, 30 s; gaps of 6-14 s were measured)."""
+    """Also with two producers and a consumer of the official client, given every node's
+    address: once the new master is in place, the client's sends go through, i.e. its channel
+    left the dead master for a live node (a route listing the master alone kept it there until
+    the route refresh, 30 s; gaps of 6-14 s were measured), and its consumer group receives
+    every acknowledged message."""
     run = drill(tmp_path, "kill-master",
-                workload=dataclasses.replace(LIGHT, official_producers=2))
+                workload=dataclasses.replace(LIGHT, official_producers=2, official_consumers=1))
     assert_clean(run)
     r = run.result
     assert r.recovery_s[0] is not None
@@ -53,6 +54,8 @@ def test_kill_master(tmp_path):
     official = [s for s in history.sends() if s.client == "official"]
     assert sum(s.outcome is SendOutcome.OK for s in official) > 100, "the official client ran"
     assert r.client_gaps["official"][0] is not None
+    assert r.client_gaps["official consumers"][0] is not None
+    assert any(rec.group.endswith("-official") for rec in history.receives())
     # A margin of a second for the nodes to learn of the election (500 ms heartbeats).
     stuck = [s for s in official if s.started > fault.healed + 1.0
              and s.outcome is not SendOutcome.OK]

@@ -185,3 +185,16 @@ def test_a_subclass_fault_still_fires_with_the_failpoint_armed(tmp_path):
         assert raised.value.errno == errno.EIO
     finally:
         io.close(fd)
+
+
+def test_every_fires_on_each_nth_call():
+    failpoints.configure("drop=every:3,x=kill")
+    fired = [failpoints.should_fire("drop") for _ in range(7)]
+    assert fired == [False, False, True, False, False, True, False]
+    assert not failpoints.should_fire("x") and not failpoints.should_fire("unarmed")
+
+
+@pytest.mark.parametrize("item", ["d=every:", "d=every:0", "d=every:-2", "d=every:x"])
+def test_every_needs_a_positive_count(item):
+    with pytest.raises(ConfigError, match="every needs a whole number"):
+        failpoints.configure(item)
