@@ -17,6 +17,7 @@ drains and prints the checker's table. Exit status 0 when every drill passed.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -70,9 +71,20 @@ def register(sub) -> None:
     p.add_argument("--unsafe", action="store_true",
                    help="allow unclean elections (enableElectUncleanMaster=true): shows what the "
                         "protection prevents")
+    p.add_argument("--node-prop", action="append", default=[], type=_key_value,
+                   metavar="KEY=VALUE",
+                   help="add a broker.conf key to every node the drill starts (repeatable), "
+                        "e.g. duplicateWindowSeconds=0 to watch retried sends stored twice")
     p.add_argument("--markdown", action="store_true", help="print the table as markdown")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     p.set_defaults(run=run)
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: want KEY=VALUE")
+    return key.strip(), value.strip()
 
 
 def run(args) -> int:
@@ -101,6 +113,10 @@ def run(args) -> int:
     refusal = _target_refusal(args, names, DRILLS)
     if refusal:
         print(refusal, file=sys.stderr)
+        return 2
+    if args.node_prop and (args.cluster_dir or args.target == "compose"):
+        print("--node-prop changes the nodes' configs: only for clusters a drill starts",
+              file=sys.stderr)
         return 2
     if args.cluster_dir:
         if args.unsafe:
@@ -190,7 +206,7 @@ def _run_drills(args, names, parent, timing, workload, controller_props, compose
         run_ = run_drill(drill, DrillOptions(
             root=root, base_port=args.base_port or free_base_port(), timing=timing,
             workload=workload, controller_props=controller_props,
-            target_dir=args.cluster_dir, compose=compose))
+            node_props=dict(args.node_prop), target_dir=args.cluster_dir, compose=compose))
         rows.append(summary_row(name, run_.result, recovers=drill.recovers))
         details.append((run_, render_detail(name, run_.result)))
         ok = ok and run_.result.passed

@@ -7,9 +7,11 @@ group in send order (order), and after each fault writes are acknowledged again 
 or, for a drill that expects the group to become unavailable, they are not until it is healed.
 
 Duplicates come in two kinds a user tells apart: a redelivery (one stored record delivered
-again: at-least-once, an ack lost or too late) and a duplicate *stored* (a second record of one
-message, e.g. a producer's retry written again: the same key at another queue offset, whatever
-its message id). `stored_duplicates` counts the extra records once, however many groups read them.
+again: at-least-once, an ack lost or too late; legal) and a duplicate *stored* (a second record
+of one message, e.g. a producer's retry written again: the same key at another queue offset,
+whatever its message id). `stored_duplicates` counts the extra records once, however many
+groups read them, and any is a failure: the master's duplicate window answers a retried send
+with the original's receipt.
 
 The client-view gap of a fault is what a producer's application feels: per client kind (the
 project's own, the official one), the longest stretch between two successive acknowledgements
@@ -120,6 +122,9 @@ def check(history: History, expect: Expectation) -> DrillResult:
                         f"({first_of([f'{g} {k}: {why}' for g, k, why in phantom], sep='; ')})")
     if order:
         failures.append(f"{len(order)} order violations ({first_of(list(order), sep='; ')})")
+    if stored:
+        failures.append(f"{stored} duplicates stored: a message written twice (a retried send "
+                        f"stored again; duplicateWindowSeconds off or missed)")
     if expect.recovers:
         failures += [f"no acknowledged write after {f.name}"
                      for f, rec in zip(faults, recovery) if rec is None]

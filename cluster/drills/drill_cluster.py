@@ -126,8 +126,10 @@ class DrillCluster(GroupViews):
     def fresh(cls, root: str, base_port: int, role: str = "SYNC_MASTER",
               controller_props: Mapping[str, str] | None = None,
               node_env: Mapping[str, Mapping[str, str]] | None = None,
-              partitions: bool = False) -> "DrillCluster":
-        """A new cluster in `root` on base_port.. (`python -m cluster local`'s configs)."""
+              partitions: bool = False,
+              node_props: Mapping[str, str] | None = None) -> "DrillCluster":
+        """A new cluster in `root` on base_port.. (`python -m cluster local`'s configs), with
+        `node_props` added to every node's config and `controller_props` to the controller's."""
         root = os.path.abspath(root)
         os.makedirs(root, exist_ok=True)
         token_file = os.path.join(root, ADMIN_TOKEN_FILE)
@@ -145,6 +147,10 @@ class DrillCluster(GroupViews):
                               local_cluster.start_node)
                  for name, conf, address in local_cluster.write_configs(
                      root, base_port, role, token_file, controller.address)]
+        for node in nodes:
+            if node_props:
+                with open(node.config, "a", encoding="utf-8") as f:
+                    f.writelines(f"{k}={v}\n" for k, v in node_props.items())
         return cls(root, token_file, controller, nodes, node_env, cgroups)
 
     @classmethod

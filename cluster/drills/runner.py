@@ -32,6 +32,7 @@ class DrillOptions:
     timing: Timing = Timing()
     workload: WorkloadConfig = WorkloadConfig()
     controller_props: Mapping[str, str] = field(default_factory=dict)
+    node_props: Mapping[str, str] = field(default_factory=dict)  # added to every node's config
     drain_idle_s: float = 30.0   # the drain ends when nothing new arrived for this long
     drain_max_s: float = 900.0   # or after this long in any case
     target_dir: str | None = None  # a running `cluster local` folder instead of a fresh cluster
@@ -107,12 +108,16 @@ def _cluster_for(drill: Drill, options: DrillOptions) -> DrillTarget:
                                 f"(partitions, a failpoint or another master role)")
         return DrillCluster.attach(options.target_dir)
     node_env = None
-    if drill.read_only:
-        node_env = {name: {failpoints.ENV: "fileio.write=fail_while:"
-                                           + read_only_trigger(root, name)}
-                    for name in ("master", "slave1", "slave2")}
+    if drill.read_only or drill.failpoints:
+        node_env = {}
+        for name in ("master", "slave1", "slave2"):
+            points = [drill.failpoints] if drill.failpoints else []
+            if drill.read_only:
+                points.append("fileio.write=fail_while:" + read_only_trigger(root, name))
+            node_env[name] = {failpoints.ENV: ",".join(points)}
     return DrillCluster.fresh(root, options.base_port, drill.role, options.controller_props,
-                              node_env, partitions=drill.partitions)
+                              node_env, partitions=drill.partitions,
+                              node_props=options.node_props)
 
 
 def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:

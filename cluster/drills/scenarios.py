@@ -294,6 +294,7 @@ class Drill:
     recovers: bool = True       # False: the group must stay unavailable until healed
     partitions: bool = False    # needs root, iptables and cgroup v2
     read_only: bool = False     # nodes start with the read-only failpoint armed
+    failpoints: str = ""        # RMQSTORE_FAILPOINTS of every node it starts
     role: str = "SYNC_MASTER"   # the master role the group starts with
     compose: bool = False       # runs against a compose project (--target compose)
     local: bool = True          # runs against local processes (--target local)
@@ -301,7 +302,8 @@ class Drill:
     @property
     def targetable(self) -> bool:
         """Runs against a running `cluster local` too (it needs nothing set up at start)."""
-        return self.local and not (self.partitions or self.read_only or self.role != "SYNC_MASTER")
+        return self.local and not (self.partitions or self.read_only or self.failpoints
+                                   or self.role != "SYNC_MASTER")
 
 
 DRILLS = {d.name: d for d in (
