@@ -125,6 +125,9 @@ def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
     os.makedirs(options.root, exist_ok=True)
     cluster = _cluster_for(drill, options)
     workload_config = options.workload
+    if drill.official_producers > workload_config.official_producers:
+        workload_config = dataclasses.replace(workload_config,
+                                              official_producers=drill.official_producers)
     if cluster.attached:  # topics and groups of its own, apart from earlier runs'
         workload_config = workload_config.renamed(f"-{time.strftime('%Y%m%d%H%M%S')}")
     history = History()

@@ -15,8 +15,12 @@ from typing import Callable
 import grpc
 
 from cluster.drills.history import History
+from cluster.messaging.send import DROP_ANSWER
 from cluster.drills.target import DrillTarget, TargetProcess
 from cluster.drills.workload import WorkloadConfig
+
+
+LOST_ANSWER_EVERY = 25  # the lost-answers drill: one stored send in this many
 
 
 @dataclass(frozen=True)
@@ -270,6 +274,16 @@ def _queue_count(cluster: DrillTarget, proc: TargetProcess, topic: str) -> int:
     return found[-1]
 
 
+def lost_answers(ctx: DrillContext) -> None:
+    """Every node answers one stored send in LOST_ANSWER_EVERY as if its answer was lost
+    (failpoint DROP_ANSWER, armed from the start): the official producers retry those with the
+    same message id, and the duplicate window must answer the retry with the first receipt
+    instead of storing the message again. Halfway, the master is killed, so retries also
+    reach a new master, which rebuilt its window from its own log."""
+    time.sleep(ctx.timing.fault_s)
+    kill_master(ctx)
+
+
 def soak(ctx: DrillContext) -> None:
     """Kill the master every `soak_every_s` for `soak_s`; each killed master restarts after
     a third of the interval and rejoins as a slave."""
@@ -295,6 +309,7 @@ class Drill:
     partitions: bool = False    # needs root, iptables and cgroup v2
     read_only: bool = False     # nodes start with the read-only failpoint armed
     failpoints: str = ""        # RMQSTORE_FAILPOINTS of every node it starts
+    official_producers: int = 0  # at least this many producers of the official client
     role: str = "SYNC_MASTER"   # the master role the group starts with
     compose: bool = False       # runs against a compose project (--target compose)
     local: bool = True          # runs against local processes (--target local)
@@ -328,5 +343,9 @@ DRILLS = {d.name: d for d in (
           "one slave down, one lagging, then kill the master: unavailable, not lossy",
           recovers=False, role="ASYNC_MASTER"),
     Drill("metadata", metadata, "an 8-queue topic through two failovers"),
+    Drill("lost-answers", lost_answers,
+          f"one stored send in {LOST_ANSWER_EVERY} answered as lost, and a master kill: "
+          f"the official client's retries must not be stored twice",
+          failpoints=f"{DROP_ANSWER}=every:{LOST_ANSWER_EVERY}", official_producers=2),
     Drill("soak", soak, "kill the master every 30 s for 10 minutes"),
 )}

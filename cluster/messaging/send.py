@@ -50,9 +50,13 @@ from cluster.messaging.transaction_records import check_transactional_send
 from cluster.security import signature
 from cluster.security.tls import TlsSettings, open_channel
 from cluster.serving.execution import in_pool
+from common import failpoints
 
 log = logging.getLogger(__name__)
 FORWARDED_HEADER = "x-rmqstore-forwarded"
+# A drill's fault (RMQSTORE_FAILPOINTS="messaging.send.drop_answer=every:<n>"): the n-th stored
+# send is answered PROXY_TIMEOUT, as when its answer is lost, so the client retries it.
+DROP_ANSWER = "messaging.send.drop_answer"
 
 
 class QueueSelector:
@@ -109,7 +113,12 @@ class Sender:
         msgs, transactional = prepared
         if transactional:
             return await in_pool(self.prepare, request.messages[0], msgs[0])
-        return self._answer(await self.put(msgs), msgs, peer_ip)
+        result = await self.put(msgs)
+        if result.ok and failpoints.should_fire(DROP_ANSWER):
+            return s.SendMessageResponse(status=d.Status(
+                code=d.PROXY_TIMEOUT, message=f"failpoint {DROP_ANSWER}: the answer of a stored "
+                                              f"send was dropped; the outcome is unknown"))
+        return self._answer(result, msgs, peer_ip)
 
     def _to_put(self, request: s.SendMessageRequest, peer_ip: str
                 ) -> tuple[list[Message], bool] | s.SendMessageResponse:
