@@ -112,8 +112,7 @@ class CommitLog:
                 raise ValueError(f"record of {len(record.data)} bytes cannot fit a commitlog "
                                  f"file of {self.file_size}")
         with self.put_lock:
-            originals = (window.admit([r.sent_as for r, _, _ in records])
-                         if repeats and window is not None else None)
+            originals = window.admit(records) if repeats and window is not None else None
             if originals is not None:
                 return self._put_new_locked(records, originals, may_create, window)
             appends = self._put_locked(records, may_create)

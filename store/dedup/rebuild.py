@@ -50,7 +50,7 @@ def first_offset_since(queues: Iterable["ConsumeQueue"],
     queues of a client send lists; `end` when there is none below it."""
     start = end
     for cq in queues:
-        if not (client_topic(cq.topic) or cq.topic in (SCHEDULE_TOPIC, TRANS_HALF_TOPIC)):
+        if not (cq.topic in (SCHEDULE_TOPIC, TRANS_HALF_TOPIC) or client_topic(cq.topic)):
             continue
         index = cq.offset_for_timestamp(since_ms, store_time_of)
         unit = cq.get_unit(index) if index < cq.max_offset() else None

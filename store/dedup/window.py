@@ -25,7 +25,8 @@ concurrent sends of one id exactly one is written) is the same id sent to the sa
 a body of the same CRC-32, both transactional or both not. The same id with another topic, body
 or kind is refused (MessageIllegal "message id": the v2 ILLEGAL_MESSAGE_ID), as is a batch that
 holds one id twice; never answered with another message's receipt. Expiry is by store
-timestamp against the injected clock.
+timestamp against the injected clock (an entry's store time is clamped to never go below the
+previous entry's, so what expired is always the oldest entries, found by binary search).
 
 Fed three ways, always in commitlog order (`fed_to`: everything below it was offered): the
 put path enters what it appends (`appended`, under the put lock, right after the write), reput
@@ -40,11 +41,14 @@ Bounded by `duplicateWindowMaxEntries`: at the bound the oldest entries go first
 `evictions`, and `effective_window_ms` says how far back the window still reaches.
 
 Cost: an entry is a tuple (message id, topic, packed place) with the place packed by struct
-(`_PLACE`), in a dict by id and a deque in commitlog order. Measured with tracemalloc
+(`_PLACE`), in a dict by id and a list in commitlog order. Measured with tracemalloc
 (tests/store/test_dedup_window.py prints it): about 180 bytes an entry besides the id string,
 which the entry keeps alive (a 34-character id of the official clients: 83 bytes): about
 265 bytes an entry, 130 MB at the default bound of 500,000. The tuples hold no containers, so
-the garbage collector stops tracking them (a full collection does not walk the window).
+the garbage collector stops tracking them (a full collection does not walk the window). CPU:
+the put path looks a batch's ids up, enters them and lets the oldest go with bulk dict and
+list operations (C loops); what stays per message in Python is building its entry (about
+1-2 µs a message in all on this host: tests/perf/bench_messaging.py --window-rounds).
 
 Locking: `_lock` guards the entries, the order, `fed_to` and the counters. The put path calls
 `admit` and `appended` under the commitlog's put lock (the order of the two locks is always
@@ -57,8 +61,12 @@ from __future__ import annotations
 
 import struct
 import threading
+from bisect import bisect_left
 from collections import deque
 from functools import partial
+from itertools import accumulate
+from operator import itemgetter
+from sys import intern as _intern
 from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Sequence
 
 from common.clock import Clock
@@ -80,15 +88,32 @@ SentAs = tuple[str, str, int, bool]
 _ID, _TOPIC, _CRC, _HALF = range(4)
 
 # An entry: (message id, topic, place); the place packed: bodyCRC, queue id, queue offset,
-# commitlog offset, size, store timestamp, half. 37 bytes in one bytes object instead of seven
-# int objects (about 110 bytes less an entry).
+# commitlog offset, size, entered at, half. 37 bytes in one bytes object instead of seven int
+# objects (about 110 bytes less an entry). "Entered at" is the record's store time, or the
+# previous entry's when that is later (a new master whose clock is behind its predecessor's):
+# never decreasing in commitlog order, so what expired is a prefix found by binary search.
 _PLACE = struct.Struct("<Iiqqiq?")
 _Entry = tuple[str, str, bytes]
 _PHY = struct.Struct("<16xq")  # the commitlog offset alone
-_TS = struct.Struct("<28xq")  # the store timestamp alone
-_PARKED = (SCHEDULE_TOPIC, TRANS_HALF_TOPIC)  # a send parked under another topic (REAL_TOPIC)
+_AT = struct.Struct("<28xq")  # entered at, alone
+
+
+def _phy(entry: _Entry) -> int:
+    return _PHY.unpack_from(entry[2])[0]
+
+
+def _at(entry: _Entry) -> int:
+    return _AT.unpack_from(entry[2])[0]
+
+
+# a send parked under another topic (its REAL_TOPIC)
+_PARKED_TOPICS = frozenset((SCHEDULE_TOPIC, TRANS_HALF_TOPIC))
 _NOT_CLIENT_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)
-_CLIENT_TOPICS: dict[str, bool] = {}
+_PARKED, _UNKNOWN = object(), object()
+# topic -> what a record of it is (_sender_topic); grows with the topics seen, at most 65,536
+_SENDER_TOPICS: dict[str, object] = {}
+_TRANSACTION_MASK = SysFlag.TRANSACTION_MASK
+_first = itemgetter(0)
 
 
 class Original(NamedTuple):
@@ -98,7 +123,7 @@ class Original(NamedTuple):
     queue_offset: int
     commit_log_offset: int
     size: int
-    store_timestamp: int
+    store_timestamp: int  # as the window entered it (see _PLACE)
 
     @property
     def end_offset(self) -> int:
@@ -118,34 +143,47 @@ class WindowStats(NamedTuple):
 
 def client_topic(topic: str) -> bool:
     """A topic a client sends to (not a system, retry or dead-letter topic)."""
-    known = _CLIENT_TOPICS.get(topic)
-    if known is None:
-        known = bool(topic) and not is_system_topic(topic) \
-            and not topic.startswith(_NOT_CLIENT_PREFIXES)
-        if len(_CLIENT_TOPICS) < 65536:
-            _CLIENT_TOPICS[topic] = known
-    return known
+    return bool(topic) and not is_system_topic(topic) and not topic.startswith(
+        _NOT_CLIENT_PREFIXES)
+
+
+def _sender_topic(topic: str) -> object:
+    """What `_SENDER_TOPICS` holds for `topic`: the topic itself (interned: one str object per
+    topic for all its entries) when clients send to it, _PARKED for the schedule and the half
+    topic, else None."""
+    kind = _PARKED if topic in _PARKED_TOPICS else _intern(topic) if client_topic(topic) else None
+    if len(_SENDER_TOPICS) < 65536:
+        _SENDER_TOPICS[topic] = kind
+    return kind
 
 
 def sent_as(message_id: str | None, topic: str, sys_flag: int, body_crc: int,
             properties: Mapping[str, str] | str) -> SentAs | None:
     """The client send a record stores, or None (see the module's table). `properties`: the
     record's, as a dict (the put path) or as the stored text (reput); read only for a record
-    parked under the schedule or the half topic."""
-    if not message_id or sys_flag & SysFlag.TRANSACTION_MASK:
+    parked under the schedule or the half topic. Called for every message put while the
+    window is on: the usual case (a client topic) is one dict lookup."""
+    if not message_id or sys_flag & _TRANSACTION_MASK:
         return None
-    half = False
-    if topic in _PARKED:
-        get = partial(codec.property_value, properties) if isinstance(properties, str) \
-            else properties.get
-        if topic == TRANS_HALF_TOPIC:
-            if get(codec.PROPERTY_TRANSACTION_CHECK_TIMES) is not None:
-                return None  # the checker's copy of a half
-            half = True
-        topic = get(codec.PROPERTY_REAL_TOPIC) or ""
-    if not client_topic(topic):
+    kind = _SENDER_TOPICS.get(topic, _UNKNOWN)
+    if kind is _UNKNOWN:
+        kind = _sender_topic(topic)
+    if kind is None:
         return None
-    return message_id, topic, body_crc, half
+    if kind is not _PARKED:
+        return message_id, kind, body_crc, False  # type: ignore[return-value]
+    get = partial(codec.property_value, properties) if isinstance(properties, str) \
+        else properties.get
+    half = topic == TRANS_HALF_TOPIC
+    if half and get(codec.PROPERTY_TRANSACTION_CHECK_TIMES) is not None:
+        return None  # the checker's copy of a half
+    real = get(codec.PROPERTY_REAL_TOPIC) or ""
+    kind = _SENDER_TOPICS.get(real, _UNKNOWN)
+    if kind is _UNKNOWN:
+        kind = _sender_topic(real)
+    if kind is None or kind is _PARKED:
+        return None
+    return message_id, kind, body_crc, half  # type: ignore[return-value]
 
 
 def sent_as_request(r: "DispatchRequest") -> SentAs | None:
@@ -154,8 +192,9 @@ def sent_as_request(r: "DispatchRequest") -> SentAs | None:
 
 
 class DuplicateWindow:
-    """The recent client sends of one store (see the module docstring). Owns the entries (by
-    id, and in commitlog order), `fed_to` and the counters, all guarded by `_lock`. Reads
+    """The recent client sends of one store (see the module docstring). Owns the entries: by
+    id (`_entries`) and in commitlog order (`_order[_head:]`: the same entries, oldest first,
+    so the oldest leave in bulk), `fed_to` and the counters, all guarded by `_lock`. Reads
     duplicateWindowSeconds and duplicateWindowMaxEntries from `config` on every call (they
     change at runtime); 0 seconds empties the window and turns it off."""
 
@@ -164,13 +203,14 @@ class DuplicateWindow:
         self._clock = clock
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
-        self._order: deque[_Entry] = deque()  # the entries oldest first (some stale: _trim)
-        self._topics: dict[str, str] = {}  # one str object per topic for all its entries
+        self._order: list[_Entry] = []  # [_head:] are the entries; the rest is compacted away
+        self._head = 0
+        self._last_at = 0  # entered-at of the newest entry
         self.fed_to = 0  # every record below it was offered to the window
         self.hits = 0
         self.refusals = 0
         self.evictions = 0
-        self._bound_evicted_ts = 0  # store time of the newest entry the bound evicted
+        self._bound_evicted_at = 0  # entered-at of the newest entry the bound evicted
 
     # -- settings ---------------------------------------------------------------------------
     def limits(self) -> tuple[int, int]:
@@ -183,45 +223,51 @@ class DuplicateWindow:
         return self._config().duplicate_window_seconds > 0
 
     # -- the put path (under the commitlog's put lock) --------------------------------------
-    def admit(self, sent: Sequence[SentAs | None]) -> list[Original | None] | None:
-        """For a client's send of these messages: the original of each message that repeats a
-        send in the window (None for a new one), or None when none repeats. Raises
-        MessageIllegal (nothing may be written) when an id is reused for another topic, body
-        or kind, or appears twice in the batch."""
+    def admit(self, records: Sequence[tuple["EncodedRecord", str, int]]
+              ) -> list[Original | None] | None:
+        """For a client's send of these records (as CommitLog.put_batch takes them): the
+        original of each that repeats a send in the window (None for a new one), or None when
+        none repeats. Raises MessageIllegal (nothing may be written) when an id is reused for
+        another topic, body or kind, or appears twice in the batch."""
         window_ms, _ = self.limits()
         if not window_ms:
             return None
-        cutoff = self._clock.now_ms() - window_ms
-        found: list[Original | None] | None = None
-        seen: set[str] | None = set() if len(sent) > 1 else None
+        ids = [s[_ID] for r, _, _ in records if (s := r.sent_as) is not None]
+        unique = set(ids)
+        if len(unique) < len(ids):
+            self._twice(ids)
         with self._lock:
-            entries = self._entries
-            for i, s in enumerate(sent):
-                if s is None:
-                    continue
-                message_id = s[_ID]
-                if seen is not None:
-                    if message_id in seen:
-                        self.refusals += 1
-                        raise MessageIllegal("message id", f"{message_id} appears twice in the "
-                                                           f"batch; each message needs its own")
-                    seen.add(message_id)
-                entry = entries.get(message_id)
-                if entry is None:
-                    continue
-                original = self._repeated(entry, s, cutoff, window_ms)
-                if original is not None:
-                    if found is None:
-                        found = [None] * len(sent)
-                    found[i] = original
-            if found is not None:
-                self.hits += sum(1 for o in found if o is not None)
-        return found
+            if not self._entries.keys() & unique:  # the usual case, looked up in C
+                return None
+            return self._repeats([r.sent_as for r, _, _ in records],
+                                 self._clock.now_ms() - window_ms, window_ms)
+
+    def _twice(self, ids: list[str]) -> None:
+        seen: set[str] = set()
+        for message_id in ids:
+            if message_id in seen:
+                self.refusals += 1
+                raise MessageIllegal("message id", f"{message_id} appears twice in the batch; "
+                                                   f"each message needs its own")
+            seen.add(message_id)
+
+    def _repeats(self, sent: Sequence[SentAs | None], cutoff: int, window_ms: int
+                 ) -> list[Original | None] | None:
+        """admit's answer when some ids are held (under _lock)."""
+        found: list[Original | None] = [None] * len(sent)
+        entries = self._entries
+        for i, s in enumerate(sent):
+            entry = entries.get(s[_ID]) if s is not None else None
+            if entry is not None:
+                found[i] = self._repeated(entry, s, cutoff, window_ms)  # type: ignore[arg-type]
+        hits = len(sent) - found.count(None)
+        self.hits += hits
+        return found if hits else None
 
     def _repeated(self, entry: _Entry, s: SentAs, cutoff: int, window_ms: int
                   ) -> Original | None:
-        crc, queue_id, queue_offset, phy, size, ts, half = _PLACE.unpack(entry[2])
-        if ts < cutoff:
+        crc, queue_id, queue_offset, phy, size, at, half = _PLACE.unpack(entry[2])
+        if at < cutoff:
             return None  # out of the window: a new send
         what = ""
         if entry[1] != s[_TOPIC]:
@@ -236,24 +282,28 @@ class DuplicateWindow:
             raise MessageIllegal("message id", f"{s[_ID]} was stored {what} within the "
                                                f"duplicate window (duplicateWindowSeconds="
                                                f"{window_ms // 1000}); nothing was written")
-        return Original(queue_id, queue_offset, phy, size, ts)
+        return Original(queue_id, queue_offset, phy, size, at)
 
     def appended(self, records: Sequence[tuple["EncodedRecord", str, int]],
                  appends: Sequence["AppendResult"]) -> None:
         """Enter what a put just appended (the records as CommitLog.put_batch took them, and
         where each landed): the put's records that are client sends (`sent_as`, set by the
-        put's input while the window is on), first one of an id wins."""
+        put's input while the window is on), the first record of an id winning."""
         window_ms, max_entries = self.limits()
         with self._lock:
             if window_ms:
-                cutoff = appends[-1].store_timestamp - window_ms
-                enter = self._enter
-                for (record, _, queue_id), a in zip(records, appends):
-                    s = record.sent_as
-                    if s is not None:
-                        enter(s, queue_id, a.queue_offset, a.wrote_offset, a.wrote_bytes,
-                              a.store_timestamp, cutoff)
-                self._trim(cutoff, max_entries)
+                # one store time for the whole put (CommitLog.put_batch)
+                at = max(appends[-1].store_timestamp, self._last_at)
+                self._expire(at - window_ms)  # an id that expired leaves before it returns
+                pack = _PLACE.pack
+                new = [(s[_ID], s[_TOPIC], pack(s[_CRC], queue_id, a.queue_offset, a.wrote_offset,
+                                                 a.wrote_bytes, at, s[_HALF]))
+                       for (record, _, queue_id), a in zip(records, appends)
+                       if (s := record.sent_as) is not None]
+                if new:
+                    self._add(new)
+                    self._last_at = at
+                self._bound(max_entries)
             elif self._entries:
                 self._clear()
             self.fed_to = max(self.fed_to, appends[-1].end_offset)
@@ -269,15 +319,21 @@ class DuplicateWindow:
             fed_to = self.fed_to
             if window_ms:
                 cutoff = self._clock.now_ms() - window_ms
-                enter = self._enter
-                for r in requests:
-                    if r.commit_log_offset < fed_to or not r.uniq_key:
-                        continue
-                    s = sent_as_request(r)
-                    if s is not None:
-                        enter(s, r.queue_id, r.consume_queue_offset, r.commit_log_offset,
-                              r.msg_size, r.store_timestamp, cutoff)
-                self._trim(cutoff, max_entries)
+                self._expire(cutoff)
+                sends = [(r, s) for r in requests
+                         if r.uniq_key and r.commit_log_offset >= fed_to
+                         and r.store_timestamp >= cutoff and (s := sent_as_request(r)) is not None]
+                if sends:
+                    ats = list(accumulate((r.store_timestamp for r, _ in sends), max,
+                                          initial=self._last_at))[1:]
+                    pack = _PLACE.pack
+                    self._add([(s[_ID], s[_TOPIC], pack(s[_CRC], r.queue_id,
+                                                        r.consume_queue_offset,
+                                                        r.commit_log_offset, r.msg_size, at,
+                                                        s[_HALF]))
+                               for (r, s), at in zip(sends, ats)])
+                    self._last_at = ats[-1]
+                self._bound(max_entries)
             elif self._entries:
                 self._clear()
             self.fed_to = max(fed_to, requests[-1].end_offset)
@@ -292,21 +348,19 @@ class DuplicateWindow:
         """The log was cut at `offset`: forget the entries at or past it."""
         with self._lock:
             order, entries = self._order, self._entries
-            while order and _PHY.unpack_from(order[-1][2])[0] >= offset:
-                entry = order.pop()
-                if entries.get(entry[0]) is entry:
-                    del entries[entry[0]]
+            while len(order) > self._head and _phy(order[-1]) >= offset:
+                del entries[order.pop()[0]]
             self.fed_to = min(self.fed_to, offset)
 
     # -- reading ----------------------------------------------------------------------------
     def get(self, message_id: str) -> Original | None:
-        """Where the send of `message_id` in the window was stored (expired or not yet
-        trimmed ones included), or None."""
+        """Where the send of `message_id` in the window was stored (an expired one that has
+        not left yet included), or None."""
         entry = self._entries.get(message_id)
         if entry is None:
             return None
-        _, queue_id, queue_offset, phy, size, ts, _ = _PLACE.unpack(entry[2])
-        return Original(queue_id, queue_offset, phy, size, ts)
+        _, queue_id, queue_offset, phy, size, at, _ = _PLACE.unpack(entry[2])
+        return Original(queue_id, queue_offset, phy, size, at)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -314,51 +368,54 @@ class DuplicateWindow:
     def stats(self) -> WindowStats:
         window_ms, _ = self.limits()
         effective = window_ms
-        if self._bound_evicted_ts:
-            effective = max(0, min(window_ms, self._clock.now_ms() - self._bound_evicted_ts))
+        if self._bound_evicted_at:
+            effective = max(0, min(window_ms, self._clock.now_ms() - self._bound_evicted_at))
         return WindowStats(len(self._entries), self.hits, self.refusals, self.evictions,
                            window_ms, effective)
 
     # -- internals (under _lock) ------------------------------------------------------------
-    def _enter(self, s: SentAs, queue_id: int, queue_offset: int, phy: int, size: int, ts: int,
-               cutoff: int) -> None:
-        if ts < cutoff:
-            return  # older than the window (a rebuild's first records)
-        message_id = s[_ID]
-        held = self._entries.get(message_id)
-        if held is not None and _TS.unpack_from(held[2])[0] >= cutoff:
-            return  # the first record of an id wins (a delayed message's delivery, ...)
-        topic = s[_TOPIC]
-        topic = self._topics.get(topic) or self._intern(topic)
-        entry = (message_id, topic, _PLACE.pack(s[_CRC], queue_id, queue_offset, phy, size, ts,
-                                                s[_HALF]))
-        self._entries[message_id] = entry
-        self._order.append(entry)
+    def _add(self, new: list[_Entry]) -> None:
+        """Enter `new` (in commitlog order, none older than the newest entry). The first
+        record of an id wins: one held (live: `_expire` ran first) or earlier in `new` keeps
+        it. The dict and the order always hold the same entries."""
+        entries = self._entries
+        ids = set(map(_first, new))
+        if len(ids) < len(new) or entries.keys() & ids:
+            kept = []
+            for entry in new:  # (a delayed message's delivery; reput ahead of the put)
+                if entry[0] not in entries:
+                    entries[entry[0]] = entry
+                    kept.append(entry)
+            new = kept
+        else:  # the usual case, in C
+            entries.update(zip(map(_first, new), new))
+        self._order.extend(new)
 
-    def _intern(self, topic: str) -> str:
-        if len(self._topics) < 65536:
-            self._topics[topic] = topic
-        return topic
+    def _expire(self, cutoff: int) -> None:
+        """The entries entered before `cutoff` leave (a prefix of the order)."""
+        order, head = self._order, self._head
+        if head < len(order) and _at(order[head]) < cutoff:
+            self._drop(bisect_left(order, cutoff, head, len(order), key=_at))
 
-    def _trim(self, cutoff: int, max_entries: int) -> None:
-        """Drop the oldest entries while they are out of the window or past the bound."""
-        order, entries = self._order, self._entries
-        while order:
-            entry = order[0]
-            if entries.get(entry[0]) is not entry:
-                order.popleft()  # replaced (the id came back after it expired) or cut
-                continue
-            ts = _TS.unpack_from(entry[2])[0]
-            if ts >= cutoff:
-                if len(entries) <= max_entries:
-                    return
-                self.evictions += 1
-                self._bound_evicted_ts = max(self._bound_evicted_ts, ts)
-            order.popleft()
-            del entries[entry[0]]
+    def _bound(self, max_entries: int) -> None:
+        """The oldest entries past `max_entries` leave, counted as evictions."""
+        excess = len(self._entries) - max_entries
+        if excess > 0:
+            end = self._head + excess
+            self.evictions += excess
+            self._bound_evicted_at = max(self._bound_evicted_at, _at(self._order[end - 1]))
+            self._drop(end)
+
+    def _drop(self, end: int) -> None:
+        """The entries of _order[_head:end] leave."""
+        order = self._order
+        deque(map(self._entries.__delitem__, map(_first, order[self._head:end])), 0)  # in C
+        self._head = end
+        if end > 4096 and end * 2 > len(order):  # compact: memmove of the rest, amortized
+            del order[:end]
+            self._head = 0
 
     def _clear(self) -> None:
         self._entries.clear()
         self._order.clear()
-        self._topics.clear()
-
+        self._head = 0

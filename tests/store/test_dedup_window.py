@@ -37,7 +37,7 @@ class Log:
     def put(self, *sent, dedup: bool = True, queue_id: int = 1) -> list:
         """What CommitLog.put_batch does with the window: admit (a client's send), then enter
         what was written; returns each message's Original (a repeat) or AppendResult."""
-        originals = self.window.admit(sent) if dedup else None
+        originals = self.window.admit(records(sent)) if dedup else None
         new = [s for i, s in enumerate(sent) if originals is None or originals[i] is None]
         written = []
         for s in new:
@@ -46,11 +46,15 @@ class Log:
             self.end += SIZE
             self.queue_offset += 1
         if written:
-            self.window.appended([(SimpleNamespace(sent_as=s), "T", queue_id) for s in new],
-                                 written)
+            self.window.appended(records(new, queue_id), written)
         each = iter(written)
         return [next(each) if originals is None or originals[i] is None else originals[i]
                 for i in range(len(sent))]
+
+
+def records(sent, queue_id: int = 1) -> list:
+    """What CommitLog.put_batch hands the window: (record, topic, queue id)."""
+    return [(SimpleNamespace(sent_as=s), "T", queue_id) for s in sent]
 
 
 def send(message_id: str, topic: str = "Orders", crc: int = 7, half: bool = False):
@@ -187,9 +191,9 @@ def test_reput_feeds_a_slave_commit_and_delivery_records_leave_the_send_alone():
     assert log.window.get("D").commit_log_offset == 2 * SIZE
     assert log.window.fed_to == 4 * SIZE
     # a retried half-send repeats the half; the same id sent as a plain message is refused
-    assert log.window.admit([send("H", half=True)])[0].commit_log_offset == 0
+    assert log.window.admit(records([send("H", half=True)]))[0].commit_log_offset == 0
     with pytest.raises(MessageIllegal, match="as a transactional message; this send is not"):
-        log.window.admit([send("H")])
+        log.window.admit(records([send("H")]))
 
 
 def test_reput_enters_only_what_the_puts_have_not():
@@ -209,14 +213,14 @@ def test_a_cut_forgets_what_lay_past_it():
     assert [log.window.get(f"id{i}") is not None for i in range(4)] == [True, True, False, False]
     assert log.window.fed_to == 2 * SIZE
     log.window.feed([request("id2", 2 * SIZE, crc=8)])  # the new master's record there
-    assert log.window.admit([send("id2", crc=8)])[0] is not None
+    assert log.window.admit(records([send("id2", crc=8)]))[0] is not None
 
 
 def test_zero_seconds_turns_it_off_and_empties_it():
     log = Log()
     log.put(send("A"))
     log.config = StoreConfig(store_path_root_dir="/nonexistent", duplicate_window_seconds=0)
-    assert log.window.admit([send("A")]) is None
+    assert log.window.admit(records([send("A")])) is None
     log.put(send("A"))
     assert len(log.window) == 0 and log.end == 2 * SIZE
 
