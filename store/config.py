@@ -114,8 +114,8 @@ class StoreConfig:
     reput_batch_max_bytes: int = 4 * 1024 * 1024  # ours, not RocketMQ's
     # Ours (NATS JetStream's duplicate window): a send whose message id was stored this many
     # seconds ago or less is answered with the original's receipt and not stored again; 0: off
-    # (store/dedup/window.py). The entries it holds at most: the oldest go first (about 265
-    # bytes an entry: 130 MB at the default).
+    # (store/dedup/window.py). The entries it holds at most: the oldest go first (about 205
+    # bytes an entry with a 34-character id: 100 MB at the default).
     duplicate_window_seconds: int = 120
     duplicate_window_max_entries: int = 500_000
     # -- replication (RocketMQ's HA keys; the transport is a gRPC stream on listenPort) --

@@ -117,7 +117,7 @@ class CommitLog:
                 return self._put_new_locked(records, originals, may_create, window)
             appends = self._put_locked(records, may_create)
             if window is not None:
-                window.appended(records, appends)
+                window.appended(records, appends, admitted=repeats)
             return appends
 
     def _put_new_locked(self, records: Sequence[tuple[EncodedRecord, str, int]],
@@ -129,7 +129,7 @@ class CommitLog:
         new = [record for record, original in zip(records, originals) if original is None]
         written = self._put_locked(new, may_create) if new else []
         if written:
-            window.appended(new, written)
+            window.appended(new, written, admitted=True)
         prefix = self._msg_id_prefix
         each = iter(written)
         return [next(each) if o is None else

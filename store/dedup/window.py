@@ -40,15 +40,18 @@ lay past it.
 Bounded by `duplicateWindowMaxEntries`: at the bound the oldest entries go first, counted in
 `evictions`, and `effective_window_ms` says how far back the window still reaches.
 
-Cost: an entry is a tuple (message id, topic, packed place) with the place packed by struct
-(`_PLACE`), in a dict by id and a list in commitlog order. Measured with tracemalloc
-(tests/store/test_dedup_window.py prints it): about 180 bytes an entry besides the id string,
-which the entry keeps alive (a 34-character id of the official clients: 83 bytes): about
-265 bytes an entry, 130 MB at the default bound of 500,000. The tuples hold no containers, so
-the garbage collector stops tracking them (a full collection does not walk the window). CPU:
-the put path looks a batch's ids up, enters them and lets the oldest go with bulk dict and
-list operations (C loops); what stays per message in Python is building its entry (about
-1-2 µs a message in all on this host: tests/perf/bench_messaging.py --window-rounds).
+Cost: an entry is the message id -> its place packed by struct (`_PLACE`, one bytes object),
+and the id once more in the order (a reference in a tuple of 1,024). Measured with tracemalloc
+(tests/store/test_dedup_window.py prints it): about 120 bytes an entry besides the id string,
+which the entry keeps alive (a 34-character id of the official clients: 83 bytes): about 205
+bytes an entry, 100 MB at the default bound of 500,000. Neither the dict (str -> bytes) nor
+the sealed runs (tuples of str) are tracked by the garbage collector, so a full collection of
+the node does not read the window (with a tuple per entry it did: 30 ms more per full
+collection at 150,000 entries, 2 µs a message). CPU: the put path looks a batch's ids up,
+enters them and lets the oldest go with bulk dict operations (C loops); what stays per message
+in Python is classifying it and packing its place. A lookup in a dict of hundreds of
+thousands of entries is a cache miss or two (0.3-0.5 µs on this host). In all about 2-3 µs a
+message of the master's 45-60 (tests/perf/bench_messaging.py --window-rounds).
 
 Locking: `_lock` guards the entries, the order, `fed_to` and the counters. The put path calls
 `admit` and `appended` under the commitlog's put lock (the order of the two locks is always
@@ -65,7 +68,6 @@ from bisect import bisect_left
 from collections import deque
 from functools import partial
 from itertools import accumulate
-from operator import itemgetter
 from sys import intern as _intern
 from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Sequence
 
@@ -87,23 +89,18 @@ if TYPE_CHECKING:
 SentAs = tuple[str, str, int, bool]
 _ID, _TOPIC, _CRC, _HALF = range(4)
 
-# An entry: (message id, topic, place); the place packed: bodyCRC, queue id, queue offset,
-# commitlog offset, size, entered at, half. 37 bytes in one bytes object instead of seven int
-# objects (about 110 bytes less an entry). "Entered at" is the record's store time, or the
-# previous entry's when that is later (a new master whose clock is behind its predecessor's):
-# never decreasing in commitlog order, so what expired is a prefix found by binary search.
-_PLACE = struct.Struct("<Iiqqiq?")
-_Entry = tuple[str, str, bytes]
+# An entry: message id -> its place, packed: bodyCRC, queue id, queue offset, commitlog offset,
+# size, entered at, topic (an index into the window's topics), half. One bytes object (80
+# bytes allocated) instead of a tuple of objects: a dict of str -> bytes is never tracked by
+# the garbage collector, so a full collection does not read 500,000 entries' headers (a tuple
+# per entry cost every full collection of a node a cache miss per entry: 30 ms more at 150,000
+# entries). "Entered at" is the record's store time, or the previous entry's when that is later
+# (a new master whose clock is behind its predecessor's): it never decreases in commitlog
+# order, so what expired is a prefix of the order, found by binary search.
+_PLACE = struct.Struct("<IiqqiqI?")
 _PHY = struct.Struct("<16xq")  # the commitlog offset alone
 _AT = struct.Struct("<28xq")  # entered at, alone
-
-
-def _phy(entry: _Entry) -> int:
-    return _PHY.unpack_from(entry[2])[0]
-
-
-def _at(entry: _Entry) -> int:
-    return _AT.unpack_from(entry[2])[0]
+_RUN = 1024  # ids per sealed run of the order (a tuple: one object for the collector to see)
 
 
 # a send parked under another topic (its REAL_TOPIC)
@@ -113,7 +110,6 @@ _PARKED, _UNKNOWN = object(), object()
 # topic -> what a record of it is (_sender_topic); grows with the topics seen, at most 65,536
 _SENDER_TOPICS: dict[str, object] = {}
 _TRANSACTION_MASK = SysFlag.TRANSACTION_MASK
-_first = itemgetter(0)
 
 
 class Original(NamedTuple):
@@ -192,9 +188,10 @@ def sent_as_request(r: "DispatchRequest") -> SentAs | None:
 
 
 class DuplicateWindow:
-    """The recent client sends of one store (see the module docstring). Owns the entries: by
-    id (`_entries`) and in commitlog order (`_order[_head:]`: the same entries, oldest first,
-    so the oldest leave in bulk), `fed_to` and the counters, all guarded by `_lock`. Reads
+    """The recent client sends of one store (see the module docstring). Owns the entries by
+    id (`_entries`, message id -> packed place), their ids in commitlog order (`_runs`: sealed
+    tuples of ids, the first from `_head` on, then `_tail`: always exactly the dict's keys),
+    the topics the places name, `fed_to` and the counters, all guarded by `_lock`. Reads
     duplicateWindowSeconds and duplicateWindowMaxEntries from `config` on every call (they
     change at runtime); 0 seconds empties the window and turns it off."""
 
@@ -202,9 +199,12 @@ class DuplicateWindow:
         self._config = config
         self._clock = clock
         self._lock = threading.Lock()
-        self._entries: dict[str, _Entry] = {}
-        self._order: list[_Entry] = []  # [_head:] are the entries; the rest is compacted away
-        self._head = 0
+        self._entries: dict[str, bytes] = {}
+        self._runs: deque[tuple[str, ...]] = deque()
+        self._head = 0  # ids of the first run (or of the tail, without runs) that left
+        self._tail: list[str] = []  # ids entered since the last sealed run
+        self._topics: list[str] = []  # the places' topic indexes name these
+        self._topic_index: dict[str, int] = {}
         self._last_at = 0  # entered-at of the newest entry
         self.fed_to = 0  # every record below it was offered to the window
         self.hits = 0
@@ -257,21 +257,22 @@ class DuplicateWindow:
         found: list[Original | None] = [None] * len(sent)
         entries = self._entries
         for i, s in enumerate(sent):
-            entry = entries.get(s[_ID]) if s is not None else None
-            if entry is not None:
-                found[i] = self._repeated(entry, s, cutoff, window_ms)  # type: ignore[arg-type]
+            place = entries.get(s[_ID]) if s is not None else None
+            if place is not None:
+                found[i] = self._repeated(place, s, cutoff, window_ms)  # type: ignore[arg-type]
         hits = len(sent) - found.count(None)
         self.hits += hits
         return found if hits else None
 
-    def _repeated(self, entry: _Entry, s: SentAs, cutoff: int, window_ms: int
+    def _repeated(self, place: bytes, s: SentAs, cutoff: int, window_ms: int
                   ) -> Original | None:
-        crc, queue_id, queue_offset, phy, size, at, half = _PLACE.unpack(entry[2])
+        crc, queue_id, queue_offset, phy, size, at, topic_index, half = _PLACE.unpack(place)
         if at < cutoff:
             return None  # out of the window: a new send
+        topic = self._topics[topic_index]
         what = ""
-        if entry[1] != s[_TOPIC]:
-            what = f"for topic {entry[1]}, not {s[_TOPIC]}"
+        if topic != s[_TOPIC]:
+            what = f"for topic {topic}, not {s[_TOPIC]}"
         elif crc != s[_CRC]:
             what = f"with another body (body CRC {crc}, this one's {s[_CRC]})"
         elif half != s[_HALF]:
@@ -285,23 +286,30 @@ class DuplicateWindow:
         return Original(queue_id, queue_offset, phy, size, at)
 
     def appended(self, records: Sequence[tuple["EncodedRecord", str, int]],
-                 appends: Sequence["AppendResult"]) -> None:
+                 appends: Sequence["AppendResult"], *, admitted: bool = False) -> None:
         """Enter what a put just appended (the records as CommitLog.put_batch took them, and
         where each landed): the put's records that are client sends (`sent_as`, set by the
-        put's input while the window is on), the first record of an id winning."""
+        put's input while the window is on), the first record of an id winning. `admitted`:
+        `admit` found none of their ids held under the same put lock, so unless reput entered
+        some of them meanwhile (it moved `fed_to` into them) they go in without another look
+        (a lookup in a large dict is a cache miss or two: about 0.3 µs here)."""
         window_ms, max_entries = self.limits()
         with self._lock:
             if window_ms:
                 # one store time for the whole put (CommitLog.put_batch)
                 at = max(appends[-1].store_timestamp, self._last_at)
                 self._expire(at - window_ms)  # an id that expired leaves before it returns
-                pack = _PLACE.pack
-                new = [(s[_ID], s[_TOPIC], pack(s[_CRC], queue_id, a.queue_offset, a.wrote_offset,
-                                                 a.wrote_bytes, at, s[_HALF]))
-                       for (record, _, queue_id), a in zip(records, appends)
-                       if (s := record.sent_as) is not None]
-                if new:
-                    self._add(new)
+                sends = [(s, queue_id, a) for (record, _, queue_id), a in zip(records, appends)
+                         if (s := record.sent_as) is not None]
+                if sends:
+                    topics = self._topics_of(*{s[_TOPIC] for s, _, _ in sends})
+                    pack = _PLACE.pack
+                    ids = [s[_ID] for s, _, _ in sends]
+                    places = [pack(s[_CRC], queue_id, a.queue_offset, a.wrote_offset,
+                                   a.wrote_bytes, at, topics[s[_TOPIC]], s[_HALF])
+                              for s, queue_id, a in sends]
+                    self._add(ids, places,
+                              unheld=admitted and self.fed_to <= appends[0].wrote_offset)
                     self._last_at = at
                 self._bound(max_entries)
             elif self._entries:
@@ -326,12 +334,12 @@ class DuplicateWindow:
                 if sends:
                     ats = list(accumulate((r.store_timestamp for r, _ in sends), max,
                                           initial=self._last_at))[1:]
+                    topics = self._topics_of(*{s[_TOPIC] for _, s in sends})
                     pack = _PLACE.pack
-                    self._add([(s[_ID], s[_TOPIC], pack(s[_CRC], r.queue_id,
-                                                        r.consume_queue_offset,
-                                                        r.commit_log_offset, r.msg_size, at,
-                                                        s[_HALF]))
-                               for (r, s), at in zip(sends, ats)])
+                    self._add([s[_ID] for _, s in sends],
+                              [pack(s[_CRC], r.queue_id, r.consume_queue_offset,
+                                    r.commit_log_offset, r.msg_size, at, topics[s[_TOPIC]],
+                                    s[_HALF]) for (r, s), at in zip(sends, ats)])
                     self._last_at = ats[-1]
                 self._bound(max_entries)
             elif self._entries:
@@ -345,21 +353,29 @@ class DuplicateWindow:
             self.fed_to = max(self.fed_to, offset)
 
     def truncate(self, offset: int) -> None:
-        """The log was cut at `offset`: forget the entries at or past it."""
+        """The log was cut at `offset`: forget the entries at or past it (the newest)."""
         with self._lock:
-            order, entries = self._order, self._entries
-            while len(order) > self._head and _phy(order[-1]) >= offset:
-                del entries[order.pop()[0]]
+            entries = self._entries
+            ids = self._live_ids()
+            keep = len(ids)
+            while keep and _PHY.unpack_from(entries[ids[keep - 1]])[0] >= offset:
+                keep -= 1
+            if keep < len(ids):
+                deque(map(entries.__delitem__, ids[keep:]), 0)
+                self._runs.clear()
+                self._head = 0
+                self._tail = []
+                self._append_ids(ids[:keep])
             self.fed_to = min(self.fed_to, offset)
 
     # -- reading ----------------------------------------------------------------------------
     def get(self, message_id: str) -> Original | None:
         """Where the send of `message_id` in the window was stored (an expired one that has
         not left yet included), or None."""
-        entry = self._entries.get(message_id)
-        if entry is None:
+        place = self._entries.get(message_id)
+        if place is None:
             return None
-        _, queue_id, queue_offset, phy, size, at, _ = _PLACE.unpack(entry[2])
+        _, queue_id, queue_offset, phy, size, at, _, _ = _PLACE.unpack(place)
         return Original(queue_id, queue_offset, phy, size, at)
 
     def __len__(self) -> int:
@@ -374,48 +390,103 @@ class DuplicateWindow:
                            window_ms, effective)
 
     # -- internals (under _lock) ------------------------------------------------------------
-    def _add(self, new: list[_Entry]) -> None:
-        """Enter `new` (in commitlog order, none older than the newest entry). The first
-        record of an id wins: one held (live: `_expire` ran first) or earlier in `new` keeps
-        it. The dict and the order always hold the same entries."""
+    def _topics_of(self, *topics: str) -> dict[str, int]:
+        """The topic index (topic -> its number in the places), holding `topics`."""
+        index = self._topic_index
+        for topic in topics:
+            if topic not in index:
+                index[topic] = len(self._topics)
+                self._topics.append(topic)
+        return index
+
+    def _add(self, ids: list[str], places: list[bytes], unheld: bool = False) -> None:
+        """Enter `ids` with their places (in commitlog order, none entered before the newest
+        entry). The first record of an id wins: one held (live: `_expire` ran first) or
+        earlier in `ids` keeps it; `unheld`: the caller knows none is (admitted, distinct)."""
         entries = self._entries
-        ids = set(map(_first, new))
-        if len(ids) < len(new) or entries.keys() & ids:
+        if not unheld:
+            distinct = set(ids)
+            unheld = len(distinct) == len(ids) and not entries.keys() & distinct
+        if unheld:  # the usual case, in C
+            entries.update(zip(ids, places))
+        else:  # a delayed message's delivery; reput ahead of the put
             kept = []
-            for entry in new:  # (a delayed message's delivery; reput ahead of the put)
-                if entry[0] not in entries:
-                    entries[entry[0]] = entry
-                    kept.append(entry)
-            new = kept
-        else:  # the usual case, in C
-            entries.update(zip(map(_first, new), new))
-        self._order.extend(new)
+            for message_id, place in zip(ids, places):
+                if message_id not in entries:
+                    entries[message_id] = place
+                    kept.append(message_id)
+            ids = kept
+        self._append_ids(ids)
+
+    def _append_ids(self, ids: list[str]) -> None:
+        """Append to the order; a tail of _RUN ids becomes a sealed run (a tuple, which the
+        collector stops tracking: one object to look at, where a list is one per id)."""
+        tail = self._tail
+        tail += ids
+        if len(tail) - (0 if self._runs else self._head) >= _RUN:
+            if not self._runs and self._head:  # the tail was the front: its head left
+                del tail[:self._head]
+                self._head = 0
+            self._runs.append(tuple(tail))
+            tail.clear()
+
+    def _front(self) -> Sequence[str] | None:
+        """The oldest run of ids (its first `_head` have left), or None when empty."""
+        if self._runs:
+            return self._runs[0]
+        return self._tail if len(self._tail) > self._head else None
+
+    def _at_of(self, message_id: str) -> int:
+        return _AT.unpack_from(self._entries[message_id])[0]
 
     def _expire(self, cutoff: int) -> None:
-        """The entries entered before `cutoff` leave (a prefix of the order)."""
-        order, head = self._order, self._head
-        if head < len(order) and _at(order[head]) < cutoff:
-            self._drop(bisect_left(order, cutoff, head, len(order), key=_at))
+        """The entries entered before `cutoff` leave: a prefix of the order."""
+        while (run := self._front()) is not None:
+            if self._at_of(run[-1]) < cutoff:
+                self._drop(run, len(run))  # the whole run expired
+                continue
+            end = bisect_left(run, cutoff, self._head, len(run), key=self._at_of)
+            if end > self._head:
+                self._drop(run, end)
+            return
 
     def _bound(self, max_entries: int) -> None:
         """The oldest entries past `max_entries` leave, counted as evictions."""
         excess = len(self._entries) - max_entries
-        if excess > 0:
-            end = self._head + excess
-            self.evictions += excess
-            self._bound_evicted_at = max(self._bound_evicted_at, _at(self._order[end - 1]))
-            self._drop(end)
+        if excess <= 0:
+            return
+        self.evictions += excess
+        while excess > 0 and (run := self._front()) is not None:
+            end = min(len(run), self._head + excess)
+            excess -= end - self._head
+            self._bound_evicted_at = max(self._bound_evicted_at, self._at_of(run[end - 1]))
+            self._drop(run, end)
 
-    def _drop(self, end: int) -> None:
-        """The entries of _order[_head:end] leave."""
-        order = self._order
-        deque(map(self._entries.__delitem__, map(_first, order[self._head:end])), 0)  # in C
-        self._head = end
-        if end > 4096 and end * 2 > len(order):  # compact: memmove of the rest, amortized
-            del order[:end]
+    def _drop(self, run: Sequence[str], end: int) -> None:
+        """The ids of `run` (the front) from `_head` to `end` leave."""
+        deque(map(self._entries.__delitem__, run[self._head:end]), 0)  # a C loop
+        if end < len(run):
+            self._head = end
+        elif self._runs:
+            self._runs.popleft()
             self._head = 0
+        else:  # the tail, all of it
+            self._tail.clear()
+            self._head = 0
+        if not self._runs and self._head > _RUN:  # the tail's head: compact it
+            del self._tail[:self._head]
+            self._head = 0
+
+    def _live_ids(self) -> list[str]:
+        """Every id held, oldest first (a copy: truncate's rare rebuild)."""
+        ids: list[str] = []
+        for i, run in enumerate(self._runs):
+            ids += run[self._head:] if i == 0 else run
+        ids += self._tail[0 if self._runs else self._head:]
+        return ids
 
     def _clear(self) -> None:
         self._entries.clear()
-        self._order.clear()
+        self._runs.clear()
+        self._tail = []
         self._head = 0

@@ -3,17 +3,21 @@ sends, a repeat answered with its original's place, expiry by store time on a Ma
 bound, reused ids refused, feeding from reput in commitlog order, cuts, and its cost a entry."""
 from __future__ import annotations
 
+import dataclasses
 import gc
+import itertools
 import tracemalloc
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from common.clock import ManualClock
 from store import codec
 from store.codec import SysFlag
 from store.codec.dispatch import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, DispatchRequest
 from store.config import StoreConfig
+from store.dedup import window as window_module
 from store.dedup.window import DuplicateWindow, Original, sent_as
 from store.errors import MessageIllegal
 from store.put_result import AppendResult
@@ -242,3 +246,46 @@ def test_bytes_an_entry():
     print(f"\nduplicate window: {per_entry:.0f} bytes an entry besides its id "
           f"(a 34-character id: {ids[0].__sizeof__()} bytes)")
     assert per_entry < 300
+
+
+# -- the order's runs against a plain model -------------------------------------------------------
+STEPS = st.lists(st.one_of(st.tuples(st.just("put"), st.integers(1, 20)),
+                           st.tuples(st.just("wait"), st.integers(1, 50)),  # seconds
+                           st.tuples(st.just("cut"), st.integers(0, 100)),  # % of the log kept
+                           st.tuples(st.just("bound"), st.integers(1, 40))), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=STEPS)
+def test_the_order_holds_exactly_the_entries_oldest_first(steps):
+    """Any mix of puts (each repeating two held ids), waits, cuts and bounds, with runs of 7
+    ids (window._RUN is 1024): the window holds exactly what a list in commitlog order
+    would, with the same ids leaving first."""
+    run = window_module._RUN
+    window_module._RUN = 7
+    try:
+        log = Log(seconds=60, max_entries=1000)
+        model: list[tuple[str, int, int]] = []  # (id, offset, stored at), oldest first
+        counter = itertools.count()
+        for kind, x in steps:
+            if kind == "put":
+                sent = [send(m[0]) for m in model[:2]] + [send(f"n{next(counter)}")
+                                                          for _ in range(x)]
+                got = log.put(*sent)
+                now = log.clock.now_ms()
+                model = [m for m in model if m[2] >= now - 60_000]
+                model += [(s[0], g.wrote_offset, now) for s, g in zip(sent, got)
+                          if isinstance(g, AppendResult)]
+                model = model[max(0, len(model) - log.config.duplicate_window_max_entries):]
+            elif kind == "wait":
+                log.clock.advance(x)
+            elif kind == "cut":
+                offset = log.end * x // 100
+                log.window.truncate(offset)
+                model = [m for m in model if m[1] < offset]
+            else:  # at the next put
+                log.config = dataclasses.replace(log.config, duplicate_window_max_entries=x)
+            assert log.window._live_ids() == [m[0] for m in model]
+            assert len(log.window) == len(model)
+    finally:
+        window_module._RUN = run
