@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -27,7 +28,7 @@ from .config import StoreConfig
 from .queue.consume_queue_store import ConsumeQueueStore
 from .codec import Message, MessageRecord
 from .codec.dispatch import DispatchRequest, delay_level_lookup
-from .dedup.rebuild import Rebuilt, first_offset_since, rebuild
+from .dedup.rebuild import Rebuilt, rebuild, walk_start
 from .dedup.window import DuplicateWindow, WindowStats
 from .errors import CreateFileError, DiskError, MessageIllegal, NoRoomForFile
 from .commitlog.fileio import DEFAULT_FILE_IO, FileIO
@@ -249,14 +250,15 @@ class MessageStore:
         """Enter the client sends of the last duplicateWindowSeconds in the duplicate window
         (store/dedup/rebuild.py): reput restarts from its checkpoint and would miss the older
         ones. The consume queues list the records below `dispatched`."""
-        window_ms, _ = self.duplicates.limits()
+        began = time.perf_counter()
+        window_ms, max_entries = self.duplicates.limits()
         start = end
         if window_ms:
-            start = first_offset_since(self.cq_store.queues(), self.commitlog.store_time_of,
-                                       self.clock.now_ms() - window_ms, dispatched)
-        with self.reput._lock:
-            self.duplicates_rebuilt = rebuild(self.duplicates, start, end,
-                                              self.reput.requests_between)
+            now = self.clock.now_ms()
+            start = walk_start(self.cq_store.queues(), self.commitlog.store_time_of,
+                               now - window_ms, now, max_entries, dispatched)
+        self.duplicates_rebuilt = rebuild(self.duplicates, self.commitlog.queue, start, end,
+                                          began)
 
     def start(self) -> None:
         with self._lifecycle:

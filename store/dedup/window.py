@@ -319,32 +319,48 @@ class DuplicateWindow:
     # -- reput, rebuild, cuts (under reput's lock) ------------------------------------------
     def feed(self, requests: Sequence["DispatchRequest"]) -> None:
         """Enter the client sends among dispatched records, from `fed_to` on (a reput
-        listener; the rebuild walk's batches)."""
+        listener)."""
         if not requests or requests[-1].end_offset <= self.fed_to:
             return  # entered by the puts that wrote them (a master's own records)
+        self._feed([(s, r.queue_id, r.consume_queue_offset, r.commit_log_offset, r.msg_size,
+                     r.store_timestamp) for r in requests
+                    if r.uniq_key and (s := sent_as_request(r)) is not None],
+                   requests[-1].end_offset)
+
+    def feed_walked(self, records: Sequence[tuple[int, tuple]], end: int) -> None:
+        """Enter the client sends among records of a commitlog walk with the dispatch decode
+        ((offset, codec.dispatch_fields' tuple): the rebuild's), up to `end`. Only UNIQ_KEY
+        is looked up in each record's properties (a DispatchRequest looks up three)."""
+        uniq = codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+        value = codec.property_value
+        self._feed([(s, f[1], f[2], phy, f[0], f[4]) for phy, f in records
+                    if f[7] and (s := sent_as(value(f[7], uniq), f[6], f[3], f[8], f[7]))],
+                   end)
+
+    def _feed(self, sends: list[tuple[SentAs, int, int, int, int, int]], end: int) -> None:
+        """Enter `sends` ((sent as, queue id, queue offset, commitlog offset, size, store
+        time), in commitlog order) from `fed_to` on, and move `fed_to` to `end`."""
         window_ms, max_entries = self.limits()
         with self._lock:
             fed_to = self.fed_to
             if window_ms:
                 cutoff = self._clock.now_ms() - window_ms
                 self._expire(cutoff)
-                sends = [(r, s) for r in requests
-                         if r.uniq_key and r.commit_log_offset >= fed_to
-                         and r.store_timestamp >= cutoff and (s := sent_as_request(r)) is not None]
+                sends = [x for x in sends if x[3] >= fed_to and x[5] >= cutoff]
                 if sends:
-                    ats = list(accumulate((r.store_timestamp for r, _ in sends), max,
-                                          initial=self._last_at))[1:]
-                    topics = self._topics_of(*{s[_TOPIC] for _, s in sends})
+                    ats = list(accumulate((x[5] for x in sends), max, initial=self._last_at))[1:]
+                    topics = self._topics_of(*{x[0][_TOPIC] for x in sends})
                     pack = _PLACE.pack
-                    self._add([s[_ID] for _, s in sends],
-                              [pack(s[_CRC], r.queue_id, r.consume_queue_offset,
-                                    r.commit_log_offset, r.msg_size, at, topics[s[_TOPIC]],
-                                    s[_HALF]) for (r, s), at in zip(sends, ats)])
+                    self._add([x[0][_ID] for x in sends],
+                              [pack(s[_CRC], queue_id, queue_offset, phy, size, at,
+                                    topics[s[_TOPIC]], s[_HALF])
+                               for (s, queue_id, queue_offset, phy, size, _), at
+                               in zip(sends, ats)])
                     self._last_at = ats[-1]
                 self._bound(max_entries)
             elif self._entries:
                 self._clear()
-            self.fed_to = max(fed_to, requests[-1].end_offset)
+            self.fed_to = max(fed_to, end)
 
     def caught_up(self, offset: int) -> None:
         """Every record below `offset` was offered (the rebuild walk's end; a new master's

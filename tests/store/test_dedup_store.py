@@ -148,6 +148,24 @@ def test_the_window_is_rebuilt_when_the_store_opens(tmp_path, clock):
         s.shutdown()
 
 
+def test_a_busy_windows_rebuild_walks_about_as_many_sends_as_it_keeps(tmp_path, clock):
+    """With duplicateWindowMaxEntries below what the last window holds, the walk starts where
+    the queues list about that many sends (a search over time), not at now - window."""
+    s = open_store(tmp_path, clock, duplicate_window_max_entries=30)
+    for i in range(10):
+        s.append([msg(f"b{i}-{j}") for j in range(10)], dedup=True)
+        clock.advance(1)
+    s.reput.catch_up()
+    s.shutdown()
+    s = open_store(tmp_path, clock, duplicate_window_max_entries=30)
+    try:
+        rebuilt = s.duplicates_rebuilt
+        assert rebuilt.records == 30 and rebuilt.entries == 30  # the last three puts
+        assert s.duplicates.get("b7-0") is not None and s.duplicates.get("b6-9") is None
+    finally:
+        s.shutdown()
+
+
 def test_a_window_of_records_reput_has_not_dispatched_is_rebuilt_too(tmp_path, clock):
     """A slave restarts with records past its confirm offset (not in its queues yet)."""
     s = open_store(tmp_path, clock)
