@@ -53,12 +53,14 @@ in Python is classifying it and packing its place. A lookup in a dict of hundred
 thousands of entries is a cache miss or two (0.3-0.5 µs on this host). In all about 2-3 µs a
 message of the master's 45-60 (tests/perf/bench_messaging.py --window-rounds).
 
-Locking: `_lock` guards the entries, the order, `fed_to` and the counters. The put path calls
-`admit` and `appended` under the commitlog's put lock (the order of the two locks is always
-put lock, then this one); reput calls `feed` and the store calls `truncate` and `caught_up`
-under reput's lock. `feed` reads `fed_to` without the lock first: on a master everything reput
-dispatches was entered by its puts already, and only reput's own thread (or a truncation under
-reput's lock) ever lowers it. Readers of the counters (metrics) take no lock.
+Locking: `_lock` guards the entries, the order, the topics, `fed_to` and the counters. The put
+path calls `admit` and `appended` under the commitlog's put lock (the order of the two locks is
+always put lock, then this one); reput calls `feed`, and the store `truncate` and `caught_up`
+(prepare_for_writes), under reput's lock; a store's load calls `feed_walked` and `caught_up`
+before any of its threads run. `feed` reads `fed_to` without the lock first: on a master
+everything reput dispatches was entered by its puts already (a stale, lower value only sends
+it the slow way), and only reput's own thread or a truncation under reput's lock lowers it.
+Readers of the counters (metrics) take no lock.
 """
 from __future__ import annotations
 
