@@ -112,12 +112,12 @@ class CommitLog:
                 raise ValueError(f"record of {len(record.data)} bytes cannot fit a commitlog "
                                  f"file of {self.file_size}")
         with self.put_lock:
-            originals = window.admit(records) if repeats and window is not None else None
-            if originals is not None:
-                return self._put_new_locked(records, originals, may_create, window)
+            admission = window.admit(records) if repeats and window is not None else None
+            if admission is not None and admission.originals is not None:
+                return self._put_new_locked(records, admission.originals, may_create, window)
             appends = self._put_locked(records, may_create)
             if window is not None:
-                window.appended(records, appends, admitted=repeats)
+                window.appended(records, appends, admission)
             return appends
 
     def _put_new_locked(self, records: Sequence[tuple[EncodedRecord, str, int]],
@@ -129,7 +129,7 @@ class CommitLog:
         new = [record for record, original in zip(records, originals) if original is None]
         written = self._put_locked(new, may_create) if new else []
         if written:
-            window.appended(new, written, admitted=True)
+            window.appended(new, written)
         prefix = self._msg_id_prefix
         each = iter(written)
         return [next(each) if o is None else

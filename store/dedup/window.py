@@ -128,6 +128,14 @@ class Original(NamedTuple):
         return self.commit_log_offset + self.size
 
 
+class Admission(NamedTuple):
+    """What `admit` found for a client's send: its records' ids (those with a `sent_as`, in
+    order) and each record's original, or None when no record repeats a send."""
+
+    ids: list[str]
+    originals: "list[Original | None] | None"
+
+
 class WindowStats(NamedTuple):
     """The window's figures for the metrics (read without a lock: approximate)."""
 
@@ -225,12 +233,12 @@ class DuplicateWindow:
         return self._config().duplicate_window_seconds > 0
 
     # -- the put path (under the commitlog's put lock) --------------------------------------
-    def admit(self, records: Sequence[tuple["EncodedRecord", str, int]]
-              ) -> list[Original | None] | None:
-        """For a client's send of these records (as CommitLog.put_batch takes them): the
-        original of each that repeats a send in the window (None for a new one), or None when
-        none repeats. Raises MessageIllegal (nothing may be written) when an id is reused for
-        another topic, body or kind, or appears twice in the batch."""
+    def admit(self, records: Sequence[tuple["EncodedRecord", str, int]]) -> "Admission | None":
+        """For a client's send of these records (as CommitLog.put_batch takes them): their
+        ids and, where a record repeats a send in the window, its original (`originals`, None
+        when none repeats); None while the window is off. Raises MessageIllegal (nothing may
+        be written) when an id is reused for another topic, body or kind, or appears twice in
+        the batch. The admission goes back to `appended` with the records it admitted."""
         window_ms, _ = self.limits()
         if not window_ms:
             return None
@@ -240,9 +248,9 @@ class DuplicateWindow:
             self._twice(ids)
         with self._lock:
             if not self._entries.keys() & unique:  # the usual case, looked up in C
-                return None
-            return self._repeats([r.sent_as for r, _, _ in records],
-                                 self._clock.now_ms() - window_ms, window_ms)
+                return Admission(ids, None)
+            return Admission(ids, self._repeats([r.sent_as for r, _, _ in records],
+                                                self._clock.now_ms() - window_ms, window_ms))
 
     def _twice(self, ids: list[str]) -> None:
         seen: set[str] = set()
@@ -288,11 +296,12 @@ class DuplicateWindow:
         return Original(queue_id, queue_offset, phy, size, at)
 
     def appended(self, records: Sequence[tuple["EncodedRecord", str, int]],
-                 appends: Sequence["AppendResult"], *, admitted: bool = False) -> None:
+                 appends: Sequence["AppendResult"], admission: "Admission | None" = None
+                 ) -> None:
         """Enter what a put just appended (the records as CommitLog.put_batch took them, and
         where each landed): the put's records that are client sends (`sent_as`, set by the
-        put's input while the window is on), the first record of an id winning. `admitted`:
-        `admit` found none of their ids held under the same put lock, so unless reput entered
+        put's input while the window is on), the first record of an id winning. `admission`:
+        what `admit` said of exactly these records (none repeats), so unless reput entered
         some of them meanwhile (it moved `fed_to` into them) they go in without another look
         (a lookup in a large dict is a cache miss or two: about 0.3 µs here)."""
         window_ms, max_entries = self.limits()
@@ -306,12 +315,13 @@ class DuplicateWindow:
                 if sends:
                     topics = self._topics_of(*{s[_TOPIC] for s, _, _ in sends})
                     pack = _PLACE.pack
-                    ids = [s[_ID] for s, _, _ in sends]
                     places = [pack(s[_CRC], queue_id, a.queue_offset, a.wrote_offset,
                                    a.wrote_bytes, at, topics[s[_TOPIC]], s[_HALF])
                               for s, queue_id, a in sends]
-                    self._add(ids, places,
-                              unheld=admitted and self.fed_to <= appends[0].wrote_offset)
+                    if admission is not None and self.fed_to <= appends[0].wrote_offset:
+                        self._add(admission.ids, places, unheld=True)
+                    else:
+                        self._add([s[_ID] for s, _, _ in sends], places)
                     self._last_at = at
                 self._bound(max_entries)
             elif self._entries:

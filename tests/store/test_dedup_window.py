@@ -41,7 +41,8 @@ class Log:
     def put(self, *sent, dedup: bool = True, queue_id: int = 1) -> list:
         """What CommitLog.put_batch does with the window: admit (a client's send), then enter
         what was written; returns each message's Original (a repeat) or AppendResult."""
-        originals = self.window.admit(records(sent)) if dedup else None
+        admission = self.window.admit(records(sent)) if dedup else None
+        originals = admission.originals if admission is not None else None
         new = [s for i, s in enumerate(sent) if originals is None or originals[i] is None]
         written = []
         for s in new:
@@ -50,7 +51,8 @@ class Log:
             self.end += SIZE
             self.queue_offset += 1
         if written:
-            self.window.appended(records(new, queue_id), written)
+            self.window.appended(records(new, queue_id), written,
+                                 admission if originals is None else None)
         each = iter(written)
         return [next(each) if originals is None or originals[i] is None else originals[i]
                 for i in range(len(sent))]
@@ -195,7 +197,7 @@ def test_reput_feeds_a_slave_commit_and_delivery_records_leave_the_send_alone():
     assert log.window.get("D").commit_log_offset == 2 * SIZE
     assert log.window.fed_to == 4 * SIZE
     # a retried half-send repeats the half; the same id sent as a plain message is refused
-    assert log.window.admit(records([send("H", half=True)]))[0].commit_log_offset == 0
+    assert log.window.admit(records([send("H", half=True)])).originals[0].commit_log_offset == 0
     with pytest.raises(MessageIllegal, match="as a transactional message; this send is not"):
         log.window.admit(records([send("H")]))
 
@@ -217,7 +219,7 @@ def test_a_cut_forgets_what_lay_past_it():
     assert [log.window.get(f"id{i}") is not None for i in range(4)] == [True, True, False, False]
     assert log.window.fed_to == 2 * SIZE
     log.window.feed([request("id2", 2 * SIZE, crc=8)])  # the new master's record there
-    assert log.window.admit(records([send("id2", crc=8)]))[0] is not None
+    assert log.window.admit(records([send("id2", crc=8)])).originals[0] is not None
 
 
 def test_zero_seconds_turns_it_off_and_empties_it():
