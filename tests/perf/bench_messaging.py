@@ -41,6 +41,7 @@ side by side in one run, and runs with --compare (see tests/perf/README.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import shutil
@@ -50,6 +51,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import Iterator
 
 from cluster.client import BatchingConfig
 from common.text_output import format_table
@@ -120,21 +122,30 @@ def add_latency(ctx: Context, key: str, label: str, samples: list[float], target
             higher_is_better=False)
 
 
-def bench_scenario(ctx: Context, scenario: str, plan: Plan, py_spy_dir: str | None) -> None:
-    _, _, title = SCENARIOS[scenario]
-    print(f"\n{title}:", flush=True)
-    root = ctx.tmpdir(scenario)
+@contextlib.contextmanager
+def running_group(root: str, scenario: str, plan: Plan) -> Iterator[tuple[Group, NodeProcess]]:
+    """(group, master) of `scenario` in `root`; the nodes' last log lines printed when the body
+    fails; the group closed and `root` removed afterwards."""
     group, master = start_group(root, scenario, plan)
     try:
-        with StealWindow() as steal:
-            scenario_figures(ctx, scenario, plan, group, master, py_spy_dir)
-        add_steal(ctx, scenario, steal)
+        yield group, master
     except BaseException:
         print(group.logs(20), file=sys.stderr)
         raise
     finally:
         group.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def bench_scenario(ctx: Context, scenario: str, plan: Plan, py_spy_dir: str | None) -> None:
+    _, _, title = SCENARIOS[scenario]
+    print(f"\n{title}:", flush=True)
+    try:
+        with running_group(ctx.tmpdir(scenario), scenario, plan) as (group, master):
+            with StealWindow() as steal:
+                scenario_figures(ctx, scenario, plan, group, master, py_spy_dir)
+            add_steal(ctx, scenario, steal)
+    finally:
         for key, r in ctx.results.items():  # "sync: ..." in --json and --compare output
             if key.startswith(f"{scenario}_") and not r.label.startswith(f"{scenario}: "):
                 r.label = f"{scenario}: {r.label}"
@@ -306,10 +317,8 @@ def bench_window(ctx: Context, scenario: str, plan: Plan, rounds: int,
     bound = "" if max_entries is None else f", duplicateWindowMaxEntries={max_entries}"
     print(f"\n{title}: send_batch({plan.batch}) x {plan.producers}, duplicate window on / off"
           f"{bound}", flush=True)
-    root = ctx.tmpdir(f"{scenario}-window")
-    group, master = start_group(root, scenario, plan)
     runs: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
-    try:
+    with running_group(ctx.tmpdir(f"{scenario}-window"), scenario, plan) as (group, master):
         # not measured: a fresh node's first seconds (files, pages, caches) would weigh on
         # whichever setting came first
         load.batched_send_rate(master.address, "BenchWindowWarmup", plan.producers, plan.batch,
@@ -330,12 +339,6 @@ def bench_window(ctx: Context, scenario: str, plan: Plan, rounds: int,
                 runs[on].append((rate.value, cpu_us))
                 print(f"  round {r + 1} window {'on ' if on else 'off'}: {rate.value:,.0f} msg/s, "
                       f"master {cpu_us:.1f} µs/msg", flush=True)
-    except BaseException:
-        print(group.logs(20), file=sys.stderr)
-        raise
-    finally:
-        group.close()
-        shutil.rmtree(root, ignore_errors=True)
     rows = []
     for r, ((on, on_cpu), (off, off_cpu)) in enumerate(zip(runs[True], runs[False])):
         rows.append((str(r + 1), f"{on:,.0f}", f"{off:,.0f}", f"{on / max(off, 1e-9):.3f}",

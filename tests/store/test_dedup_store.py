@@ -11,30 +11,14 @@ import pytest
 
 from common.clock import ManualClock
 from store import codec
-from store import running_flags as rf
 from store.codec import Message, SysFlag
-from store.config import StoreConfig
 from store.codec.dispatch import SCHEDULE_TOPIC
 from store.message_store import MessageStore
 from store.put_result import OriginalAppend, PutStatus
 from store.schedule.schedule import ScheduleService
+from tests.support.small_store import config, loaded, replicate
 
 NOW = 1_700_000_000_000
-
-
-def config(root, **kw) -> StoreConfig:
-    base = dict(store_path_root_dir=str(root), mapped_file_size_commit_log=64 * 1024,
-                mapped_file_size_consume_queue=20 * 100, max_hash_slot_num=64, max_index_num=256)
-    base.update(kw)
-    return StoreConfig(**base)
-
-
-def open_store(root, clock, **kw) -> MessageStore:
-    """Loaded, writable, without the service threads (tests step reput themselves)."""
-    s = MessageStore(config(root, **kw), clock=clock)
-    s.load()
-    s.flags.clear(rf.NOT_STARTED)
-    return s
 
 
 def msg(message_id: str, body: bytes = b"body", topic: str = "Orders", **props) -> Message:
@@ -58,18 +42,15 @@ def places(result) -> list[tuple[int, int]]:
 
 
 @pytest.fixture
-def clock():
-    return ManualClock(NOW)
-
-
-@pytest.fixture
-def store(tmp_path, clock):
-    s = open_store(tmp_path, clock)
+def store(tmp_path):
+    """A loaded store on a ManualClock (`store.clock`)."""
+    s = loaded(tmp_path, ManualClock(NOW))
     yield s
     s.shutdown()
 
 
-def test_a_repeated_send_is_answered_with_the_original_and_not_written(store, clock):
+def test_a_repeated_send_is_answered_with_the_original_and_not_written(store):
+    clock = store.clock
     first = store.append([msg("A"), msg("B")], dedup=True)
     assert first.ok and first.repeated == 0
     clock.advance(3)
@@ -125,8 +106,9 @@ def test_two_concurrent_sends_of_one_id_write_one_record(store):
     assert len(by_id) == len(ids)
 
 
-def test_the_window_is_rebuilt_when_the_store_opens(tmp_path, clock):
-    s = open_store(tmp_path, clock)
+def test_the_window_is_rebuilt_when_the_store_opens(tmp_path):
+    clock = ManualClock(NOW)
+    s = loaded(tmp_path, clock)
     old = s.append([msg(f"old{i}") for i in range(20)], dedup=True)
     clock.advance(100)
     recent = s.append([msg(f"new{i}") for i in range(20)], dedup=True)
@@ -134,7 +116,7 @@ def test_the_window_is_rebuilt_when_the_store_opens(tmp_path, clock):
     s.reput.catch_up()
     s.shutdown()
     clock.advance(30)  # old* are 130 s old now, new* 30 s
-    s = open_store(tmp_path, clock)
+    s = loaded(tmp_path, clock)
     try:
         rebuilt = s.duplicates_rebuilt
         assert rebuilt.start == recent.appends[0].wrote_offset  # found by the queues' times
@@ -148,16 +130,17 @@ def test_the_window_is_rebuilt_when_the_store_opens(tmp_path, clock):
         s.shutdown()
 
 
-def test_a_busy_windows_rebuild_walks_about_as_many_sends_as_it_keeps(tmp_path, clock):
+def test_a_busy_windows_rebuild_walks_about_as_many_sends_as_it_keeps(tmp_path):
     """With duplicateWindowMaxEntries below what the last window holds, the walk starts where
     the queues list about that many sends (a search over time), not at now - window."""
-    s = open_store(tmp_path, clock, duplicate_window_max_entries=30)
+    clock = ManualClock(NOW)
+    s = loaded(tmp_path, clock, duplicate_window_max_entries=30)
     for i in range(10):
         s.append([msg(f"b{i}-{j}") for j in range(10)], dedup=True)
         clock.advance(1)
     s.reput.catch_up()
     s.shutdown()
-    s = open_store(tmp_path, clock, duplicate_window_max_entries=30)
+    s = loaded(tmp_path, clock, duplicate_window_max_entries=30)
     try:
         rebuilt = s.duplicates_rebuilt
         assert rebuilt.records == 30 and rebuilt.entries == 30  # the last three puts
@@ -166,13 +149,14 @@ def test_a_busy_windows_rebuild_walks_about_as_many_sends_as_it_keeps(tmp_path, 
         s.shutdown()
 
 
-def test_a_window_of_records_reput_has_not_dispatched_is_rebuilt_too(tmp_path, clock):
+def test_a_window_of_records_reput_has_not_dispatched_is_rebuilt_too(tmp_path):
     """A slave restarts with records past its confirm offset (not in its queues yet)."""
-    s = open_store(tmp_path, clock)
+    clock = ManualClock(NOW)
+    s = loaded(tmp_path, clock)
     s.confirm_offset = 0  # nothing confirmed: reput dispatches nothing
     s.append([msg(f"id{i}") for i in range(5)], dedup=True)
     s.shutdown()
-    s = MessageStore(config(tmp_path), clock=clock)
+    s = MessageStore(config(tmp_path), clock=clock)  # a restarted slave: nothing confirmed
     s.confirm_offset = 0
     s.load()
     try:
@@ -182,19 +166,10 @@ def test_a_window_of_records_reput_has_not_dispatched_is_rebuilt_too(tmp_path, c
         s.shutdown()
 
 
-def replicate(src: MessageStore, dst: MessageStore) -> None:
-    """`dst` gets `src`'s commitlog verbatim (a slave's replication) and dispatches it."""
-    offset, end = dst.max_phy_offset(), src.max_phy_offset()
-    while offset < end:
-        chunk = src.commitlog.read_chunk(offset, 1 << 20, end)
-        dst.append_raw(offset, chunk)
-        offset += len(chunk)
-    dst.reput.catch_up()
-
-
-def test_a_slaves_window_is_filled_by_reput_and_answers_once_promoted(tmp_path, clock):
-    master = open_store(tmp_path / "master", clock)
-    slave = open_store(tmp_path / "slave", clock, broker_role="SLAVE")
+def test_a_slaves_window_is_filled_by_reput_and_answers_once_promoted(tmp_path):
+    clock = ManualClock(NOW)
+    master = loaded(tmp_path / "master", clock)
+    slave = loaded(tmp_path / "slave", clock, broker_role="SLAVE")
     try:
         sent = master.append([msg("A"), msg("B")], dedup=True)
         replicate(master, slave)
@@ -217,7 +192,8 @@ def test_a_cut_forgets_the_ids_past_it(store):
     assert store.append([msg("B")], dedup=True).repeated == 0
 
 
-def test_a_delayed_messages_delivery_is_not_a_repeat(store, clock):
+def test_a_delayed_messages_delivery_is_not_a_repeat(store):
+    clock = store.clock
     delayed = msg("D", b"later", DELAY="1")  # level 1: 1 s
     sent = store.append([delayed], dedup=True)
     assert sent.ok and stored(store, SCHEDULE_TOPIC, 0)
@@ -248,8 +224,9 @@ def test_a_half_and_its_commit(store):
     assert [m.uniq_key for m in stored(store)] == ["H"]  # the committed message
 
 
-def test_zero_seconds_stores_every_send(tmp_path, clock):
-    s = open_store(tmp_path, clock, duplicate_window_seconds=0)
+def test_zero_seconds_stores_every_send(tmp_path):
+    clock = ManualClock(NOW)
+    s = loaded(tmp_path, clock, duplicate_window_seconds=0)
     try:
         for _ in range(3):
             assert s.append([msg("A")], dedup=True).repeated == 0
