@@ -112,15 +112,20 @@ class MasterRole:
         return self.append(msgs, allow_system_topic=allow_system_topic, timed=True).wait()
 
     def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False,
-               timed: bool = False) -> "Appended":
+               timed: bool = False, dedup: bool = False) -> "Appended":
         """The in-sync check and the append, without waiting: what is still to be waited for
         (the flush and replication policy) is the returned Appended's, which its holder waits
         for in its own execution model. Callers that must order their appends under their own
         lock (consumer state records) append there and wait outside it. `timed`: the wait's
-        end records the put's latency (a client's put, not an internal record)."""
-        return Appended(self, msgs, self._append(msgs, allow_system_topic), timed)
+        end records the put's latency (a client's put, not an internal record). `dedup`: a
+        client's send, whose repeats of sends in the duplicate window are answered with their
+        originals' places (MessageStore.append); the Appended then waits for the originals'
+        end as for its own, so a repeat is answered OK only once the original holds under the
+        same policy (a repeat of a send still waiting for its acks waits for them too)."""
+        return Appended(self, msgs, self._append(msgs, allow_system_topic, dedup), timed)
 
-    def _append(self, msgs: Sequence[Message], allow_system_topic: bool) -> PutResult:
+    def _append(self, msgs: Sequence[Message], allow_system_topic: bool,
+                dedup: bool = False) -> PutResult:
         if self.closed:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason="this node is no longer master")
         refusal = self.lease_refusal()
@@ -130,7 +135,7 @@ class MasterRole:
             return PutResult(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, reason=(
                 f"{1 + self.tracker.in_sync_count()} replicas in sync (master included), "
                 f"minInSyncReplicas={self.config.min_in_sync_replicas}"))
-        return self.store.append(msgs, allow_system_topic=allow_system_topic)
+        return self.store.append(msgs, allow_system_topic=allow_system_topic, dedup=dedup)
 
     def lease_refusal(self) -> str:
         """Why this master may not acknowledge writes on its own word now, or "". Under a
@@ -163,7 +168,7 @@ class MasterRole:
         if status is PutStatus.FLUSH_SLAVE_TIMEOUT:
             reason = (f"not acknowledged by {self.tracker.required_acks()} in-sync slave(s) within "
                       f"slaveTimeout={timeout_ms} ms (stored on the master)")
-        return PutResult(status, result.appends, reason)
+        return PutResult(status, result.appends, reason, result.repeated)
 
     # -- replication ------------------------------------------------------------------------
     def view(self) -> MasterView:

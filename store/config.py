@@ -112,6 +112,12 @@ class StoreConfig:
     duplication_enable: bool = False
     timer_max_delay_sec: int = 3 * 24 * 3600  # later delivery timestamps are illegal
     reput_batch_max_bytes: int = 4 * 1024 * 1024  # ours, not RocketMQ's
+    # Ours (NATS JetStream's duplicate window): a send whose message id was stored this many
+    # seconds ago or less is answered with the original's receipt and not stored again; 0: off
+    # (store/dedup/window.py). The entries it holds at most: the oldest go first (about 205
+    # bytes an entry with a 34-character id: 100 MB at the default).
+    duplicate_window_seconds: int = 120
+    duplicate_window_max_entries: int = 500_000
     # -- replication (RocketMQ's HA keys; the transport is a gRPC stream on listenPort) --
     ha_master_address: str = ""  # host:port of the master, for a SLAVE
     ha_send_heartbeat_interval: int = 5000
@@ -260,6 +266,7 @@ _RANGES: dict[str, tuple[int, int]] = {
     "max_topic_length": (1, 32767),
     "listen_port": (0, 65535),  # 0: let the OS pick (tests)
     "access_message_in_memory_max_ratio": (0, 100),
+    "duplicate_window_seconds": (0, 24 * 3600),  # a day: longer is retention, not retries
     **{name: (1, _BIG) for name in (
         "mapped_file_size_consume_queue", "max_hash_slot_num", "max_index_num",
         "max_message_size", "transient_store_pool_size", "sync_flush_timeout", "slave_timeout",
@@ -269,7 +276,8 @@ _RANGES: dict[str, tuple[int, int]] = {
         "reput_batch_max_bytes", "ha_send_heartbeat_interval", "ha_housekeeping_interval",
         "ha_transfer_batch_size", "ha_max_gap_not_in_sync", "ha_max_time_slave_not_catchup",
         "in_sync_replicas", "min_in_sync_replicas", "ha_max_in_flight_bytes",
-        "ha_reconnect_min_backoff", "ha_reconnect_max_backoff")},
+        "ha_reconnect_min_backoff", "ha_reconnect_max_backoff",
+        "duplicate_window_max_entries")},
     **{name: (0, _BIG) for name in (
         "prefault_ahead_bytes", "flush_interval_commit_log", "flush_commit_log_least_pages",
         "flush_commit_log_thorough_interval", "commit_interval_commit_log",

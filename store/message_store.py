@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
@@ -27,7 +28,9 @@ from .config import StoreConfig
 from .queue.consume_queue_store import ConsumeQueueStore
 from .codec import Message, MessageRecord
 from .codec.dispatch import DispatchRequest, delay_level_lookup
-from .errors import CreateFileError, DiskError, NoRoomForFile
+from .dedup.rebuild import Rebuilt, rebuild, walk_start
+from .dedup.window import DuplicateWindow, WindowStats
+from .errors import CreateFileError, DiskError, MessageIllegal, NoRoomForFile
 from .commitlog.fileio import DEFAULT_FILE_IO, FileIO
 from .flush.flush import AsyncFlushService, CommitService, FlushFailure
 from .flush.group_commit import FlushWait, GroupCommitService
@@ -44,7 +47,7 @@ from .get_result import GetMessageResult, QueueRef
 from .reput import ReputService
 from .commitlog.prefault import PrefaultService
 from .put_input import PutInput
-from .put_result import PutResult, PutStatus
+from .put_result import AppendResult, PutResult, PutStatus
 
 if TYPE_CHECKING:
     from .commitlog.commitlog import RecordReader
@@ -71,8 +74,9 @@ class StoreStats:
 class MessageStore:
     """The store facade. Owns the store directory (its `lock` held from load() to shutdown(),
     the `abort` marker while started, the checkpoint), the commitlog, the consume queues, the
-    index, the checks and encoding of every put's input (`input`, put_input.PutInput), and
-    the services that work on them: flush (and commit in write-buffer mode),
+    index, the checks and encoding of every put's input (`input`, put_input.PutInput), the
+    duplicate window of recent client sends (`duplicates`, store/dedup/), and the services
+    that work on them: flush (and commit in write-buffer mode),
     reput, logics flush, prefault, plus retention, the schedule service and the node's archive
     shipper, which are attached. Code outside store/ uses its methods and properties, never
     those parts: they are the store's to change.
@@ -134,6 +138,11 @@ class MessageStore:
         self.reput = ReputService(self.commitlog, dispatchers, self.delay_level_ms,
                                   bound=self._dispatch_bound, batch_bytes=config.reput_batch_max_bytes)
         self.reput.listeners.append(self._on_dispatched)
+        # The ids of recent client sends (store/dedup/): entered by the puts, by reput from
+        # where the puts' entries end (a slave's records), and by a walk of the tail at load.
+        self.duplicates = DuplicateWindow(lambda: self.config, clock)
+        self.reput.listeners.append(self.duplicates.feed)
+        self.duplicates_rebuilt: Rebuilt | None = None
         self.commitlog.dispatch_hints = self.reput.hints
         if isinstance(self.index_service, IndexProcess):
             self.index_service.replay = self.reput.requests_between
@@ -222,6 +231,7 @@ class MessageStore:
             if self.checkpoint.confirm_phy_offset > end:
                 self.checkpoint.confirm_phy_offset = end
             self.reput.reput_from_offset = report.reput_from
+            self._rebuild_duplicates(report.reput_from, end)
             self.reput.catch_up()
             self.commitlog.topic_queue_table = recovery.rebuild_queue_table(
                 self.commitlog, self.cq_store.queue_offset_table(), self.reput.reput_from_offset)
@@ -235,6 +245,20 @@ class MessageStore:
                 self.index_service.close()  # it holds the lock too
             self.lock.release()
             raise
+
+    def _rebuild_duplicates(self, dispatched: int, end: int) -> None:
+        """Enter the client sends of the last duplicateWindowSeconds in the duplicate window
+        (store/dedup/rebuild.py): reput restarts from its checkpoint and would miss the older
+        ones. The consume queues list the records below `dispatched`."""
+        began = time.perf_counter()
+        window_ms, max_entries = self.duplicates.limits()
+        start = end
+        if window_ms:
+            now = self.clock.now_ms()
+            start = walk_start(self.cq_store.queues(), self.commitlog.store_time_of,
+                               now - window_ms, now, max_entries, dispatched)
+        self.duplicates_rebuilt = rebuild(self.duplicates, self.commitlog.queue, start, end,
+                                          began)
 
     def start(self) -> None:
         with self._lifecycle:
@@ -330,7 +354,7 @@ class MessageStore:
         if status is not PutStatus.PUT_OK:
             self.stats.put_failures += 1
         return PutResult(status, result.appends, self.flags.reason if status is not PutStatus.PUT_OK
-                         and status is not PutStatus.FLUSH_DISK_TIMEOUT else "")
+                         and status is not PutStatus.FLUSH_DISK_TIMEOUT else "", result.repeated)
 
     def check(self, msgs: Sequence[Message], *, allow_system_topic: bool = False
               ) -> PutResult | None:
@@ -341,9 +365,13 @@ class MessageStore:
         _, refusal = self.input.encode(msgs, allow_system_topic, hinted=False)
         return refusal
 
-    def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False) -> PutResult:
+    def append(self, msgs: Sequence[Message], *, allow_system_topic: bool = False,
+               dedup: bool = False) -> PutResult:
         """Validate, encode and append; no waiting. Returns PUT_OK with where each landed, or
-        the refusal (nothing written)."""
+        the refusal (nothing written). `dedup`: the put is a client's send, so a message that
+        repeats a send in the duplicate window is not written again and its original's place
+        answers for it (an OriginalAppend; PutResult.repeated counts them); an id reused for
+        another message is refused (MESSAGE_ILLEGAL "illegal message id")."""
         if msgs and not self.flags.writable and not self._table_record_passes(
                 msgs, allow_system_topic):
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=self.flags.reason)
@@ -352,7 +380,10 @@ class MessageStore:
             return refusal
         own = _own_records(msgs, allow_system_topic)
         try:
-            appends = self.commitlog.put_batch(encoded, None if own else self._keep_room)
+            appends = self.commitlog.put_batch(encoded, None if own else self._keep_room,
+                                               self.duplicates, repeats=dedup)
+        except MessageIllegal as e:  # an id reused within the duplicate window
+            return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=str(e))
         except NoRoomForFile as e:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=str(e))
         except CreateFileError as e:
@@ -363,22 +394,29 @@ class MessageStore:
             return PutResult(PutStatus.UNKNOWN_ERROR, reason=str(e))
         except ValueError as e:
             return PutResult(PutStatus.MESSAGE_ILLEGAL, reason=str(e))
+        repeated = 0
+        written = appends
+        if dedup:
+            written = [a for a in appends if type(a) is AppendResult]
+            repeated = len(appends) - len(written)
+            if not written:  # every message repeated a send: nothing was written
+                return PutResult(PutStatus.PUT_OK, tuple(appends), repeated=repeated)
         for listener in self.append_listeners:
-            listener(appends[-1].end_offset)
+            listener(written[-1].end_offset)
         stats = self.stats
-        stats.put_messages += len(appends)
-        stats.put_bytes += appends[-1].end_offset - appends[0].wrote_offset
+        stats.put_messages += len(written)
+        stats.put_bytes += written[-1].end_offset - written[0].wrote_offset
         if not self.config.is_sync_flush:
             if self.committer is not None:
                 self.committer.wakeup()
             elif (not self.config.flush_commit_log_timed
-                    and self.flusher.due(appends[-1].end_offset)):
+                    and self.flusher.due(written[-1].end_offset)):
                 self.flusher.wakeup()
         if self.confirm_source is None and self.appends_wake_reput:
             # a master bounds reput by its confirm offset and wakes it itself
             # (MasterRole._on_append)
             self.reput.wakeup()
-        return PutResult(PutStatus.PUT_OK, tuple(appends))
+        return PutResult(PutStatus.PUT_OK, tuple(appends), repeated=repeated)
 
     @property
     def appends_wake_reput(self) -> bool:
@@ -442,6 +480,7 @@ class MessageStore:
             if self.index_service is not None:
                 self.index_service.truncate_dirty(offset)
             self.reput.reput_from_offset = min(self.reput.reput_from_offset, offset)
+            self.duplicates.truncate(offset)
             self.commitlog.topic_queue_table = recovery.rebuild_queue_table(
                 self.commitlog, self.cq_store.queue_offset_table(), self.reput.reput_from_offset)
             self.generation += 1
@@ -450,8 +489,9 @@ class MessageStore:
 
     def prepare_for_writes(self) -> int:
         """A replica becoming master: cut a torn tail (a chunk that ended mid-record), flush
-        (SYNC_FLUSH) and dispatch everything it holds, and rebuild the queue offsets from it.
-        Returns the end."""
+        (SYNC_FLUSH) and dispatch everything it holds (so its duplicate window holds every id
+        it holds before its first write), and rebuild the queue offsets from it. Returns the
+        end."""
         with self.reput._lock:
             end = recovery.valid_end_from(self.commitlog, self.reput.reput_from_offset,
                                           self.config.check_crc_on_recover)
@@ -469,6 +509,9 @@ class MessageStore:
         with self.reput._lock:
             self.commitlog.topic_queue_table = recovery.rebuild_queue_table(
                 self.commitlog, self.cq_store.queue_offset_table(), self.reput.reput_from_offset)
+            # reput fed the duplicate window every record it dispatched: from here on the
+            # puts enter their own (a retry of a send this replica holds is a repeat)
+            self.duplicates.caught_up(self.reput.reput_from_offset)
         self.ready_generation = self.generation
         return end
 
@@ -648,6 +691,11 @@ class MessageStore:
     def flush_latency(self) -> LatencyHistogram:
         """Of the commitlog flushes that wrote something."""
         return self.flusher.latency
+
+    def duplicate_window_stats(self) -> WindowStats:
+        """The duplicate window's figures: ids held, repeats answered, reused ids refused,
+        evictions by its bound and how far back it reaches (store/dedup/window.py)."""
+        return self.duplicates.stats()
 
     def status(self) -> dict:
         return {

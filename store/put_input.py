@@ -4,8 +4,10 @@ For every message of a batch: its topic, body and queue id (validation.check_mes
 delay level or a delivery time moves it to the schedule topic (schedule_rewrite.to_schedule);
 a missing born timestamp becomes now; codec.encode writes the record and checks its
 properties as it does (separators, tag, maxPropertiesSize); the record gets its dispatch hint
-(dispatch.dispatch_hint) when it will be appended. All or nothing: one bad message refuses
-the batch, as a PutResult, and nothing of it is appended.
+(dispatch.dispatch_hint) when it will be appended, and, while the duplicate window is on, the
+client send it stores (dedup.window.sent_as: its id, topic and body CRC, for the window's
+check under the put lock). All or nothing: one bad message refuses the batch, as a PutResult,
+and nothing of it is appended.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from common.clock import Clock
 from .codec import EncodedRecord, Message
 from .config import StoreConfig
 from .codec.dispatch import dispatch_hint
+from .dedup.window import sent_as
 from .errors import MessageIllegal, PropertiesSizeExceeded
 from .put_result import PutResult, PutStatus
 from .schedule.schedule_rewrite import TIMER_PROPERTIES, to_schedule
@@ -23,6 +26,8 @@ from .validation import check_message
 
 # A message with one of these asks for a delay (to_schedule decides what it becomes).
 SCHEDULING_PROPERTIES = frozenset((codec.PROPERTY_DELAY_TIME_LEVEL, *TIMER_PROPERTIES))
+
+_UNIQ_KEY = codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 # (the encoded record, its topic, its queue id): what CommitLog.put_batch appends
 PutRecord = tuple[EncodedRecord, str, int]
@@ -54,6 +59,7 @@ class PutInput:
         v2, prop_crc = c.auto_message_version_on_topic_len, c.enabled_append_prop_crc
         max_props, host, max_body = c.max_properties_size, c.store_host, c.max_message_size
         known = self._valid_topics_sys if allow_system_topic else self._valid_topics
+        window = c.duplicate_window_seconds > 0
         try:
             encoded = []
             for m in msgs:
@@ -68,6 +74,9 @@ class PutInput:
                                 max_properties_size=max_props, store_host=host)
                 if hinted:
                     record.hint = dispatch_hint(m, record)
+                if window and props:
+                    record.sent_as = sent_as(props.get(_UNIQ_KEY), m.topic, m.sys_flag,
+                                             record.body_crc, m.properties)
                 encoded.append((record, m.topic, m.queue_id))
         except PropertiesSizeExceeded as e:
             return [], PutResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, reason=str(e))

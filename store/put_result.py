@@ -58,14 +58,25 @@ class AppendResult:
                 f"queue_offset={self.queue_offset}, store_timestamp={self.store_timestamp})")
 
 
+class OriginalAppend(AppendResult):
+    """Where an earlier put stored a message that this put repeated (the same message id,
+    topic and body within the duplicate window, store/dedup/window.py): nothing was written
+    for it, and the put answers with this place."""
+
+    __slots__ = ()
+
+
 @dataclass(slots=True)
 class PutResult:
     """The answer to one put (of one message or a batch): its status, where each record
-    landed (`appends`, empty when nothing was stored) and a reason for a refusal."""
+    landed (`appends`, empty when nothing was stored), a reason for a refusal, and how many of
+    its messages were repeats answered with their original's place (`repeated`: OriginalAppend
+    among the appends; nothing was written for them)."""
 
     status: PutStatus
     appends: tuple[AppendResult, ...] = ()
     reason: str = ""
+    repeated: int = 0
 
     @property
     def ok(self) -> bool:
@@ -77,4 +88,10 @@ class PutResult:
 
     @property
     def end_offset(self) -> int:
-        return self.appends[-1].end_offset if self.appends else 0
+        """The end of the put's records in the log: what its flush and replication waits wait
+        for (with repeats, the furthest of them and of what was written)."""
+        if not self.appends:
+            return 0
+        if self.repeated:
+            return max(a.end_offset for a in self.appends)
+        return self.appends[-1].end_offset

@@ -135,7 +135,7 @@ def rebuild_queue_table(commitlog: CommitLog, cq_offsets: dict[tuple[str, int], 
     [undispatched_from, end) that reput has not dispatched (beyond the confirm offset)."""
     table = dict(cq_offsets)
     walk = CommitLogWalk(decode=codec.dispatch_fields)
-    for _, (_, qid, qo, sys_flag, _, _, topic, _) in walk.mapped(
+    for _, (_, qid, qo, sys_flag, _, _, topic, _, _) in walk.mapped(
             commitlog.queue, max(undispatched_from, commitlog.min_offset()), commitlog.max_offset()):
         t = sys_flag & codec.SysFlag.TRANSACTION_MASK
         if t not in (codec.SysFlag.TRANSACTION_PREPARED_TYPE, codec.SysFlag.TRANSACTION_ROLLBACK_TYPE):

@@ -52,6 +52,11 @@ RUNTIME_KEYS: dict[str, str] = {
     "maxPropertiesSize": _PUT,
     "timerMaxDelaySec": _PUT + " with a delivery time",
     "slaveTimeout": "a SYNC_MASTER's next put waits this long for its slaves' acks",
+    "duplicateWindowSeconds": "every put and dispatch (the duplicate window, store/dedup/): 0 "
+                              "empties it and turns it off; once on again it holds the sends "
+                              "from then on",
+    "duplicateWindowMaxEntries": "every put and dispatch (the duplicate window): a lower bound "
+                                 "evicts the oldest ids at the next one",
     "autoCreateTopicEnable": "the next QueryRoute/SendMessage of an unknown topic (master)",
     "defaultTopicQueueNums": "topics created from now on (auto-created, or CreateTopic "
                              "without queue counts)",

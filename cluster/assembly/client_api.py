@@ -74,8 +74,9 @@ def build_messaging(role: "Role", store: "MessageStore", live: "LiveConfig", clo
     telemetry.group_settings = group_settings
     transactions = TransactionService(role, store, key=key)
     limits = CurrentSendLimits(live)
-    sender = Sender(lambda msgs: role.require_master().append(msgs, timed=True), topics,
-                    limits, clock.now_ms, prepare=transactions.prepare)
+    # a client's send: a retry of a send in the duplicate window is answered, not stored
+    sender = Sender(lambda msgs: role.require_master().append(msgs, timed=True, dedup=True),
+                    topics, limits, clock.now_ms, prepare=transactions.prepare)
     reader = Reader(store, topics, on_loop, clock)
     forwarder = MasterForwarder(c.access_key, c.secret_key, c.tls)
     context = ConsumeContext(consumers, reader.waiter, consume_settings(c), receipt_key=key)

@@ -116,16 +116,23 @@ class TransactionService:
         except V2Error as e:
             return s.SendMessageResponse(status=e.status())
         half = tr.half_message(msg, v2)
-        appended = master.append([half], allow_system_topic=True)
+        # a retried half-send is a repeat of its half (the duplicate window), answered with the
+        # same transaction id; the half's commit record is not a send (store/dedup/window.py)
+        appended = master.append([half], allow_system_topic=True, dedup=True)
+        record = None
         if appended.result.status is PutStatus.PUT_OK:
             record = self._appended_record(appended.result)
-            if record is not None:
+            if record is not None and not appended.result.repeated:
                 with self.lock:
                     if self._loaded_for is master:
                         self.table.add_half(record)
         result = appended.wait()
         uniq = msg.properties[codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX]
-        ids = [tr.transaction_id(self.key, a.msg_id, msg.topic, uniq) for a in result.appends]
+        # The id names the half by its offset msg id as stored: a repeat's half may have been
+        # written by an earlier master (another store host in the id).
+        offset_ids = [record.msg_id] if record is not None and result.repeated else \
+            [a.msg_id for a in result.appends]
+        ids = [tr.transaction_id(self.key, i, msg.topic, uniq) for i in offset_ids]
         return send_response(result, [half], ids)
 
     def _appended_record(self, result: PutResult) -> MessageRecord | None:

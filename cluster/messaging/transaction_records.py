@@ -57,6 +57,7 @@ import logging
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store import codec
 from store.codec import Message, MessageRecord, SysFlag
+from store.codec.dispatch import TRANS_HALF_TOPIC
 from store.errors import MessageIllegal
 
 from cluster.consume.handle_mac import mac, verify
@@ -66,7 +67,7 @@ from cluster.v2.v2_status import V2Error
 
 log = logging.getLogger(__name__)
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+HALF_TOPIC = TRANS_HALF_TOPIC
 OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 HALF_QUEUE_ID = 0
 REMOVE_TAG = "d"
@@ -78,7 +79,7 @@ PROPERTY_TRANSACTION_PREPARED = codec.PROPERTY_TRANSACTION_PREPARED
 PROPERTY_PRODUCER_GROUP = "PGROUP"
 PROPERTY_TRANSACTION_ID = "__transactionId__"
 PROPERTY_CHECK_IMMUNITY_TIME = "CHECK_IMMUNITY_TIME_IN_SECONDS"
-PROPERTY_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+PROPERTY_CHECK_TIMES = codec.PROPERTY_TRANSACTION_CHECK_TIMES
 PROPERTY_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
 # Removed from the committed message (they describe the half, not the message).
 _HALF_ONLY = (PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_PREPARED,

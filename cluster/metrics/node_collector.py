@@ -26,6 +26,14 @@ Names (all prefixed `rmqstore_`; offsets are commitlog byte offsets):
     archive_shipped_files_total, archive_shipped_bytes_total, archive_sent_bytes_total,
     archive_refused_files_total                    with archiveAddress
     grpc_calls_total{method,code}                  every call the node's server answered
+    duplicate_window_entries, duplicate_window_seconds, duplicate_window_effective_seconds
+                                                   gauges: message ids held; the configured
+                                                   window; how far back every id is still
+                                                   held (shorter once the bound evicted)
+    duplicate_window_hits_total, duplicate_window_refusals_total,
+    duplicate_window_evictions_total               counters: sends answered with their
+                                                   original's receipt; ids reused for another
+                                                   message, refused; entries the bound evicted
     put_latency_seconds{status}                    histogram: puts on this node as master
     flush_latency_seconds, flush_failed            histogram of commitlog flushes; 1 after a
                                                    failed flush
@@ -103,6 +111,7 @@ class NodeCollector:
         yield counter("put_bytes", "Bytes appended", stats.put_bytes)
         yield counter("put_failures", "Appends refused or failed", stats.put_failures)
         yield counter("get_messages", "Messages read", stats.get_messages)
+        yield from self._duplicate_window()
         restarts = node.store.index_process_restarts
         if restarts is not None:
             yield counter("index_process_restarts", "Index processes started again after "
@@ -124,6 +133,22 @@ class NodeCollector:
         for (method, code), n in sorted(node.calls.snapshot().items()):
             calls.add_metric([method, code], n)
         yield calls
+
+    def _duplicate_window(self) -> Iterator[Metric]:
+        w = self.node.store.duplicate_window_stats()
+        yield gauge("duplicate_window_entries", "Message ids held by the duplicate window",
+                    w.entries)
+        yield gauge("duplicate_window_seconds", "The duplicate window as configured "
+                    "(duplicateWindowSeconds; 0: off)", w.window_ms / 1000.0)
+        yield gauge("duplicate_window_effective_seconds", "How far back the duplicate window "
+                    "holds every id: shorter than configured while duplicateWindowMaxEntries "
+                    "evicts", w.effective_window_ms / 1000.0)
+        yield counter("duplicate_window_hits", "Sends answered with their original's receipt "
+                      "(a retry: nothing written)", w.hits)
+        yield counter("duplicate_window_refusals", "Sends refused for reusing a message id "
+                      "of another message within the window", w.refusals)
+        yield counter("duplicate_window_evictions", "Message ids evicted by "
+                      "duplicateWindowMaxEntries before the window's time", w.evictions)
 
     def _latencies(self) -> Iterator[Metric]:
         store = self.node.store

@@ -12,7 +12,9 @@ reach PUT_OK maps onto the v2 code the official clients act on:
     SLAVE_NOT_AVAILABLE, IN_SYNC_REPLICAS_NOT_ENOUGH   HA_NOT_AVAILABLE
     OS_PAGE_CACHE_BUSY                 TOO_MANY_REQUESTS
     PROPERTIES_SIZE_EXCEEDED           MESSAGE_PROPERTIES_TOO_LARGE
-    MESSAGE_ILLEGAL                    the field's code (ILLEGAL_TOPIC, ...) from the reason
+    MESSAGE_ILLEGAL                    the field's code (ILLEGAL_TOPIC, ..., ILLEGAL_MESSAGE_ID
+                                       for an id reused within the duplicate window) from the
+                                       reason
     anything else                      INTERNAL_SERVER_ERROR
 """
 from __future__ import annotations
@@ -82,7 +84,9 @@ PUT_STATUS_CODES: dict[PutStatus, int] = {
 _ILLEGAL_FIELD_CODES = (("illegal topic", d.ILLEGAL_TOPIC), ("illegal tag", d.ILLEGAL_MESSAGE_TAG),
                         ("illegal property", d.ILLEGAL_MESSAGE_PROPERTY_KEY),
                         ("illegal delivery time", d.ILLEGAL_DELIVERY_TIME),
-                        ("illegal body", d.MESSAGE_BODY_TOO_LARGE))
+                        ("illegal body", d.MESSAGE_BODY_TOO_LARGE),
+                        # an id reused for another message within the duplicate window
+                        ("illegal message id", d.ILLEGAL_MESSAGE_ID))
 
 
 def put_status_code(result: PutResult) -> int:

@@ -241,20 +241,23 @@ def decode_dispatch_fields(buf, pos: int, total: int) -> tuple[int, int, int, in
 
 
 # -- reput's lean decode -------------------------------------------------------------------
-# From magic to bodyLength, only what dispatch needs, in one unpack per variant:
-# (magic, queueId, queueOffset, sysFlag, storeTimestamp, preparedTransactionOffset, bodyLength).
+# From magic to bodyLength, only what dispatch needs, in one unpack per variant: (magic,
+# bodyCRC, queueId, queueOffset, sysFlag, storeTimestamp, preparedTransactionOffset, bodyLength).
 _DISPATCH_HEADERS = {
     (born_v6, store_v6): struct.Struct(
-        ">4xI4xi4xq8xi8x" + ("20x" if born_v6 else "8x") + "q"
+        ">4xIIi4xq8xi8x" + ("20x" if born_v6 else "8x") + "q"
         + ("20x" if store_v6 else "8x") + "4xqi")
     for born_v6 in (False, True) for store_v6 in (False, True)}
 _DISPATCH_V4 = _DISPATCH_HEADERS[(False, False)]
 _HOSTS_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
 
 
-def dispatch_fields(buf, pos: int, limit: int) -> tuple[int, int, int, int, int, int, str, str] | None:
+def dispatch_fields(buf, pos: int, limit: int
+                    ) -> tuple[int, int, int, int, int, int, str, str, int] | None:
     """Check and decode the record at `pos` for dispatch in one pass: (totalSize, queue_id,
-    queue_offset, sys_flag, store_timestamp, prepared_tx_offset, topic, properties text).
+    queue_offset, sys_flag, store_timestamp, prepared_tx_offset, topic, properties text,
+    bodyCRC). The body CRC is read from the header, not computed (no CRC check here): the
+    duplicate window compares a repeated send's body by it (store/dedup/).
 
     None unless check_record(buf, pos, limit, check_crc=False) would say RECORD (the same
     rules, in the same order); the caller then asks check_record what lies there. Reput
@@ -267,7 +270,7 @@ def dispatch_fields(buf, pos: int, limit: int) -> tuple[int, int, int, int, int,
     total = _I32.unpack_from(buf, pos)[0]
     if total < 91 or total > avail:
         return None
-    magic, queue_id, queue_offset, sys_flag, store_ts, prepared, body_len = \
+    magic, body_crc, queue_id, queue_offset, sys_flag, store_ts, prepared, body_len = \
         _DISPATCH_V4.unpack_from(buf, pos)
     if magic != MAGIC_V1 and magic != MAGIC_V2:
         return None
@@ -277,7 +280,7 @@ def dispatch_fields(buf, pos: int, limit: int) -> tuple[int, int, int, int, int,
                                     bool(sys_flag & SysFlag.STOREHOST_V6))]
         if header.size + 3 > total:
             return None  # check_record: the topic length would lie past the record
-        magic, queue_id, queue_offset, sys_flag, store_ts, prepared, body_len = \
+        magic, body_crc, queue_id, queue_offset, sys_flag, store_ts, prepared, body_len = \
             header.unpack_from(buf, pos)
         hsize = header.size
     end = pos + total
@@ -298,7 +301,7 @@ def dispatch_fields(buf, pos: int, limit: int) -> tuple[int, int, int, int, int,
         return None
     topic = str(buf[tstart:ppos], "utf-8", "replace")
     props = str(buf[ppos + 2:end], "utf-8", "replace") if plen else ""
-    return total, queue_id, queue_offset, sys_flag, store_ts, prepared, topic, props
+    return total, queue_id, queue_offset, sys_flag, store_ts, prepared, topic, props, body_crc
 
 
 def property_value(text: str, name: str) -> str | None:

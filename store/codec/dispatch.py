@@ -14,6 +14,9 @@ from store import codec
 from . import SysFlag
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+# Where a transactional message waits for its commit (RocketMQ's half topic); the records are
+# written by cluster/messaging/transaction*.py, the duplicate window (store/dedup/) knows them.
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 _TAG_CODES: dict[str, int] = {}
 
 
@@ -38,6 +41,9 @@ class DispatchRequest:
     # The record's properties as stored (`name` 0x01 `value` 0x02 ...): dispatch itself needs
     # only TAGS, KEYS and UNIQ_KEY, so the dict is built only if someone asks for it.
     properties_text: str = ""
+    # bodyCRC from the record's header: the duplicate window compares a repeated send's body
+    # by it (store/dedup/)
+    body_crc: int = 0
 
     @property
     def properties(self) -> dict[str, str]:
@@ -88,22 +94,23 @@ def schedule_tags_code(properties: dict[str, str], store_timestamp: int,
 _property_value = codec.property_value
 
 
-def request_from_fields(fields: tuple[int, int, int, int, int, int, str, str],
+def request_from_fields(fields: tuple[int, int, int, int, int, int, str, str, int],
                         physical_offset: int,
                         delay_level_ms: Callable[[int], int]) -> DispatchRequest:
     """A DispatchRequest from codec.dispatch_fields' tuple (reput's per-record path)."""
-    total, queue_id, queue_offset, sys_flag, store_ts, prepared, topic, text = fields
+    total, queue_id, queue_offset, sys_flag, store_ts, prepared, topic, text, crc = fields
     if not text:
         return DispatchRequest(topic, queue_id, physical_offset, total,
                                store_ts if topic == SCHEDULE_TOPIC else 0, store_ts,
-                               queue_offset, "", None, sys_flag, prepared, text)
+                               queue_offset, "", None, sys_flag, prepared, text, crc)
     if topic == SCHEDULE_TOPIC:
         tcode = schedule_tags_code(codec.string_to_properties(text), store_ts, delay_level_ms)
     else:
         tcode = tag_code(_property_value(text, codec.PROPERTY_TAGS))
     return DispatchRequest(topic, queue_id, physical_offset, total, tcode, store_ts, queue_offset,
                            _property_value(text, codec.PROPERTY_KEYS) or "",
-                           _property_value(text, codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), sys_flag, prepared, text)
+                           _property_value(text, codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                           sys_flag, prepared, text, crc)
 
 
 def tag_code(tag: str | None) -> int:
@@ -133,7 +140,7 @@ def dispatch_hint(msg: codec.Message, record: codec.EncodedRecord) -> DispatchRe
                            0, 0, props.get(codec.PROPERTY_KEYS) or "",
                            props.get(codec.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                            record.sys_flag, msg.prepared_transaction_offset,
-                           record.properties_text)
+                           record.properties_text, record.body_crc)
 
 
 # The most hints waiting for reput: past it a put leaves none (reput decodes those records)

@@ -14,6 +14,8 @@ from .layout import (
     parse_host, _HEADERS, _I16, _I32, _I64, _QO_PO, _SIZE_MAGIC, _U8)
 
 if TYPE_CHECKING:
+    from store.dedup.window import SentAs
+
     from .dispatch import DispatchRequest
 
 
@@ -89,9 +91,13 @@ class EncodedRecord:
     transaction_type: int
     sys_flag: int = 0  # as written, with the host-v6 bits
     properties_text: str = ""  # the properties as written (no CRC tail)
+    body_crc: int = 0  # the header's bodyCRC
     # What reput will dispatch for this record, filled in under the put lock (store.codec.dispatch:
     # dispatch_hint); None when reput must decode the record.
     hint: "DispatchRequest | None" = None
+    # The client send this record stores, for the duplicate window (store/dedup/window.py:
+    # SentAs, set by the put's input); None when the window is off or the record is not one.
+    sent_as: "SentAs | None" = None
 
     def patch(self, queue_offset: int, physical_offset: int, store_timestamp: int) -> None:
         patch_record(self.data, 0, queue_offset, physical_offset, store_timestamp,
@@ -156,13 +162,14 @@ def encode(msg: Message, *, v2_allowed: bool = True, append_prop_crc: bool = Fal
     header = _HEADERS[(born_v6, store_v6)]
     total = header.size + blen + len(topic_field) + 2 + plen
     # one join: a single allocation of the record (appending part by part grows it 4 times)
+    body_crc = zlib.crc32(body) & 0x7FFFFFFF
     buf = _EMPTY_BUFFER.join((header.pack(
-        total, MAGIC_V2 if len(topic) > 127 else MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF,
-        msg.queue_id, msg.flag, 0, 0, sys_flag, msg.born_timestamp, born_addr, born_port, 0,
-        store_addr, store_port, msg.reconsume_times, msg.prepared_transaction_offset, blen),
+        total, MAGIC_V2 if len(topic) > 127 else MAGIC_V1, body_crc, msg.queue_id, msg.flag,
+        0, 0, sys_flag, msg.born_timestamp, born_addr, born_port, 0, store_addr, store_port,
+        msg.reconsume_times, msg.prepared_transaction_offset, blen),
         body, topic_field, plen.to_bytes(2, "big"), props_bytes))
     return EncodedRecord(buf, 56 if not born_v6 else 68, append_prop_crc,
-                         sys_flag & SysFlag.TRANSACTION_MASK, sys_flag, text)
+                         sys_flag & SysFlag.TRANSACTION_MASK, sys_flag, text, body_crc)
 
 
 def patch_record(buf, pos: int, queue_offset: int, physical_offset: int, store_timestamp: int,

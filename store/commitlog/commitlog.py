@@ -17,7 +17,7 @@ Truncation is crash-safe (MappedFileQueue.truncate_to zeroes and syncs before it
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from store import codec
 from common.clock import Clock
@@ -27,8 +27,11 @@ from store.errors import DiskError, OffsetOutOfRange
 from .fileio import FileIO
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
-from store.put_result import AppendResult
+from store.put_result import AppendResult, OriginalAppend
 from common.yielding_lock import YieldingLock
+
+if TYPE_CHECKING:
+    from store.dedup.window import DuplicateWindow, Original
 
 _SKIP_QUEUE_OFFSET = (SysFlag.TRANSACTION_PREPARED_TYPE, SysFlag.TRANSACTION_ROLLBACK_TYPE)
 
@@ -40,7 +43,8 @@ class CommitLog:
 
     `put_lock` (a YieldingLock) guards every change of the log's end and of those fields:
     put/put_batch (queue offsets, physical offset, store time, the copy into the last file,
-    the dispatch hint each record leaves for reput in `dispatch_hints`),
+    the dispatch hint each record leaves for reput in `dispatch_hints`, the duplicate window's
+    check and entries of each put: the window's own lock is taken inside this one),
     append_raw (the slave path) and truncate. Readers (read, read_chunk, get_message,
     store_time_of, files) take no lock: they hold the file they read (MappedFile.hold) and see
     only bytes below its read position. The queue's own lock guards its list of files."""
@@ -90,28 +94,62 @@ class CommitLog:
         return self.put_batch(((record, topic, queue_id),))[0]
 
     def put_batch(self, records: Sequence[tuple[EncodedRecord, str, int]],
-                  may_create: Callable[[int], None] | None = None) -> list[AppendResult]:
+                  may_create: Callable[[int], None] | None = None,
+                  window: DuplicateWindow | None = None, *,
+                  repeats: bool = False) -> list[AppendResult]:
         """Append several records under one lock acquisition, all or nothing: every file the
         batch needs is created before the first byte is written. `may_create(n)`, when given,
         is asked first whenever the batch needs n new files, and may refuse by raising
-        (NoRoomForFile)."""
+        (NoRoomForFile).
+
+        `window` (the store's duplicate window) enters what the batch appends, under this
+        lock. With `repeats` (a client's send) it is asked first, under the same lock, so that
+        of two sends of one id exactly one is written: a record that repeats a send it holds
+        is not written and comes back as an OriginalAppend (the original's place); an id
+        reused for another message raises MessageIllegal before anything is written."""
         for record, _, _ in records:
             if len(record.data) + codec.END_FILE_MIN_BLANK_LENGTH > self.file_size:
                 raise ValueError(f"record of {len(record.data)} bytes cannot fit a commitlog "
                                  f"file of {self.file_size}")
         with self.put_lock:
-            needed = self._files_needed([len(r.data) for r, _, _ in records])
-            if needed:
-                if may_create is not None:
-                    may_create(needed)
-                self.queue.prepare_files(needed)
-            now = self.clock.now_ms()
-            if now < self.last_store_timestamp:
-                now = self.last_store_timestamp  # store time never goes backwards in the log
-            if not needed:  # the whole batch fits the last file: one copy, one position update
-                return self._append_in_file_locked(self.queue.last_file, records, now)
-            return [self._append_locked(record, topic, queue_id, now)
-                    for record, topic, queue_id in records]
+            admission = window.admit(records) if repeats and window is not None else None
+            if admission is not None and admission.originals is not None:
+                return self._put_new_locked(records, admission.originals, may_create, window)
+            appends = self._put_locked(records, may_create)
+            if window is not None:
+                window.appended(records, appends, admission)
+            return appends
+
+    def _put_new_locked(self, records: Sequence[tuple[EncodedRecord, str, int]],
+                        originals: Sequence[Original | None],
+                        may_create: Callable[[int], None] | None,
+                        window: DuplicateWindow) -> list[AppendResult]:
+        """put_batch of a batch some of whose records repeat sends the window holds: only the
+        others are written (in one append), and each repeat gets its original's place."""
+        new = [record for record, original in zip(records, originals) if original is None]
+        written = self._put_locked(new, may_create) if new else []
+        if written:
+            window.appended(new, written)
+        prefix = self._msg_id_prefix
+        each = iter(written)
+        return [next(each) if o is None else
+                OriginalAppend(o.commit_log_offset, o.size, o.queue_offset, o.store_timestamp,
+                               prefix) for o in originals]
+
+    def _put_locked(self, records: Sequence[tuple[EncodedRecord, str, int]],
+                    may_create: Callable[[int], None] | None) -> list[AppendResult]:
+        needed = self._files_needed([len(r.data) for r, _, _ in records])
+        if needed:
+            if may_create is not None:
+                may_create(needed)
+            self.queue.prepare_files(needed)
+        now = self.clock.now_ms()
+        if now < self.last_store_timestamp:
+            now = self.last_store_timestamp  # store time never goes backwards in the log
+        if not needed:  # the whole batch fits the last file: one copy, one position update
+            return self._append_in_file_locked(self.queue.last_file, records, now)
+        return [self._append_locked(record, topic, queue_id, now)
+                for record, topic, queue_id in records]
 
     def _files_needed(self, sizes: list[int]) -> int:
         last = self.queue.last_file

@@ -68,6 +68,20 @@ def test_retention_and_master_keys_reach_their_services(node, c):
     assert node.role.master.config.slave_timeout == 4321
 
 
+def test_duplicate_window_keys_reach_the_window(node, c):
+    c.update_config("duplicateWindowMaxEntries", "10")
+    c.update_config("duplicateWindowSeconds", "30")
+    assert node.store.duplicate_window_stats().window_ms == 30_000
+    assert node.store.duplicates.limits() == (30_000, 10)
+    c.update_config("duplicateWindowSeconds", "0")
+    assert not node.store.duplicates.enabled
+    with pytest.raises(grpc.RpcError) as e:
+        c.update_config("duplicateWindowSeconds", "-1")
+    assert e.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    c.update_config("duplicateWindowSeconds", "120")
+    c.update_config("duplicateWindowMaxEntries", "500000")
+
+
 def test_topic_auto_create_keys(node, c):
     c.update_config("autoCreateTopicEnable", "false")
     with pytest.raises(V2Error):

@@ -22,6 +22,12 @@ Figures per scenario:
                  send_batch of the same scenario in the same run (target: >= 0.8x) and the
                  CPU per consumed message of the master and of the client process
   official       msg/s of the official Python client's sequential sends (subprocess)
+With --window-rounds N, instead: send_batch with the duplicate window (store/dedup/) on and off
+in turns on one group per scenario (duplicateWindowSeconds set at runtime on every node: 120,
+then 0; the first of each pair alternates), N pairs, each pair's msg/s and master CPU per
+message side by side with their ratio (target: on >= 0.95x off). --window-max-entries sets the
+bound of the runs with the window on: small, the window is full (every put evicts) as it is
+after its first two minutes; by default it starts empty in each run and grows.
 Baselines in the same run: the bare service (gRPC + protobuf, no store, on the node's asyncio
 serving layer) answering the same
 send_batch load and the same receive + ack load (the ceiling of the per-message server stream
@@ -35,6 +41,7 @@ side by side in one run, and runs with --compare (see tests/perf/README.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import shutil
@@ -44,6 +51,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import Iterator
 
 from cluster.client import BatchingConfig
 from common.text_output import format_table
@@ -114,21 +122,30 @@ def add_latency(ctx: Context, key: str, label: str, samples: list[float], target
             higher_is_better=False)
 
 
-def bench_scenario(ctx: Context, scenario: str, plan: Plan, py_spy_dir: str | None) -> None:
-    _, _, title = SCENARIOS[scenario]
-    print(f"\n{title}:", flush=True)
-    root = ctx.tmpdir(scenario)
+@contextlib.contextmanager
+def running_group(root: str, scenario: str, plan: Plan) -> Iterator[tuple[Group, NodeProcess]]:
+    """(group, master) of `scenario` in `root`; the nodes' last log lines printed when the body
+    fails; the group closed and `root` removed afterwards."""
     group, master = start_group(root, scenario, plan)
     try:
-        with StealWindow() as steal:
-            scenario_figures(ctx, scenario, plan, group, master, py_spy_dir)
-        add_steal(ctx, scenario, steal)
+        yield group, master
     except BaseException:
         print(group.logs(20), file=sys.stderr)
         raise
     finally:
         group.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def bench_scenario(ctx: Context, scenario: str, plan: Plan, py_spy_dir: str | None) -> None:
+    _, _, title = SCENARIOS[scenario]
+    print(f"\n{title}:", flush=True)
+    try:
+        with running_group(ctx.tmpdir(scenario), scenario, plan) as (group, master):
+            with StealWindow() as steal:
+                scenario_figures(ctx, scenario, plan, group, master, py_spy_dir)
+            add_steal(ctx, scenario, steal)
+    finally:
         for key, r in ctx.results.items():  # "sync: ..." in --json and --compare output
             if key.startswith(f"{scenario}_") and not r.label.startswith(f"{scenario}: "):
                 r.label = f"{scenario}: {r.label}"
@@ -285,6 +302,67 @@ def bench_stream_threading(ctx: Context, address: str, plan: Plan) -> None:
                 f"{label} channel", sum(cpus) / len(cpus), "us", higher_is_better=False)
 
 
+WINDOW_TARGET = 0.95  # send_batch with the duplicate window on, against off
+
+
+def bench_window(ctx: Context, scenario: str, plan: Plan, rounds: int,
+                 max_entries: int | None) -> None:
+    """send_batch with the duplicate window on and off in turns, `rounds` pairs on one group
+    (a runtime config change on every node, so both run on the same processes and files),
+    alternating which of a pair goes first: the host's drift hits both alike. Turned on, the
+    window starts empty and grows through the run (dict resizes, fresh heap pages) unless
+    `max_entries` is small enough for the warm-up to fill it: then every put also evicts, as
+    in a full window."""
+    _, _, title = SCENARIOS[scenario]
+    bound = "" if max_entries is None else f", duplicateWindowMaxEntries={max_entries}"
+    print(f"\n{title}: send_batch({plan.batch}) x {plan.producers}, duplicate window on / off"
+          f"{bound}", flush=True)
+    runs: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+    with running_group(ctx.tmpdir(f"{scenario}-window"), scenario, plan) as (group, master):
+        # not measured: a fresh node's first seconds (files, pages, caches) would weigh on
+        # whichever setting came first
+        load.batched_send_rate(master.address, "BenchWindowWarmup", plan.producers, plan.batch,
+                               plan.seconds)
+        for r in range(rounds):
+            for on in ((True, False) if r % 2 == 0 else (False, True)):
+                for node in group.nodes:
+                    if max_entries is not None:
+                        node.admin().update_config("duplicateWindowMaxEntries", str(max_entries))
+                    node.admin().update_config("duplicateWindowSeconds", "120" if on else "0")
+                cpu = CpuWindow({"master": master.pid})  # the measured window (its .messages)
+                rate = load.batched_send_rate(master.address, f"BenchWindow{r}",
+                                              plan.producers, plan.batch, plan.seconds,
+                                              probe=cpu)
+                if rate.errors:
+                    print(f"  {rate.errors} errors, first: {rate.first_error}")
+                cpu_us = cpu.per_message(max(1, cpu.messages))["master"]
+                runs[on].append((rate.value, cpu_us))
+                print(f"  round {r + 1} window {'on ' if on else 'off'}: {rate.value:,.0f} msg/s, "
+                      f"master {cpu_us:.1f} µs/msg", flush=True)
+    rows = []
+    for r, ((on, on_cpu), (off, off_cpu)) in enumerate(zip(runs[True], runs[False])):
+        rows.append((str(r + 1), f"{on:,.0f}", f"{off:,.0f}", f"{on / max(off, 1e-9):.3f}",
+                     f"{on_cpu:.1f}", f"{off_cpu:.1f}"))
+    mean = {k: sum(v for v, _ in runs[k]) / len(runs[k]) for k in runs}
+    mean_cpu = {k: sum(c for _, c in runs[k]) / len(runs[k]) for k in runs}
+    rows.append(("mean", f"{mean[True]:,.0f}", f"{mean[False]:,.0f}",
+                 f"{mean[True] / max(mean[False], 1e-9):.3f}", f"{mean_cpu[True]:.1f}",
+                 f"{mean_cpu[False]:.1f}"))
+    print("\n".join(format_table(("pair", "on msg/s", "off msg/s", "on/off", "on µs/msg",
+                                  "off µs/msg"), rows, right={1, 2, 3, 4, 5}, rule=True)))
+    p = f"{scenario}: "  # print_side_by_side's and --json's label form
+    ctx.add(f"{scenario}_window_on", f"{p}send_batch, duplicate window on ({rounds} runs)",
+            mean[True], "msg/s")
+    ctx.add(f"{scenario}_window_off", f"{p}send_batch, duplicate window off ({rounds} runs)",
+            mean[False], "msg/s")
+    ctx.add(f"{scenario}_window_ratio", f"{p}  window on / off",
+            mean[True] / max(mean[False], 1e-9), "x", WINDOW_TARGET)
+    ctx.add(f"{scenario}_window_cpu_on", f"{p}  master CPU per message, window on",
+            mean_cpu[True], "us", higher_is_better=False)
+    ctx.add(f"{scenario}_window_cpu_off", f"{p}  master CPU per message, window off",
+            mean_cpu[False], "us", higher_is_better=False)
+
+
 class NodeProbe:
     """CPU time of every node process and of this (client) process over one measured window,
     per message; optionally py-spy on the master (--gil: samples of the thread holding the
@@ -411,6 +489,12 @@ def main(argv: list[str] | None = None) -> int:
                         "messageIndexProcessEnable=false")
     p.add_argument("--py-spy", metavar="DIR", help="record the master with py-spy during "
                    "send_batch and print its hot spots (raw profiles kept in DIR)")
+    p.add_argument("--window-rounds", metavar="N", type=int, default=0,
+                   help="only send_batch with the duplicate window on and off in turns, N "
+                        "pairs per selected scenario (baseline skipped)")
+    p.add_argument("--window-max-entries", metavar="N", type=int, default=None,
+                   help="with --window-rounds: duplicateWindowMaxEntries of the runs with the "
+                        "window on (small: the window is full and evicts on every put)")
     args = p.parse_args(argv)
     old = load_json(args.compare) if args.compare else None
     selected = [x.strip() for x in args.only.split(",") if x.strip()]
@@ -431,11 +515,17 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.cpu_count()} CPUs", flush=True)
     t0 = time.perf_counter()
     try:
-        if "baseline" in selected:
-            bench_baseline(ctx, plan)
-        for scenario in SCENARIOS:
-            if scenario in selected:
-                bench_scenario(ctx, scenario, plan, args.py_spy)
+        if args.window_rounds > 0:
+            for scenario in SCENARIOS:
+                if scenario in selected:
+                    bench_window(ctx, scenario, plan, args.window_rounds,
+                                 args.window_max_entries)
+        else:
+            if "baseline" in selected:
+                bench_baseline(ctx, plan)
+            for scenario in SCENARIOS:
+                if scenario in selected:
+                    bench_scenario(ctx, scenario, plan, args.py_spy)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     elapsed = time.perf_counter() - t0

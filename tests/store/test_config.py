@@ -76,6 +76,8 @@ ROCKETMQ_DEFAULTS = {
     "duplication_enable": False,
     "timer_max_delay_sec": 3 * 24 * 3600,
     "reput_batch_max_bytes": 4 * 1024 * 1024,
+    "duplicate_window_seconds": 120,  # ours: JetStream's duplicate window (store/dedup/)
+    "duplicate_window_max_entries": 500_000,  # ours: about 100 MB at ~205 bytes an entry
     "ha_master_address": "",
     "ha_send_heartbeat_interval": 5000,
     "ha_housekeeping_interval": 20000,

@@ -19,24 +19,17 @@ from store.put_result import PutStatus
 from store.layout import StoreLayout
 from store.schedule.schedule import PROGRESS_TOPIC, ScheduleService, attach
 from store.schedule.schedule_rewrite import put_scheduled, rebuild_real_message, to_schedule
+from tests.support.small_store import loaded, replicate
 
 LEVELS = StoreConfig(store_path_root_dir="/tmp/x").delay_levels_ms()
 NOW = 1_700_000_000_000
 MAX_DELAY = 3 * 24 * 3600
 
 
-def config(tmp_path, **kw) -> StoreConfig:
-    base = dict(store_path_root_dir=str(tmp_path), mapped_file_size_commit_log=64 * 1024,
-                mapped_file_size_consume_queue=20 * 100, max_hash_slot_num=64, max_index_num=256)
-    base.update(kw)
-    return StoreConfig(**base)
-
-
 def open_store(tmp_path, clock, **kw) -> MessageStore:
-    s = MessageStore(config(tmp_path, **kw), clock=clock)
-    s.load()
-    s.flags.clear(rf.NOT_STARTED)  # writable without starting the service threads
-    return s
+    """Loaded and writable, the services stepped by the tests, in 64 KiB commitlog files."""
+    return loaded(tmp_path, clock, **{"mapped_file_size_commit_log": 64 * 1024,
+                                      "mapped_file_size_consume_queue": 20 * 100, **kw})
 
 
 def msg(name: str, topic="Orders", qid=3, **props) -> Message:
@@ -337,16 +330,6 @@ def test_many_due_messages_across_rounds(store, clock):
 
 
 # -- progress replicates with the deliveries ---------------------------------------------------------
-def replicate(src: MessageStore, dst: MessageStore, end: int) -> None:
-    """`dst` gets `src`'s commitlog bytes up to `end`, verbatim (a slave's replication)."""
-    offset = dst.max_phy_offset()
-    while offset < end:
-        chunk = src.commitlog.read_chunk(offset, 1 << 20, end)
-        dst.append_raw(offset, chunk)
-        offset += len(chunk)
-    dst.reput.catch_up()
-
-
 def promote(store: MessageStore) -> None:
     """What a node does to its store when it becomes master (cluster/assembly/node.py)."""
     store.reconfigure(dataclasses.replace(store.config, broker_role="ASYNC_MASTER"))

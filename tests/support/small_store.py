@@ -1,7 +1,9 @@
 """A MessageStore over tiny files under tmp_path: its config, the messages the store tests put,
-and a started store (on FaultyFileIO, so a test can inject disk faults)."""
+a started store (on FaultyFileIO, so a test can inject disk faults), a loaded one whose services
+the test steps itself, and a slave's replication of one store's log into another."""
 from __future__ import annotations
 
+from store import running_flags as rf
 from store.codec import Message
 from store.config import StoreConfig
 from store.message_store import MessageStore
@@ -26,3 +28,23 @@ def opened(tmp_path, clock, io=None, **kw) -> MessageStore:
     s = MessageStore(config(tmp_path, **kw), io=io or FaultyFileIO(), clock=clock)
     s.start()
     return s
+
+
+def loaded(root, clock, **kw) -> MessageStore:
+    """Loaded and writable without its service threads: the test steps reput and the services
+    itself."""
+    s = MessageStore(config(root, **kw), clock=clock)
+    s.load()
+    s.flags.clear(rf.NOT_STARTED)
+    return s
+
+
+def replicate(src: MessageStore, dst: MessageStore, end: int | None = None) -> None:
+    """`dst` gets `src`'s commitlog bytes up to `end` (all of it by default), verbatim (a
+    slave's replication), and dispatches them."""
+    offset, end = dst.max_phy_offset(), src.max_phy_offset() if end is None else end
+    while offset < end:
+        chunk = src.commitlog.read_chunk(offset, 1 << 20, end)
+        dst.append_raw(offset, chunk)
+        offset += len(chunk)
+    dst.reput.catch_up()
