@@ -87,3 +87,24 @@ def test_with_unclean_election_the_checker_counts_the_loss(tmp_path):
     assert not r.passed
     assert r.lost, r.failures  # acknowledged by the master alone, gone with the unclean election
     assert any("acknowledged while it should be unavailable" in f for f in r.failures)
+
+
+def test_lost_answers_retried_by_the_official_client_are_stored_once(tmp_path):
+    """One stored send in 25 is answered as if its answer was lost, and the master is killed
+    once: the official client retries with the same message id and the duplicate window
+    answers with the first receipt (the new master's window rebuilt from its own log)."""
+    run = drill(tmp_path, "lost-answers")
+    assert_clean(run)
+    assert run.result.stored_duplicates == 0
+    logs = [os.path.join(os.path.dirname(run.history_path), f"{n}.log")
+            for n in ("master", "slave1", "slave2")]
+    fired = sum(open(p, encoding="utf-8").read().count("drop_answer: firing") for p in logs)
+    assert fired > 10, "the failpoint dropped answers"
+
+
+def test_without_the_duplicate_window_the_checker_counts_retries_stored_twice(tmp_path):
+    run = drill(tmp_path, "lost-answers", node_props={"duplicateWindowSeconds": "0"})
+    r = run.result
+    assert r.stored_duplicates > 0 and not r.passed
+    assert any("duplicates stored" in f for f in r.failures)
+    assert not r.lost and not r.phantom
