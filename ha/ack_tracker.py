@@ -55,6 +55,12 @@ from common.yielding_lock import YieldingLock
 
 from .ack_latency import REJOIN_MARGIN, AckLatency, AppendTimes, SlowRule, percentile
 
+# Why a slave left or joined the in-sync set (SlaveAckState.last_cause; a metric's label).
+SLOW, LAGGING, NOT_CAUGHT_UP = "slow", "lagging", "not_caught_up"
+DISCONNECTED, NEW_SESSION = "disconnected", "new_session"
+CAUGHT_UP, FAST_AGAIN = "caught_up", "fast_again"
+CAUSES = (SLOW, LAGGING, NOT_CAUGHT_UP, DISCONNECTED, NEW_SESSION, CAUGHT_UP, FAST_AGAIN)
+
 
 @dataclass(frozen=True)
 class SlaveAckState:
@@ -73,6 +79,7 @@ class SlaveAckState:
     held_out: str = ""
     in_sync_changes: int = 0         # leaves + joins in this master term
     last_change: str = ""            # "left: <why>" / "joined: <why>"
+    last_cause: str = ""             # the last change's cause, one of CAUSES ("": none)
     last_change_age_ms: int = -1
     released_puts: int = 0           # puts its ack was the last to release
     released_wait_ms: float = 0.0    # their summed wait
@@ -99,8 +106,8 @@ class _Record:
     by AckTracker's lock): the slow rule's state, the in-sync changes and the puts it held."""
 
     __slots__ = ("held_out", "strikes", "slow_since", "fast_since", "returned_at",
-                 "return_note", "changes", "last_change", "last_change_at", "released_puts",
-                 "released_wait_s")
+                 "return_note", "changes", "last_change", "last_cause", "last_change_at",
+                 "released_puts", "released_wait_s")
 
     def __init__(self) -> None:
         self.held_out = ""  # why it is held out for slowness; "" if it is not
@@ -111,6 +118,7 @@ class _Record:
         self.return_note = ""  # why the hold ended: the reason of the next join
         self.changes = 0
         self.last_change = ""
+        self.last_cause = ""
         self.last_change_at: float | None = None
         self.released_puts = 0
         self.released_wait_s = 0.0
@@ -167,7 +175,7 @@ class AckTracker:
         session of a known slave replaces the old one."""
         with self._lock:
             now = self._clock.monotonic()
-            self._leave(slave_id, "a new replication session", now)
+            self._leave(slave_id, NEW_SESSION, "a new replication session", now)
             self._joining.discard(slave_id)
             self._slaves[slave_id] = _Slave(ack_offset, now)
             released = self._take_released()
@@ -177,7 +185,7 @@ class AckTracker:
         """Forget the slave; it leaves the in-sync set at once."""
         with self._lock:
             self._slaves.pop(slave_id, None)
-            self._leave(slave_id, "disconnected", self._clock.monotonic())
+            self._leave(slave_id, DISCONNECTED, "disconnected", self._clock.monotonic())
             self._joining.discard(slave_id)
             # With all_ack a smaller set can release waiters the departed slave was blocking.
             released = self._take_released()
@@ -231,11 +239,12 @@ class AckTracker:
                 slave = self._slaves[slave_id]
                 gap = master_max - slave.ack_offset
                 if gap > self._max_gap:
-                    self._leave(slave_id, f"lags {gap} bytes, over haMaxGapNotInSync="
-                                          f"{self._max_gap}", now)
+                    self._leave(slave_id, LAGGING, f"lags {gap} bytes, over "
+                                                   f"haMaxGapNotInSync={self._max_gap}", now)
                 elif not self._recently_caught_up(slave, now):
-                    self._leave(slave_id, f"not caught up for over haMaxTimeSlaveNotCatchup="
-                                          f"{int(self._max_catchup_s * 1000)} ms", now)
+                    self._leave(slave_id, NOT_CAUGHT_UP,
+                                f"not caught up for over haMaxTimeSlaveNotCatchup="
+                                f"{int(self._max_catchup_s * 1000)} ms", now)
             self._judge_latency(now, master_max)
             if not self._slaves:  # nobody to measure: forget what waited
                 self._marks.drop_up_to(master_max)
@@ -333,6 +342,7 @@ class AckTracker:
                     held_out=r.held_out,
                     in_sync_changes=r.changes,
                     last_change=r.last_change,
+                    last_cause=r.last_cause,
                     last_change_age_ms=-1 if r.last_change_at is None
                     else _age_ms(now, r.last_change_at),
                     released_puts=r.released_puts,
@@ -388,16 +398,18 @@ class AckTracker:
         self._joining.discard(slave_id)
         record.changes += 1
         record.last_change = f"joined: {record.return_note or 'caught up'}"
+        record.last_cause = FAST_AGAIN if record.return_note else CAUGHT_UP
         record.last_change_at = now
         record.return_note = ""
 
-    def _leave(self, slave_id: str, reason: str, now: float) -> None:
+    def _leave(self, slave_id: str, cause: str, reason: str, now: float) -> None:
         if slave_id not in self._in_sync:
             return
         self._in_sync.discard(slave_id)
         record = self._record(slave_id)
         record.changes += 1
         record.last_change = f"left: {reason}"
+        record.last_cause = cause
         record.last_change_at = now
 
     def _sample(self, slave: _Slave, ack_offset: int, now: float) -> None:
@@ -437,7 +449,7 @@ class AckTracker:
                 record.held_out = reason
                 record.slow_since = record.fast_since = None
                 self._joining.discard(slave_id)
-                self._leave(slave_id, f"slow: {reason}", now)
+                self._leave(slave_id, SLOW, f"slow: {reason}", now)
         for slave_id, record in self._records.items():
             slave = self._slaves.get(slave_id)
             if not record.held_out or slave is None:

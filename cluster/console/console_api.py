@@ -5,6 +5,8 @@ announced archives for history. A node answers for itself.
 
     /api/cluster               controller: every group as the controller sees it, and the
                                archives announced to it
+    /api/replication           controller: each group's master's slaves (ack latency, in sync,
+                               the last in-sync change and why), asked of the master
     /api/topics?group=G        topics (messages) and consumer groups (lag, in flight) of G
     /api/messages?group=G&topic=T&key=K | id=ID    a lookup on G's master (node: on itself)
     /api/history?topic=T&key=K | id=ID | begin=MS&end=MS   the archives' lookups
@@ -70,7 +72,8 @@ class ControllerApi:
 
     def routes(self) -> dict[str, Api]:
         return {"/api/cluster": self.cluster, "/api/topics": self.topics,
-                "/api/messages": self.messages, "/api/history": self.history}
+                "/api/replication": self.replication, "/api/messages": self.messages,
+                "/api/history": self.history}
 
     def _snapshots(self):
         try:
@@ -97,6 +100,23 @@ class ControllerApi:
                 return AdminClient(address, self.process.token, timeout=TIMEOUT_S,
                                    tls=self.process.config.tls.client())
         raise ApiError(404, f"no broker group {group!r}")
+
+    def replication(self, p: dict[str, str]) -> dict[str, Any]:
+        """Each group's master's slave table; a group whose master does not answer says why
+        (one slow or dead master must not hide the others)."""
+        groups = []
+        for g in self._snapshots():
+            name = g.record.broker_name
+            entry: dict[str, Any] = {"group": name, "master": g.record.master_id, "slaves": []}
+            try:
+                with self._master(name) as admin:
+                    entry["slaves"] = [proto_json(s) for s in admin.status().slaves]
+            except ApiError as e:
+                entry["error"] = str(e)
+            except grpc.RpcError as e:
+                entry["error"] = str(_refused("the master", e))
+            groups.append(entry)
+        return {"groups": groups}
 
     def topics(self, p: dict[str, str]) -> dict[str, Any]:
         with self._master(p.get("group", "")) as admin:
