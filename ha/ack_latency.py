@@ -16,9 +16,9 @@ Measures
   oldest entry kept, i.e. less than it is, and is out long before).
 * `AckLatency`, per member: the samples of the last `window` (at least the newest
   MIN_SAMPLES of the last HORIZON windows); its **score** is their median, or the age of the
-  oldest data it has not acked yet (its pending age) when that is larger, so a member that
-  stopped acking scores as badly as one that acks late. No data waiting and no samples: 0
-  (nothing to hold back).
+  oldest data it has not acked yet (its pending age) when that is larger and at least a
+  window long, so a member that stopped acking scores as badly as one that acks late. No
+  samples and nothing pending that long: 0 (nothing to hold back).
 
 The rule (`SlowRule.verdict`), for a member with score `s` against the fastest other in-sync
 member's score `f`:
@@ -204,13 +204,17 @@ class AckLatency:
         return sorted(values)
 
     def score(self, now: float, window_s: float, pending_s: float) -> float:
-        """The median of the recent samples, or the pending age when that is larger. With
-        fewer than MIN_SAMPLES samples in the horizon only the pending age counts: one late ack
-        (a pause of the collector, one slow fsync) is not a slow member."""
+        """The median of the recent samples, or the pending age when that is larger and at
+        least a window long (a member that stopped acking). A shorter pending age is the
+        wait of data in flight, which the samples will show once acked: counting it at the
+        instant it is read would let one late ack (a pause of the collector, a slow fsync)
+        reset the rejoin time of a member that is fast by every sample. With fewer than
+        MIN_SAMPLES samples in the horizon only the pending age counts."""
+        stuck = pending_s if pending_s >= window_s else 0.0
         values = self.recent(now, window_s)
         if len(values) < MIN_SAMPLES:
-            return pending_s
-        return max(values[len(values) // 2], pending_s)
+            return stuck
+        return max(values[len(values) // 2], stuck)
 
 
 def percentile(sorted_values: list[float], fraction: float) -> float:

@@ -279,8 +279,7 @@ _RANGES: dict[str, tuple[int, int]] = {
         "reput_batch_max_bytes", "ha_send_heartbeat_interval", "ha_housekeeping_interval",
         "ha_transfer_batch_size", "ha_max_gap_not_in_sync", "ha_max_time_slave_not_catchup",
         "in_sync_replicas", "min_in_sync_replicas", "ha_max_in_flight_bytes",
-        "ha_reconnect_min_backoff", "ha_reconnect_max_backoff", "ha_slow_slave_detect_window",
-        "ha_slow_slave_rejoin_time")},
+        "ha_reconnect_min_backoff", "ha_reconnect_max_backoff")},
     **{name: (0, _BIG) for name in (
         "prefault_ahead_bytes", "flush_interval_commit_log", "flush_commit_log_least_pages",
         "flush_commit_log_thorough_interval", "commit_interval_commit_log",
@@ -289,8 +288,11 @@ _RANGES: dict[str, tuple[int, int]] = {
         "flush_consume_queue_thorough_interval", "file_reserved_time",
         "clean_resource_interval", "delete_commit_log_files_interval",
         "delete_consume_queue_files_interval", "destroy_mapped_file_interval_forcibly",
-        "redelete_hanged_file_interval", "ha_max_slave_ack_latency",
-        "ha_slow_slave_latency_ratio", "ha_slow_slave_min_latency")},
+        "redelete_hanged_file_interval")},
+    # slow members (ha/ack_latency.py): 0 turns the detection / the relative rule off
+    **{name: (0, _BIG) for name in ("ha_max_slave_ack_latency", "ha_slow_slave_latency_ratio",
+                                    "ha_slow_slave_min_latency")},
+    **{name: (1, _BIG) for name in ("ha_slow_slave_detect_window", "ha_slow_slave_rejoin_time")},
 }
 
 

@@ -136,10 +136,12 @@ def test_latency_score_is_the_window_median_or_the_pending_age():
     assert lat.score(10.0, 1.0, 0.0) == 0.0
     lat.add(9.5, 0.2)
     lat.add(9.6, 0.4)
-    assert lat.score(10.0, 1.0, 0.05) == 0.05  # two samples: not enough, pending age only
+    assert lat.score(10.0, 1.0, 0.05) == 0.0   # two samples: not enough; pending not long
+    assert lat.score(10.0, 1.0, 1.2) == 1.2    # pending longer than a window: stuck
     lat.add(9.7, 0.3)
     assert lat.score(10.0, 1.0, 0.05) == 0.3
-    assert lat.score(10.0, 1.0, 0.9) == 0.9    # stopped acking: its pending age counts
+    assert lat.score(10.0, 1.0, 0.9) == 0.3    # data in flight: the samples judge
+    assert lat.score(10.0, 1.0, 1.5) == 1.5    # stopped acking: its pending age counts
     # Out of the window but the newest three of the horizon: a member so slow that a window
     # holds fewer acks is judged by its last ones...
     assert lat.score(12.0, 1.0, 0.0) == 0.3
