@@ -6,12 +6,19 @@ writes it out at that time, in order. So each direction of the link gets `delay_
 (a round trip 2 x `delay_s`) without a bound on bandwidth, as a long or congested link would
 behave, and `delay_s` can change while connections run (0: a plain relay). How a process's
 connection reaches the proxy is the firewall's business (partition.Redirect).
+
+A drill runs it in a process of its own (`ProxyProcess`, `python -m cluster.drills.delay_proxy
+HOST:PORT`: prints its port, then reads `<seconds>` lines setting the delay), as the network
+would be: in the drill's process its threads would compete for the GIL with the load
+generator's, and add their own latency to every forwarded byte.
 """
 from __future__ import annotations
 
 import logging
 import queue
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -22,8 +29,8 @@ _EOF = b""
 
 class DelayProxy:
     """Listens on 127.0.0.1:`port` and forwards to `target` with `delay_s` each way. Owns the
-    listening socket, the connections and their threads; `_lock` guards the delay and the
-    connection list (read by every reader thread, set by the drill)."""
+    listening socket, the connections and their threads; `_lock` guards the delay, the
+    connection list and `accepted` (read by every reader thread, set by the drill)."""
 
     def __init__(self, target: tuple[str, int], port: int = 0) -> None:
         self.target = target
@@ -31,6 +38,7 @@ class DelayProxy:
         self._delay_s = 0.0
         self._sockets: list[socket.socket] = []
         self._closed = False
+        self.accepted = 0  # connections forwarded so far
         self._server = socket.create_server(("127.0.0.1", port))
         self.port = self._server.getsockname()[1]
         self._accepting = threading.Thread(target=self._accept, name="delay-proxy-accept",
@@ -73,12 +81,17 @@ class DelayProxy:
                 log.warning("delay proxy: cannot reach %s: %s", self.target, e)
                 _close(client)
                 continue
+            for s in (client, upstream):
+                # As gRPC does: without it Nagle's algorithm holds small writes (acks) back
+                # until the peer's delayed ACK, some 40 ms, on a link meant to add nothing.
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self._lock:
                 if self._closed:
                     _close(client)
                     _close(upstream)
                     return
                 self._sockets += [client, upstream]
+                self.accepted += 1
             for src, dst, name in ((client, upstream, "up"), (upstream, client, "down")):
                 pending: queue.Queue[tuple[float, bytes]] = queue.Queue()
                 threading.Thread(target=self._read, args=(src, dst, pending),
@@ -124,3 +137,53 @@ def _close(s: socket.socket) -> None:
     except OSError:
         pass
     s.close()
+
+
+class ProxyProcess:
+    """A DelayProxy in a child process (see the module docstring). Owns the child: close()
+    ends it (its connections with it)."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "cluster.drills.delay_proxy", f"{target[0]}:{target[1]}"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line.strip().isdigit():
+            self.close()
+            raise RuntimeError(f"the delay proxy did not start (said {line.strip()!r})")
+        self.port = int(line)
+        self._delay_s = 0.0
+
+    @property
+    def delay_s(self) -> float:
+        return self._delay_s
+
+    @delay_s.setter
+    def delay_s(self, value: float) -> None:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(f"{value}\n")
+        self._proc.stdin.flush()
+        if self._proc.stdout.readline().strip() != "ok":  # applied before the caller goes on
+            raise RuntimeError("the delay proxy did not take the delay")
+        self._delay_s = value
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+        self._proc.wait()
+
+
+def main(argv: list[str]) -> int:
+    host, _, port = argv[0].rpartition(":")
+    proxy = DelayProxy((host, int(port))).start()
+    print(proxy.port, flush=True)
+    for line in sys.stdin:
+        proxy.delay_s = float(line)
+        print("ok", flush=True)
+    proxy.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -18,7 +18,7 @@ import psutil
 
 from cluster.admin.admin_token import ensure_token_file, read_token_file
 from cluster.drills.cpu_quota import CpuQuota
-from cluster.drills.delay_proxy import DelayProxy
+from cluster.drills.delay_proxy import ProxyProcess
 from cluster.drills.partition import (CgroupSet, Member, Partition, PartitionUnavailable,
                                       Redirect)
 from cluster.drills.target import MASTER_ROLES, GroupViews
@@ -125,7 +125,7 @@ class DrillCluster(GroupViews):
         self.attached = attached
         self._partitions: list[Partition] = []
         self._quotas: dict[str, CpuQuota] = {}  # process name -> its CPU quota
-        self._links: list[tuple[Redirect, DelayProxy]] = []
+        self._links: list[tuple[Redirect, ProxyProcess]] = []
         self.by_name = {p.name: p for p in (self.controller, *self.nodes)}
 
     @classmethod
@@ -267,15 +267,15 @@ class DrillCluster(GroupViews):
         if quota is not None:
             quota.release()
 
-    def delay_link(self, proc: DrillProcess, to: DrillProcess) -> DelayProxy:
-        """Route `proc`'s connections to `to` through a DelayProxy (delay 0 until the caller
-        sets one) until heal_links(): a firewall redirect from proc's cgroup, then proc's
-        established connections to `to` are destroyed (`ss -K`), so that it reconnects through
-        the proxy."""
+    def delay_link(self, proc: DrillProcess, to: DrillProcess) -> ProxyProcess:
+        """Route `proc`'s connections to `to` through a delaying proxy in a process of its own
+        (delay 0 until the caller sets one) until heal_links(): a firewall redirect from proc's
+        cgroup, then proc's established connections to `to` are destroyed (`ss -K`), so that it
+        reconnects through the proxy."""
         if self.cgroups is None:
             raise PartitionUnavailable("this cluster was started without partitions=True")
         host, _, port = to.address.rpartition(":")
-        proxy = DelayProxy((host, int(port))).start()
+        proxy = ProxyProcess((host, int(port)))
         cgroup = self.cgroups.path(proc.name)
         redirect = Redirect(f"{os.getpid()}-link-{len(self._links)}", cgroup, int(port),
                             proxy.port)
