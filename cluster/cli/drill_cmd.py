@@ -14,7 +14,8 @@ drains and prints the checker's table. Exit status 0 when every drill passed.
     python -m cluster drill kill-master kill-controller --target compose   (the running compose
                                       project `deploy`; --up brings one up and down -v after)
     python -m cluster drill gray             (the gray failures: slow-slave, slow-disk-slave,
-                                              slow-link-slave, slow-slave-strict, slow-master)
+                                              slow-link-slave, slow-slave-strict, slow-master,
+                                              slow-controller)
     python -m cluster drill slow-slave --node-set haMaxSlaveAckLatency=0   (slow-member
                                       detection off: the drill must fail its rate target)
     python -m cluster drill cleanup          (firewall rules and CPU quota groups a killed
@@ -35,7 +36,7 @@ DEFAULT_SET = ("kill-master", "pause-master", "partition-master", "partition-sla
 COMPOSE_SET = ("kill-master", "pause-master", "partition-master", "partition-slave",
                "kill-controller", "kill-controller-and-master", "restart-all")
 GRAY_SET = ("slow-slave", "slow-disk-slave", "slow-link-slave", "slow-slave-strict",
-            "slow-master")
+            "slow-master", "slow-controller")
 
 
 def register(sub) -> None:

@@ -14,6 +14,7 @@ problem). The write rate and p99 before, during and after come from the History 
     slow-link-slave   100 ms each way on one slave's connections to the master (a delaying
                       proxy the firewall sends them through: delay_proxy.py, partition.Redirect)
     slow-master       the master's processes get 5% of a CPU: measured and reported
+    slow-controller   the controller's process gets 5% of a CPU: measured and reported
     slow-slave-strict slow-slave with minInSyncReplicas = the group's size: writes must be
                       refused naming the slow slave, and the set must not shrink
 """
@@ -103,15 +104,29 @@ def slow_master(ctx: "DrillContext") -> None:
           lambda: ctx.cluster.unthrottle(master), expect_removal=False)
 
 
+def slow_controller(ctx: "DrillContext") -> None:
+    """Measured and reported: every heartbeat waits for the controller (one second at most);
+    without an answer a master's lease ends after two seconds and it stops acknowledging."""
+    ctrl = ctx.cluster.controller
+    _gray(ctx, ctrl, f"the controller {ctrl.name} limited to {CPU_PERCENT:.0f}% of a CPU",
+          lambda: ctx.cluster.throttle(ctrl, CPU_PERCENT),
+          lambda: ctx.cluster.unthrottle(ctrl), expect_removal=False, node_id="")
+
+
 def _gray(ctx: "DrillContext", slow: "TargetProcess", what: str, start: Callable[[], None],
-          stop: Callable[[], None], *, expect_removal: bool = True, strict: bool = False) -> None:
+          stop: Callable[[], None], *, expect_removal: bool = True, strict: bool = False,
+          node_id: str | None = None) -> None:
+    """`node_id`: the slow process's node id ("": not a node, e.g. the controller; None: ask
+    its status)."""
     t = ctx.timing
     ctx.cluster.wait_for(lambda: _whole(ctx), 60, "the group whole before the fault")
-    status = ctx.cluster.status(slow)
-    if status is None:
-        raise RuntimeError(f"{slow.name} does not answer")
+    if node_id is None:
+        status = ctx.cluster.status(slow)
+        if status is None:
+            raise RuntimeError(f"{slow.name} does not answer")
+        node_id = status.node_id
     time.sleep(t.gray_before_s)
-    watch = _Watch(status.node_id, int(time.time() * 1000))
+    watch = _Watch(node_id, int(time.time() * 1000))
     master_before = ctx.cluster.current_master()
     start()
     started = time.monotonic()
@@ -137,7 +152,7 @@ def _watch_until(ctx: "DrillContext", watch: _Watch, started: float, until: floa
     """Poll the controller while the fault lasts: when the slow node left the set, and why."""
     while time.monotonic() < until:
         group = _group(ctx)
-        if group is not None and watch.removed_after_s is None \
+        if group is not None and watch.removed_after_s is None and watch.node_id \
                 and watch.node_id not in group.sync_state_set:
             watch.removed_after_s = time.monotonic() - started
             removed = [c for c in group.sync_state_changes
@@ -155,7 +170,7 @@ def _conclude(ctx: "DrillContext", watch: _Watch, expect_removal: bool, strict: 
     if watch.removed_after_s is not None:
         ctx.notes.append(f"{watch.node_id} out of the sync state set {watch.removed_after_s:.1f} s "
                          f"after the fault started: {watch.removed_reason[:200]}")
-    else:
+    elif watch.node_id:
         ctx.notes.append(f"{watch.node_id} stayed in the sync state set")
     if watch.back_after_release_s is not None:
         ctx.notes.append(f"the group was whole again {watch.back_after_release_s:.1f} s after "

@@ -351,4 +351,6 @@ DRILLS = {d.name: d for d in (
           gray=True, node_props=(("minInSyncReplicas", "3"),)),
     Drill("slow-master", gray_scenarios.slow_master,
           "the master at 5% of a CPU for 30 s: measured and reported", gray=True, compose=True),
+    Drill("slow-controller", gray_scenarios.slow_controller,
+          "the controller at 5% of a CPU for 30 s: measured and reported", gray=True),
 )}

@@ -17,13 +17,8 @@ from cluster.drills import cpu_quota, partition
 from cluster.drills.cpu_quota import CpuQuota
 from cluster.drills.delay_proxy import DelayProxy, ProxyProcess
 from cluster.drills.partition import CgroupSet, Redirect
-from tests.drills.test_partition import ECHO_SERVER
+from tests.drills.test_partition import ECHO_SERVER, UNAVAILABLE
 
-try:
-    partition.check_available()
-    UNAVAILABLE = ""
-except partition.PartitionUnavailable as e:
-    UNAVAILABLE = str(e)
 needs_root = pytest.mark.skipif(bool(UNAVAILABLE), reason=UNAVAILABLE or "available")
 
 # A parent with a child, both spinning: the quota must take the whole tree.
