@@ -65,7 +65,7 @@ class SlowRule:
 
     max_latency_ms: int = 1000   # haMaxSlaveAckLatency
     ratio: int = 4               # haSlowSlaveLatencyRatio
-    min_latency_ms: int = 100    # haSlowSlaveMinLatency
+    min_latency_ms: int = 50     # haSlowSlaveMinLatency
     window_ms: int = 1000        # haSlowSlaveDetectWindow
     rejoin_ms: int = 5000        # haSlowSlaveRejoinTime
 

@@ -133,7 +133,7 @@ class StoreConfig:
     # repeated removal). haMaxSlaveAckLatency=0 turns the detection off, ratio 0 the relative rule.
     ha_max_slave_ack_latency: int = 1000
     ha_slow_slave_latency_ratio: int = 4
-    ha_slow_slave_min_latency: int = 100
+    ha_slow_slave_min_latency: int = 50
     ha_slow_slave_detect_window: int = 1000
     ha_slow_slave_rejoin_time: int = 5000
 

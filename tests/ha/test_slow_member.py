@@ -18,7 +18,7 @@ from ha.ack_tracker import AckTracker
 from store.put_result import PutStatus
 
 PUT_BYTES = 1000
-RULE = SlowRule()  # the defaults: 1000 ms bound, 4x and 100 ms floor, 1 s window, 5 s rejoin
+RULE = SlowRule()  # the defaults: 1000 ms bound, 4x and 50 ms floor, 1 s window, 5 s rejoin
 
 
 class GroupSim:
@@ -244,7 +244,7 @@ def test_a_slave_that_is_slow_again_at_once_waits_longer_each_time():
 
 def test_a_loaded_but_healthy_group_keeps_every_member():
     # Both slaves slowish and unequal (25 and 8 ms: 3x) with a spike now and then: under the
-    # 100 ms floor and the ratio, nobody is removed.
+    # 50 ms floor and the ratio, nobody is removed.
     sim = GroupSim({"s1": 0.025, "s2": 0.008})
     for _ in range(20):
         sim.run(1)
