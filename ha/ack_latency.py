@@ -8,8 +8,9 @@ member is "caught up" at every ack and within any byte gap. What gives it away i
 each put waits for its ack, which is what the producers feel.
 
 Measures
-* `AppendTimes`: when the data of each waiting put was handed to replication (the end offset
-  and time of each put that waited for acks, one entry per millisecond at most). A member's
+* `AppendTimes`: when each put began to wait for acks (right after its append; under
+  SYNC_FLUSH after its flush): its end offset and that time, for the puts that had to wait,
+  one entry per millisecond at most. A member's
   ack from `a0` to `a1` covered data first waited for at the time of the first entry beyond
   `a0`: its **ack latency sample** is the ack's time minus that. Entries every connected slave
   acked are dropped; at most MAX_MARKS are kept (a member further behind is measured from the
@@ -50,7 +51,8 @@ if TYPE_CHECKING:
 
 MAX_MARKS = 65_536          # entries of AppendTimes (about a minute of puts at 1 per ms)
 MARK_GRANULARITY_S = 0.001  # puts within this of the newest entry extend it
-MAX_SAMPLES = 4096          # per member and window: a median of the newest ones suffices
+MAX_SAMPLES = 1024          # per member: the median of the newest ones suffices (the
+                            # rule sorts them 20 times a second)
 MIN_SAMPLES = 3             # fewer samples in the window: the newest this many are judged
 HORIZON = 5                 # windows after which a sample no longer counts at all
 REJOIN_MARGIN = 2.0         # fast = not slow with the score doubled
