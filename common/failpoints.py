@@ -13,7 +13,11 @@ byte of one replication chunk after its CRC was computed) and `fail_while:<absol
 a file system remounted read-only once the drill creates the file, while the process runs; the
 trigger path cannot contain a comma, the item separator), and `every:<n>` (`should_fire(name)`
 is true on every n-th call, e.g. `messaging.send.drop_answer=every:40` makes the master answer
-one stored send in forty as if the answer was lost, so a drill sees what clients' retries do).
+one stored send in forty as if the answer was lost, so a drill sees what clients' retries do),
+and `delay_while:<ms>:<absolute path>` (`io_delay(name)` sleeps that many ms for as long as the
+trigger file exists, e.g. `fileio.slow=delay_while:200:/tmp/drill/slowdisk` makes every
+write-side FileIO operation and every write into a mapping take 200 ms more: a slow disk,
+the gray-failure drill `slow-disk-slave`).
 
 Importing this module has no side effect: the environment is read on the first
 `failpoint`/`should_corrupt` call, unless `configure()` set the failpoints before (a process
@@ -27,13 +31,15 @@ import logging
 import os
 import signal
 import threading
+import time
 
 from .config_values import ConfigError
 
 log = logging.getLogger(__name__)
 ENV = "RMQSTORE_FAILPOINTS"
-_ACTIONS = ("kill", "corrupt_once", "fail_while:<path>", "every:<n>")
+_ACTIONS = ("kill", "corrupt_once", "fail_while:<path>", "every:<n>", "delay_while:<ms>:<path>")
 _FAIL_WHILE = "fail_while:"  # the action with an argument: the trigger file's absolute path
+_DELAY_WHILE = "delay_while:"  # <ms>:<the trigger file's absolute path>
 _EVERY = "every:"  # fires on every n-th call
 _DONE = "done"  # a corrupt_once failpoint that has fired
 
@@ -50,6 +56,11 @@ def parse(spec: str) -> dict[str, str]:
             # agree on one file, so only an absolute path is accepted.
             if not trigger or not os.path.isabs(trigger):
                 raise ConfigError(f"{ENV}: {item!r}: fail_while needs an absolute trigger path")
+        elif action.startswith(_DELAY_WHILE):
+            ms, _, trigger = action[len(_DELAY_WHILE):].partition(":")
+            if not ms.isdigit() or not trigger or not os.path.isabs(trigger):
+                raise ConfigError(f"{ENV}: {item!r}: delay_while needs <ms>:<absolute trigger "
+                                  f"path>")
         elif action.startswith(_EVERY):
             n = action[len(_EVERY):]
             if not n.isdigit() or int(n) < 1:
@@ -132,3 +143,15 @@ def io_failure(name: str, path: str) -> None:
         return
     if os.path.exists(action[len(_FAIL_WHILE):]):
         raise OSError(errno.EROFS, f"Read-only file system (failpoint {name})", path)
+
+
+def io_delay(name: str) -> None:
+    """Sleep for the `delay_while` failpoint `name`'s milliseconds while its trigger file
+    exists (a drill slows a running process's disk by creating the file, and ends it by
+    removing it). Unarmed, one dict lookup; armed, one stat per call."""
+    action = _points().get(name)
+    if action is None or not action.startswith(_DELAY_WHILE):
+        return
+    ms, _, trigger = action[len(_DELAY_WHILE):].partition(":")
+    if os.path.exists(trigger):
+        time.sleep(int(ms) / 1000.0)

@@ -11,11 +11,23 @@ Rules (after RocketMQ's auto-switch SyncStateSet upkeep and GroupTransferService
   that adding it never lowers the confirm offset.
 * Leave: on disconnect (or a new session), or in `refresh` when it lags by more than
   `max_gap` or has not caught up for longer than `max_catchup_ms`.
+* Slow (ha/ack_latency.py): a member whose acks hold puts back leaves too, in `refresh`, once
+  the slow-member rule held for its window (`SlowRule`; off with haMaxSlaveAckLatency=0); it
+  is then **held out** (also across reconnects) until it was fast and within `max_gap` for
+  the rejoin time (longer after repeated removals). Then it is **joining**: puts wait for it
+  and the confirm offset counts it as for a member, and it joins at its first ack at or
+  beyond the confirm offset. (The caught-up rule is not asked of it: under a load that keeps
+  puts in flight all the time, a slave nobody waits for is never caught up with the newest
+  transfer; once puts wait for it, an ack at the confirm offset is what makes it safe.)
+* Every change of the in-sync set is counted per slave with its reason (`states`,
+  `member_notes`: what the master tells the controller).
 * Confirm offset: min(ack of every in-sync slave, master max); master max when no slave is in
   sync. The value handed out never decreases.
 * Replication wait for a put ending at `end_offset`: PUT_OK once `required_acks()` in-sync
   slaves acked >= end_offset (with all_ack: every in-sync slave, and at least one);
-  FLUSH_SLAVE_TIMEOUT when `expire`/`refresh` runs after the deadline.
+  FLUSH_SLAVE_TIMEOUT when `expire`/`refresh` runs after the deadline. A put that has to wait
+  is what the ack latencies are measured against (its end and when it began to wait), and the
+  slave whose ack releases it is the one that held it back (`released_puts`, `released_wait`).
 
 The master itself counts towards `min_in_sync_replicas` (as in RocketMQ), but a put always
 waits for at least one slave (RocketMQ 5 does not wait at all when inSyncReplicas <= 1).
@@ -41,10 +53,19 @@ from common.config_values import ConfigError
 from store.put_result import PutStatus
 from common.yielding_lock import YieldingLock
 
+from .ack_latency import REJOIN_MARGIN, AckLatency, AppendTimes, SlowRule, percentile
+
+# Why a slave left or joined the in-sync set (SlaveAckState.last_cause; a metric's label).
+SLOW, LAGGING, NOT_CAUGHT_UP = "slow", "lagging", "not_caught_up"
+DISCONNECTED, NEW_SESSION = "disconnected", "new_session"
+CAUGHT_UP, FAST_AGAIN = "caught_up", "fast_again"
+CAUSES = (SLOW, LAGGING, NOT_CAUGHT_UP, DISCONNECTED, NEW_SESSION, CAUGHT_UP, FAST_AGAIN)
+
 
 @dataclass(frozen=True)
 class SlaveAckState:
-    """One slave, for status output."""
+    """One slave, for status output. Latencies are over the slow rule's window; `held_out`
+    says why a slow slave is kept out of the in-sync set ("" if it is not)."""
 
     slave_id: str
     ack_offset: int
@@ -52,13 +73,23 @@ class SlaveAckState:
     in_sync: bool
     last_ack_age_ms: int
     last_caught_up_age_ms: int  # -1 if never caught up
+    ack_latency_ms: float = 0.0      # the rule's score: median of the window, or pending age
+    ack_latency_p99_ms: float = 0.0  # of the window's samples
+    pending_ms: float = 0.0          # age of the oldest waited-for data it has not acked
+    held_out: str = ""
+    in_sync_changes: int = 0         # leaves + joins in this master term
+    last_change: str = ""            # "left: <why>" / "joined: <why>"
+    last_cause: str = ""             # the last change's cause, one of CAUSES ("": none)
+    last_change_age_ms: int = -1
+    released_puts: int = 0           # puts its ack was the last to release
+    released_wait_ms: float = 0.0    # their summed wait
 
 
 class _Slave:
     """One connected slave's replication state (guarded by AckTracker's lock)."""
 
     __slots__ = ("ack_offset", "flushed_offset", "last_ack_at", "transfer_max", "transfer_at",
-                 "caught_up_at")
+                 "caught_up_at", "latency")
 
     def __init__(self, ack_offset: int, now: float) -> None:
         self.ack_offset = ack_offset
@@ -67,28 +98,55 @@ class _Slave:
         self.transfer_max: int | None = None  # master max at the last transfer/heartbeat
         self.transfer_at = 0.0
         self.caught_up_at: float | None = None
+        self.latency = AckLatency()
+
+
+class _Record:
+    """What the tracker keeps of a slave across its sessions, for this master term (guarded
+    by AckTracker's lock): the slow rule's state, the in-sync changes and the puts it held."""
+
+    __slots__ = ("held_out", "strikes", "slow_since", "fast_since", "returned_at",
+                 "return_note", "changes", "last_change", "last_cause", "last_change_at",
+                 "released_puts", "released_wait_s")
+
+    def __init__(self) -> None:
+        self.held_out = ""  # why it is held out for slowness; "" if it is not
+        self.strikes = 0  # removals for slowness in a row (each doubles the rejoin time)
+        self.slow_since: float | None = None
+        self.fast_since: float | None = None
+        self.returned_at: float | None = None  # when a hold last ended
+        self.return_note = ""  # why the hold ended: the reason of the next join
+        self.changes = 0
+        self.last_change = ""
+        self.last_cause = ""
+        self.last_change_at: float | None = None
+        self.released_puts = 0
+        self.released_wait_s = 0.0
 
 
 class _Waiter:
-    __slots__ = ("end_offset", "completion")
+    __slots__ = ("end_offset", "completion", "started")
 
-    def __init__(self, end_offset: int, completion: Completion[PutStatus]) -> None:
+    def __init__(self, end_offset: int, completion: Completion[PutStatus],
+                 started: float) -> None:
         self.end_offset = end_offset
         self.completion = completion
+        self.started = started
 
 
 class AckTracker:
     """The master's record of its slaves for one master term (the rules of the module
-    docstring): owns each connected slave's ack state, the in-sync set, the controller's
-    approved set, the confirm offset handed out (never decreasing) and the puts waiting for
-    acks.
+    docstring): owns each connected slave's ack state and latencies, each known slave's record
+    (slow-rule state, in-sync changes), the in-sync set, the controller's approved set, the
+    confirm offset handed out (never decreasing), the puts waiting for acks and when the data
+    they wait for began to wait (AppendTimes).
 
     `_lock` (a YieldingLock, not reentrant) guards all of that; it is taken by every sync put
     and every ack from gRPC, put and housekeeping threads. Waiters are completed after it is
     released, since completion callbacks may call back into the tracker."""
 
     def __init__(self, clock: Clock, *, max_gap: int, max_catchup_ms: int, in_sync_replicas: int,
-                 min_in_sync_replicas: int, all_ack: bool) -> None:
+                 min_in_sync_replicas: int, all_ack: bool, slow: SlowRule = SlowRule()) -> None:
         for name, value, low in (("max_gap", max_gap, 0), ("max_catchup_ms", max_catchup_ms, 0),
                                  ("in_sync_replicas", in_sync_replicas, 1),
                                  ("min_in_sync_replicas", min_in_sync_replicas, 1)):
@@ -100,9 +158,13 @@ class AckTracker:
         self._in_sync_replicas = in_sync_replicas
         self._min_in_sync_replicas = min_in_sync_replicas
         self._all_ack = all_ack
+        self._slow = slow
         self._lock = YieldingLock()  # taken by every sync put and every ack: must not convoy
         self._slaves: dict[str, _Slave] = {}
+        self._records: dict[str, _Record] = {}
+        self._marks = AppendTimes()
         self._in_sync: set[str] = set()
+        self._joining: set[str] = set()  # held out until now: waited for, not in sync yet
         self._approved: frozenset[str] | None = None  # the controller's set; None: no controller
         self._confirmed = 0  # highest confirm offset handed out
         self._waiters: list[_Waiter] = []
@@ -112,8 +174,10 @@ class AckTracker:
         """A slave session started (after the handshake) at ack_offset; not in sync yet. A new
         session of a known slave replaces the old one."""
         with self._lock:
-            self._in_sync.discard(slave_id)
-            self._slaves[slave_id] = _Slave(ack_offset, self._clock.monotonic())
+            now = self._clock.monotonic()
+            self._leave(slave_id, NEW_SESSION, "a new replication session", now)
+            self._joining.discard(slave_id)
+            self._slaves[slave_id] = _Slave(ack_offset, now)
             released = self._take_released()
         _resolve(released, PutStatus.PUT_OK)
 
@@ -121,7 +185,8 @@ class AckTracker:
         """Forget the slave; it leaves the in-sync set at once."""
         with self._lock:
             self._slaves.pop(slave_id, None)
-            self._in_sync.discard(slave_id)
+            self._leave(slave_id, DISCONNECTED, "disconnected", self._clock.monotonic())
+            self._joining.discard(slave_id)
             # With all_ack a smaller set can release waiters the departed slave was blocking.
             released = self._take_released()
         _resolve(released, PutStatus.PUT_OK)
@@ -141,6 +206,7 @@ class AckTracker:
             if slave is None:
                 return
             now = self._clock.monotonic()
+            self._sample(slave, ack_offset, now)
             # Acks of one session only move forward (TCP keeps them ordered); max() keeps a
             # confused slave from un-acking data a waiter was already released for.
             slave.ack_offset = max(slave.ack_offset, ack_offset)
@@ -151,11 +217,17 @@ class AckTracker:
             if slave.ack_offset >= master_max:
                 slave.caught_up_at = now
             if (slave_id not in self._in_sync
-                    and self._recently_caught_up(slave, now)
+                    and not self._record(slave_id).held_out
+                    and (slave_id in self._joining or self._recently_caught_up(slave, now))
                     and master_max - slave.ack_offset <= self._max_gap
                     and slave.ack_offset >= self._confirm_locked(master_max)):
-                self._in_sync.add(slave_id)
+                self._join(slave_id, now)
             released = self._take_released()
+            if released:  # this ack was the last one they waited for
+                record = self._record(slave_id)
+                record.released_puts += len(released)
+                record.released_wait_s += sum(now - w.started for w in released)
+            self._marks.drop_up_to(min(s.ack_offset for s in self._slaves.values()))
         _resolve(released, PutStatus.PUT_OK)
 
     def refresh(self, master_max: int) -> None:
@@ -165,9 +237,17 @@ class AckTracker:
             now = self._clock.monotonic()
             for slave_id in list(self._in_sync):
                 slave = self._slaves[slave_id]
-                if (master_max - slave.ack_offset > self._max_gap
-                        or not self._recently_caught_up(slave, now)):
-                    self._in_sync.discard(slave_id)
+                gap = master_max - slave.ack_offset
+                if gap > self._max_gap:
+                    self._leave(slave_id, LAGGING, f"lags {gap} bytes, over "
+                                                   f"haMaxGapNotInSync={self._max_gap}", now)
+                elif not self._recently_caught_up(slave, now):
+                    self._leave(slave_id, NOT_CAUGHT_UP,
+                                f"not caught up for over haMaxTimeSlaveNotCatchup="
+                                f"{int(self._max_catchup_s * 1000)} ms", now)
+            self._judge_latency(now, master_max)
+            if not self._slaves:  # nobody to measure: forget what waited
+                self._marks.drop_up_to(master_max)
             self._confirm_locked(master_max)
             released = self._take_released()
             expired = self._take_expired(now)
@@ -221,31 +301,65 @@ class AckTracker:
             slave = self._slaves.get(slave_id)
             return None if slave is None else slave.ack_offset
 
+    def member_notes(self) -> dict[str, str]:
+        """Each known slave's last in-sync change with its reason ("left: ..." / "joined:
+        ..."): what the master tells the controller, which logs it with the change."""
+        with self._lock:
+            return {slave_id: r.last_change for slave_id, r in sorted(self._records.items())
+                    if r.last_change}
+
+    def out_of_sync_note(self) -> str:
+        """"; out: <slave> (<why>)..." for the known slaves outside the in-sync set that left
+        it, "" when there are none: appended to a refusal for too few replicas in sync."""
+        with self._lock:
+            out = [f"{slave_id} ({r.held_out and 'slow: ' + r.held_out or r.last_change})"
+                   for slave_id, r in sorted(self._records.items())
+                   if slave_id not in self._in_sync and r.last_change.startswith("left")]
+        return f"; out: {', '.join(out)}" if out else ""
+
     def states(self, master_max: int) -> list[SlaveAckState]:
         """Every connected slave, sorted by id. (master_max is accepted for the callers'
         convenience; the reported values do not depend on it.)"""
         del master_max
         with self._lock:
             now = self._clock.monotonic()
-            return [SlaveAckState(
-                slave_id=slave_id,
-                ack_offset=s.ack_offset,
-                flushed_offset=s.flushed_offset,
-                in_sync=slave_id in self._in_sync,
-                last_ack_age_ms=_age_ms(now, s.last_ack_at),
-                last_caught_up_age_ms=-1 if s.caught_up_at is None else _age_ms(now, s.caught_up_at),
-            ) for slave_id, s in sorted(self._slaves.items())]
+            window_s = self._slow.window_s
+            out = []
+            for slave_id, s in sorted(self._slaves.items()):
+                r = self._record(slave_id)
+                pending = self._pending_s(s, now)
+                out.append(SlaveAckState(
+                    slave_id=slave_id,
+                    ack_offset=s.ack_offset,
+                    flushed_offset=s.flushed_offset,
+                    in_sync=slave_id in self._in_sync,
+                    last_ack_age_ms=_age_ms(now, s.last_ack_at),
+                    last_caught_up_age_ms=-1 if s.caught_up_at is None
+                    else _age_ms(now, s.caught_up_at),
+                    ack_latency_ms=s.latency.score(now, window_s, pending) * 1000.0,
+                    ack_latency_p99_ms=percentile(s.latency.recent(now, window_s), 0.99) * 1000,
+                    pending_ms=pending * 1000.0,
+                    held_out=r.held_out,
+                    in_sync_changes=r.changes,
+                    last_change=r.last_change,
+                    last_cause=r.last_cause,
+                    last_change_age_ms=-1 if r.last_change_at is None
+                    else _age_ms(now, r.last_change_at),
+                    released_puts=r.released_puts,
+                    released_wait_ms=r.released_wait_s * 1000.0))
+            return out
 
     # -- replication waits --------------------------------------------------------------------
     def wait(self, end_offset: int, timeout_ms: int) -> Completion[PutStatus]:
         """A completion resolved PUT_OK once enough in-sync slaves acked end_offset (at once if
         they already have), or FLUSH_SLAVE_TIMEOUT by expire/refresh after the deadline."""
         with self._lock:
-            completion: Completion[PutStatus] = Completion(
-                self._clock.monotonic() + timeout_ms / 1000.0)
+            now = self._clock.monotonic()
+            completion: Completion[PutStatus] = Completion(now + timeout_ms / 1000.0)
             satisfied = self._released_up_to()
             if satisfied is None or end_offset > satisfied:
-                self._waiters.append(_Waiter(end_offset, completion))
+                self._waiters.append(_Waiter(end_offset, completion, now))
+                self._marks.add(end_offset, now)
                 return completion
         completion.complete(PutStatus.PUT_OK)
         return completion
@@ -272,8 +386,102 @@ class AckTracker:
     def _recently_caught_up(self, slave: _Slave, now: float) -> bool:
         return slave.caught_up_at is not None and now - slave.caught_up_at <= self._max_catchup_s
 
+    def _record(self, slave_id: str) -> _Record:
+        record = self._records.get(slave_id)
+        if record is None:
+            record = self._records[slave_id] = _Record()
+        return record
+
+    def _join(self, slave_id: str, now: float) -> None:
+        record = self._record(slave_id)
+        self._in_sync.add(slave_id)
+        self._joining.discard(slave_id)
+        record.changes += 1
+        record.last_change = f"joined: {record.return_note or 'caught up'}"
+        record.last_cause = FAST_AGAIN if record.return_note else CAUGHT_UP
+        record.last_change_at = now
+        record.return_note = ""
+
+    def _leave(self, slave_id: str, cause: str, reason: str, now: float) -> None:
+        if slave_id not in self._in_sync:
+            return
+        self._in_sync.discard(slave_id)
+        record = self._record(slave_id)
+        record.changes += 1
+        record.last_change = f"left: {reason}"
+        record.last_cause = cause
+        record.last_change_at = now
+
+    def _sample(self, slave: _Slave, ack_offset: int, now: float) -> None:
+        """An ack moving from slave.ack_offset to ack_offset: its latency sample is the age of
+        the oldest waited-for put it acknowledges whole (a put acked in part is measured when
+        the rest comes)."""
+        oldest = self._marks.first_after(slave.ack_offset)
+        if oldest is not None and oldest[0] <= ack_offset:
+            slave.latency.add(now, now - oldest[1])
+
+    def _pending_s(self, slave: _Slave, now: float) -> float:
+        oldest = self._marks.first_after(slave.ack_offset)
+        return 0.0 if oldest is None else max(0.0, now - oldest[1])
+
+    def _judge_latency(self, now: float, master_max: int) -> None:
+        """The slow-member rule (ha/ack_latency.py): hold out an in-sync (or joining) slave
+        that was slow for a whole window; end the hold of one that was fast and within the gap
+        for its rejoin time: it is joining then (see the module docstring)."""
+        rule = self._slow
+        if not rule.enabled:
+            return
+        window_s = rule.window_s
+        scores = {slave_id: s.latency.score(now, window_s, self._pending_s(s, now))
+                  for slave_id, s in self._slaves.items()}
+        for slave_id in sorted(self._in_sync | self._joining):  # scores before any removal
+            record = self._record(slave_id)
+            reason = rule.verdict(scores[slave_id], self._fastest_other(slave_id, scores))
+            if not reason:
+                record.slow_since = None
+                continue
+            if record.slow_since is None:
+                record.slow_since = now
+            if now - record.slow_since >= window_s:
+                record.strikes = rule.strikes_after(
+                    record.strikes, None if record.returned_at is None
+                    else now - record.returned_at)
+                record.held_out = reason
+                record.slow_since = record.fast_since = None
+                self._joining.discard(slave_id)
+                self._leave(slave_id, SLOW, f"slow: {reason}", now)
+        for slave_id, record in self._records.items():
+            slave = self._slaves.get(slave_id)
+            if not record.held_out or slave is None:
+                continue
+            slow = rule.verdict(scores[slave_id], self._fastest_other(slave_id, scores),
+                                REJOIN_MARGIN)
+            if slow or master_max - slave.ack_offset > self._max_gap:
+                record.fast_since = None
+                continue
+            if record.fast_since is None:
+                record.fast_since = now
+            hold = rule.hold_s(record.strikes)
+            if now - record.fast_since >= hold:
+                record.return_note = (f"fast again for {hold:.0f} s (acks take "
+                                      f"{scores[slave_id] * 1000:.0f} ms; was out: "
+                                      f"{record.held_out})")
+                record.held_out = ""
+                record.fast_since = None
+                record.returned_at = now
+                self._joining.add(slave_id)
+
+    def _fastest_other(self, slave_id: str, scores: dict[str, float]
+                       ) -> tuple[str, float] | None:
+        others = [(scores[s], s) for s in self._in_sync if s != slave_id and s in scores]
+        if not others:
+            return None
+        score, other = min(others)
+        return other, score
+
     def _members(self) -> set[str]:
-        return self._in_sync if self._approved is None else self._in_sync | self._approved
+        members = self._in_sync | self._joining if self._joining else self._in_sync
+        return members if self._approved is None else members | self._approved
 
     def _member_ack(self, slave_id: str) -> int:
         slave = self._slaves.get(slave_id)

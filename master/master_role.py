@@ -18,6 +18,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Generator, Sequence
 
+from ha.ack_latency import SlowRule
 from ha.ack_tracker import AckTracker, SlaveAckState
 from ha.epoch import EpochCache
 from ha.master_session import MasterView
@@ -70,7 +71,8 @@ class MasterRole:
                                   max_catchup_ms=c.ha_max_time_slave_not_catchup,
                                   in_sync_replicas=c.in_sync_replicas,
                                   min_in_sync_replicas=c.min_in_sync_replicas,
-                                  all_ack=c.all_ack_in_sync_state_set)
+                                  all_ack=c.all_ack_in_sync_state_set,
+                                  slow=SlowRule.of(c))
         self._lock = threading.Lock()
         # Copy-on-write: every put reads it (to wake the senders) without taking a lock,
         # since a lock taken by every put convoys under the GIL.
@@ -133,7 +135,8 @@ class MasterRole:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, reason=refusal)
         if self.sync_master and waits_for_store(msgs) and not self.tracker.enough_in_sync():
             return PutResult(PutStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, reason=(
-                f"{1 + self.tracker.in_sync_count()} replicas in sync (master included), "
+                f"{1 + self.tracker.in_sync_count()} replicas in sync (master included"
+                f"{self.tracker.out_of_sync_note()}), "
                 f"minInSyncReplicas={self.config.min_in_sync_replicas}"))
         return self.store.append(msgs, allow_system_topic=allow_system_topic, dedup=dedup)
 
@@ -208,7 +211,9 @@ class MasterRole:
         self.tracker.refresh(self.store.max_phy_offset())
         after = self.tracker.in_sync_ids()
         if before != after:
-            log.info("in-sync set %s -> %s", sorted(before), sorted(after))
+            notes = self.tracker.member_notes()
+            log.info("in-sync set %s -> %s (%s)", sorted(before), sorted(after),
+                     "; ".join(f"{s} {notes.get(s, '')}" for s in sorted(before ^ after)))
         now = self.clock.monotonic()
         limit = self.config.ha_housekeeping_interval / 1000.0
         for conn in self.connections():

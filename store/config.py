@@ -132,6 +132,16 @@ class StoreConfig:
     ha_max_in_flight_bytes: int = 8 * 1024 * 1024  # ours: unacknowledged bytes per slave
     ha_reconnect_min_backoff: int = 200  # ours: slave reconnect backoff, doubling
     ha_reconnect_max_backoff: int = 5000
+    # ours: slow members (gray failures), by time (ha/ack_latency.py). A sync-state-set member
+    # whose acks take longer than haMaxSlaveAckLatency, or longer than haSlowSlaveMinLatency
+    # and haSlowSlaveLatencyRatio times the fastest member's, for haSlowSlaveDetectWindow,
+    # leaves the in-sync set; it returns after haSlowSlaveRejoinTime of being fast (doubled per
+    # repeated removal). haMaxSlaveAckLatency=0 turns the detection off, ratio 0 the relative rule.
+    ha_max_slave_ack_latency: int = 1000
+    ha_slow_slave_latency_ratio: int = 4
+    ha_slow_slave_min_latency: int = 50
+    ha_slow_slave_detect_window: int = 1000
+    ha_slow_slave_rejoin_time: int = 5000
 
     def __post_init__(self) -> None:
         if type(self.broker_role) is str:  # broker.conf spelling -> the enum
@@ -287,6 +297,10 @@ _RANGES: dict[str, tuple[int, int]] = {
         "clean_resource_interval", "delete_commit_log_files_interval",
         "delete_consume_queue_files_interval", "destroy_mapped_file_interval_forcibly",
         "redelete_hanged_file_interval")},
+    # slow members (ha/ack_latency.py): 0 turns the detection / the relative rule off
+    **{name: (0, _BIG) for name in ("ha_max_slave_ack_latency", "ha_slow_slave_latency_ratio",
+                                    "ha_slow_slave_min_latency")},
+    **{name: (1, _BIG) for name in ("ha_slow_slave_detect_window", "ha_slow_slave_rejoin_time")},
 }
 
 

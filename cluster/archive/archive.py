@@ -8,9 +8,15 @@ Receiving rules (proto/archive.proto says them to clients):
   same, and refused (ALREADY_EXISTS) when it differs: two different files at one offset mean
   two different histories, an operator must look;
 - a file below the group's newest one that it does not hold is refused (FAILED_PRECONDITION):
-  its records would have to go into the queues before records already there.
+  its records would have to go into the queues before records already there;
+- a slow upload gives way (issue 49: a slow peer must not hold the others back): each slave
+  of a group ships the same files, and the one whose upload holds the group's slot would
+  otherwise set the pace for all (and hold back the retention of every node waiting for the
+  file). While another node was refused the slot within WAITING_S, an upload that has run
+  GIVE_WAY_AFTER_S and stored less than GIVE_WAY_BYTES_PER_S on average ends at its next
+  block with ABORTED; its partial file stays, and the waiting node resumes from it (FileStatus).
 
-Locking: `_lock` guards the dict of groups and the set of groups receiving a file.
+Locking: `_lock` guards the dict of groups and the uploads in progress (`_receiving`).
 """
 from __future__ import annotations
 
@@ -34,6 +40,23 @@ from cluster.archive.upload import (FileUpload, UploadHeader, UploadRefused, che
 log = logging.getLogger(__name__)
 
 STORED, ALREADY_HELD = "STORED", "ALREADY_HELD"
+GIVE_WAY_AFTER_S = 10.0            # an upload is judged once it ran this long,
+GIVE_WAY_BYTES_PER_S = 1 << 20     # and gives way under this average (raw bytes stored)
+WAITING_S = 30.0                   # while a node refused the slot this recently waits
+
+
+class _Receiving:
+    """One group's upload in progress (guarded by Archive._lock): who sends it, since when,
+    how much it stored, and who was last refused the slot meanwhile."""
+
+    __slots__ = ("source", "started", "stored", "waiting", "waiting_at")
+
+    def __init__(self, source: str, started: float) -> None:
+        self.source = source
+        self.started = started
+        self.stored = 0
+        self.waiting = ""
+        self.waiting_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -55,14 +78,15 @@ class Archive:
     ArchiveGroup each, loaded or created on first use), the set of groups receiving a file,
     its id (archive.id) and the background Indexer.
 
-    `_lock` guards `groups` and `_receiving`. A file's upload runs outside it (one per group
-    at a time, by `_receiving`); each group locks its own files."""
+    `_lock` guards `groups` and `_receiving` (group -> its upload in progress). A file's
+    upload runs outside it (one per group at a time, by `_receiving`); each group locks its
+    own files."""
 
     def __init__(self, root: str, clock: Clock) -> None:
         self.root = os.path.abspath(root)
         self.clock = clock
         self.groups: dict[str, ArchiveGroup] = {}
-        self._receiving: set[str] = set()
+        self._receiving: dict[str, _Receiving] = {}
         self._lock = threading.Lock()
         self.archive_id = self._load_id()
         self.indexer = Indexer(self)
@@ -114,16 +138,41 @@ class Archive:
     def receive(self, header: UploadHeader, blocks: Iterable[Block]) -> UploadResult:
         """One ShipFile stream: stores the file (see the module rules) and answers only once it
         is on disk, dispatched and in the catalog. Raises UploadRefused."""
+        group = header.broker_group
         with self._lock:
-            if header.broker_group in self._receiving:
-                raise UploadRefused("ABORTED", f"group {header.broker_group} is receiving "
-                                    f"another file; try again")
-            self._receiving.add(header.broker_group)
+            now = self.clock.monotonic()
+            current = self._receiving.get(group)
+            if current is not None:
+                current.waiting, current.waiting_at = header.source_node or "?", now
+                raise UploadRefused("ABORTED", f"group {group} is receiving another file "
+                                    f"from {current.source or '?'}; try again")
+            receiving = self._receiving[group] = _Receiving(header.source_node, now)
         try:
-            return self._receive(header, blocks)
+            return self._receive(header, self._paced(receiving, header, blocks))
         finally:
             with self._lock:
-                self._receiving.discard(header.broker_group)
+                self._receiving.pop(group, None)
+
+    def _paced(self, receiving: _Receiving, header: UploadHeader,
+               blocks: Iterable[Block]) -> Iterator[Block]:
+        """The blocks of an upload, counted; ends it with ABORTED when it has to give way (the
+        module docstring) before taking the next one."""
+        for block in blocks:
+            with self._lock:
+                now = self.clock.monotonic()
+                ran = now - receiving.started
+                rate = receiving.stored / ran if ran > 0 else 0.0
+                waiting = receiving.waiting_at is not None and now - receiving.waiting_at \
+                    <= WAITING_S
+                if waiting and ran >= GIVE_WAY_AFTER_S and rate < GIVE_WAY_BYTES_PER_S:
+                    raise UploadRefused(
+                        "ABORTED", f"{header.broker_group}/{header.name} from "
+                        f"{receiving.source or '?'} gives way to {receiving.waiting}: "
+                        f"{rate / (1 << 20):.2f} MiB/s in {ran:.0f} s is under "
+                        f"{GIVE_WAY_BYTES_PER_S / (1 << 20):.0f} MiB/s; the partial file stays "
+                        f"for a resume")
+                receiving.stored += block[1]
+            yield block
 
     def _receive(self, header: UploadHeader, blocks: Iterable[Block]) -> UploadResult:
         g = self.group(header.broker_group)

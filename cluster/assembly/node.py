@@ -365,7 +365,10 @@ class Node:
             unhealthy_reason=store.not_writable_reason, priority=c.election_priority,
             preferred_role=c.store.broker_role.value)
         if isinstance(state, Leader):
-            hb.in_sync.extend(sorted(state.master.tracker.in_sync_ids()))
+            tracker = state.master.tracker
+            hb.in_sync.extend(sorted(tracker.in_sync_ids()))
+            hb.member_notes.update(tracker.member_notes())
+            hb.min_in_sync_replicas = store.config.min_in_sync_replicas
         slave = self._slave
         if isinstance(state, Follower) and slave is not None:
             hb.following, hb.master_connected = slave.master_address, slave.connected

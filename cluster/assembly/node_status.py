@@ -40,7 +40,13 @@ def node_status(c: "NodeConfig", role: "Role", store: "MessageStore", epochs: "E
                 node_id=s.slave_id, peer=peers.get(s.slave_id, ""), ack_offset=s.ack_offset,
                 flushed_offset=s.flushed_offset, lag_bytes=max(0, max_offset - s.ack_offset),
                 in_sync=s.in_sync, last_ack_age_ms=s.last_ack_age_ms,
-                last_caught_up_age_ms=s.last_caught_up_age_ms))
+                last_caught_up_age_ms=s.last_caught_up_age_ms,
+                ack_latency_ms=s.ack_latency_ms, ack_latency_p99_ms=s.ack_latency_p99_ms,
+                pending_ms=s.pending_ms, held_out=s.held_out,
+                in_sync_changes=s.in_sync_changes, last_change=s.last_change,
+                last_change_cause=s.last_cause,
+                last_change_age_ms=s.last_change_age_ms, released_puts=s.released_puts,
+                released_wait_ms=s.released_wait_ms))
         st.in_sync_set.extend(sorted(master.tracker.in_sync_ids()))
         if master.lease is not None:
             st.sync_state_set.extend(sorted(master.tracker.member_ids()))

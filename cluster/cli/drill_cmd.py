@@ -13,11 +13,17 @@ drains and prints the checker's table. Exit status 0 when every drill passed.
     python -m cluster drill kill-master --cluster-dir data/cluster   (a running `local`)
     python -m cluster drill kill-master kill-controller --target compose   (the running compose
                                       project `deploy`; --up brings one up and down -v after)
-    python -m cluster drill cleanup          (firewall chains a killed drill left behind)
+    python -m cluster drill gray             (the gray failures: slow-slave, slow-disk-slave,
+                                              slow-link-slave, slow-slave-strict, slow-master,
+                                              slow-controller)
+    python -m cluster drill slow-slave --node-set haMaxSlaveAckLatency=0   (slow-member
+                                      detection off: the drill must fail its rate target)
+    python -m cluster drill cleanup          (firewall rules and CPU quota groups a killed
+                                              drill left behind)
 """
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -29,6 +35,8 @@ DEFAULT_SET = ("kill-master", "pause-master", "partition-master", "partition-sla
                "metadata")
 COMPOSE_SET = ("kill-master", "pause-master", "partition-master", "partition-slave",
                "kill-controller", "kill-controller-and-master", "restart-all")
+GRAY_SET = ("slow-slave", "slow-disk-slave", "slow-link-slave", "slow-slave-strict",
+            "slow-master", "slow-controller")
 
 
 def register(sub) -> None:
@@ -58,12 +66,21 @@ def register(sub) -> None:
     p.add_argument("--after", type=float, default=6.0, help="seconds of load after the repair")
     p.add_argument("--soak-minutes", type=float, default=10.0)
     p.add_argument("--soak-every", type=float, default=30.0, help="seconds between soak kills")
-    p.add_argument("--rate", type=float, default=60.0, help="sends per second per producer")
+    p.add_argument("--rate", type=float, default=60.0, help="sends per second per producer "
+                                                             "(the gray drills send closed-loop)")
+    p.add_argument("--slow-seconds", type=float, default=30.0,
+                   help="how long a gray drill's node stays slow (default 30)")
+    p.add_argument("--node-set", action="append", default=[], metavar="KEY=VALUE",
+                   help="one more broker.conf key for every node a drill starts (repeatable), "
+                        "e.g. haMaxSlaveAckLatency=0 to turn slow-member detection off, or "
+                        "duplicateWindowSeconds=0 to watch retried sends stored twice")
     p.add_argument("--official-producers", type=int, default=0, metavar="N",
                    help="also N producers of the official RocketMQ 5 Python client "
                         "(rocketmq-python-client, in a process of its own, given every node's "
                         "address): the report gives each client's view of every failover "
-                        "(default 0; a local soak takes 4 when the client is installed)")
+                        "(default 0; a local soak takes 4 when the client is installed); the "
+                        "gray drills' closed-loop load is then sent by these instead of the "
+                        "project's own four producers")
     p.add_argument("--official-consumers", type=int, default=0, metavar="N",
                    help="also N SimpleConsumers of the official client in a group of their "
                         "own, which must receive every acknowledged message too (default 0; "
@@ -71,20 +88,9 @@ def register(sub) -> None:
     p.add_argument("--unsafe", action="store_true",
                    help="allow unclean elections (enableElectUncleanMaster=true): shows what the "
                         "protection prevents")
-    p.add_argument("--node-prop", action="append", default=[], type=_key_value,
-                   metavar="KEY=VALUE",
-                   help="add a broker.conf key to every node the drill starts (repeatable), "
-                        "e.g. duplicateWindowSeconds=0 to watch retried sends stored twice")
     p.add_argument("--markdown", action="store_true", help="print the table as markdown")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     p.set_defaults(run=run)
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"{text!r}: want KEY=VALUE")
-    return key.strip(), value.strip()
 
 
 def run(args) -> int:
@@ -99,12 +105,27 @@ def run(args) -> int:
             print(f"{d.name:<28} {d.about}")
         return 0
     if names == ["cleanup"]:
+        from cluster.drills import cpu_quota
         removed = partition.remove_leftovers()
-        print(f"removed {len(removed)} firewall chain(s)" + (f": {', '.join(removed)}"
-                                                              if removed else ""))
+        print(f"removed {len(removed)} firewall chain(s) and rule(s)"
+              + (f": {', '.join(removed)}" if removed else ""))
+        groups = cpu_quota.remove_leftovers() if os.geteuid() == 0 else []
+        print(f"removed {len(groups)} CPU quota group(s)" + (f": {', '.join(groups)}"
+                                                             if groups else ""))
         return 0
     if names == ["all"]:
         names = list(COMPOSE_SET if args.target == "compose" else DEFAULT_SET)
+    if names == ["gray"]:
+        names = list(GRAY_SET)
+    try:
+        node_props = dict(_key_value(item) for item in args.node_set)
+    except ValueError as e:
+        print(f"--node-set: {e}", file=sys.stderr)
+        return 2
+    if node_props and (args.cluster_dir or args.target == "compose"):
+        print("--node-set configures the nodes a drill starts: not with --cluster-dir or "
+              "--target compose", file=sys.stderr)
+        return 2
     unknown = [n for n in names if n not in DRILLS]
     if unknown:
         print(f"unknown drill(s): {', '.join(unknown)} (see: python -m cluster drill list)",
@@ -113,10 +134,6 @@ def run(args) -> int:
     refusal = _target_refusal(args, names, DRILLS)
     if refusal:
         print(refusal, file=sys.stderr)
-        return 2
-    if args.node_prop and (args.cluster_dir or args.target == "compose"):
-        print("--node-prop changes the nodes' configs: only for clusters a drill starts",
-              file=sys.stderr)
         return 2
     if args.cluster_dir:
         if args.unsafe:
@@ -130,7 +147,8 @@ def run(args) -> int:
                   file=sys.stderr)
             return 2
     timing = Timing(warmup_s=args.warmup, fault_s=args.fault_seconds, after_s=args.after,
-                    soak_s=args.soak_minutes * 60, soak_every_s=args.soak_every)
+                    soak_s=args.soak_minutes * 60, soak_every_s=args.soak_every,
+                    gray_fault_s=args.slow_seconds)
     producers, consumers = args.official_producers, args.official_consumers
     if (producers == consumers == 0 and "soak" in names and args.target == "local"
             and _official_client_installed()):
@@ -154,13 +172,32 @@ def run(args) -> int:
                 compose.down()
             return 1
     try:
-        return _run_drills(args, names, parent, timing, workload, controller_props, compose)
+        return _run_drills(args, names, parent, timing, workload, controller_props, compose,
+                           node_props)
     except DockerError as e:  # a service missing from the project, docker refusing a step
         print(f"drill --target compose: {e}", file=sys.stderr)
         return 1
     finally:
         if compose is not None and args.up:
             compose.down()
+
+
+def _gray_workload(gray, workload):
+    """The gray drills' closed-loop load; with --official-producers N, N producers of the
+    official client send it instead of the project's own four (issue 49 measured with four
+    official producers)."""
+    if workload.official_producers:
+        return dataclasses.replace(gray, producers=0,
+                                   official_producers=workload.official_producers,
+                                   official_consumers=workload.official_consumers)
+    return dataclasses.replace(gray, official_consumers=workload.official_consumers)
+
+
+def _key_value(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"{item!r} is not KEY=VALUE")
+    return key.strip(), value.strip()
 
 
 def _official_client_installed() -> bool:
@@ -189,10 +226,11 @@ def _target_refusal(args, names: list[str], drills) -> str:
     return ""
 
 
-def _run_drills(args, names, parent, timing, workload, controller_props, compose) -> int:
-    from cluster.drills.report import (render_client_view, render_detail, render_table,
-                                       summary_row)
-    from cluster.drills.runner import DrillOptions, run_drill
+def _run_drills(args, names, parent, timing, workload, controller_props, compose,
+                node_props) -> int:
+    from cluster.drills.report import (phase_rows, render_client_view, render_detail,
+                                       render_phases, render_table, summary_row)
+    from cluster.drills.runner import GRAY_WORKLOAD, DrillOptions, run_drill
     from cluster.drills.scenarios import DRILLS
     from cluster.assembly.local_cluster import free_base_port
 
@@ -206,7 +244,8 @@ def _run_drills(args, names, parent, timing, workload, controller_props, compose
         run_ = run_drill(drill, DrillOptions(
             root=root, base_port=args.base_port or free_base_port(), timing=timing,
             workload=workload, controller_props=controller_props,
-            node_props=dict(args.node_prop), target_dir=args.cluster_dir, compose=compose))
+            target_dir=args.cluster_dir, compose=compose, node_props=node_props,
+            gray_workload=_gray_workload(GRAY_WORKLOAD, workload)))
         rows.append(summary_row(name, run_.result, recovers=drill.recovers))
         details.append((run_, render_detail(name, run_.result)))
         ok = ok and run_.result.passed
@@ -220,6 +259,8 @@ def _run_drills(args, names, parent, timing, workload, controller_props, compose
                            "client_gaps_s": {c: list(g) for c, g
                                              in r.result.client_gaps.items()},
                            "stored_duplicates": r.result.stored_duplicates,
+                           "phases": [{"fault": fp.fault, "windows": phase_rows(fp)}
+                                      for fp in r.result.phases],
                            "seconds": round(r.seconds, 1)}
                           for row, (r, _) in zip(rows, details)], indent=2))
     else:
@@ -228,6 +269,8 @@ def _run_drills(args, names, parent, timing, workload, controller_props, compose
             for note in r.notes:
                 print(f"  {r.drill.name}: {note}")
             print(render_client_view(r.drill.name, r.result))
+            if r.drill.gray:
+                print(render_phases(r.drill.name, r.result, markdown=args.markdown))
             if not r.result.passed:
                 print(detail)
                 print(f"  history: {r.history_path}")

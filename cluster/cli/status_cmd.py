@@ -58,6 +58,15 @@ def print_controller(address: str, token: str, tls: ClientTls | None = None) -> 
         for e in list(g.elections)[:3]:
             print(f"  {fmt_ms(e.at_ms)}  epoch {e.epoch}: {e.master_id} "
                   f"(was {e.previous_master_id or 'none'}) {e.reason}")
+        for c in list(g.sync_state_changes)[:4]:
+            print(f"  {fmt_ms(c.at_ms)}  sync state set {'+' if c.added else '-'}{c.node_id}: "
+                  f"{c.reason}")
+
+
+def _state(sl) -> str:
+    if sl.in_sync:
+        return "IN-SYNC"
+    return "SLOW (out)" if sl.held_out else "out-of-sync"
 
 
 def _mib(n: int) -> str:
@@ -104,6 +113,10 @@ def print_status(addresses: list[str], token: str, as_json: bool = False,
             print("  no slaves connected")
         for sl in s.slaves:
             print(f"  {sl.node_id:<12} ack {sl.ack_offset:>12}  flushed {sl.flushed_offset:>12}  "
-                  f"lag {_mib(sl.lag_bytes):>8}  {'IN-SYNC' if sl.in_sync else 'out-of-sync':<11} "
+                  f"lag {_mib(sl.lag_bytes):>8}  {_state(sl):<11} "
+                  f"ack latency {sl.ack_latency_ms:>6.1f} ms (p99 {sl.ack_latency_p99_ms:.1f})  "
                   f"last ack {sl.last_ack_age_ms} ms ago  peer {sl.peer}")
+            if sl.last_change:
+                print(f"  {'':<12} {sl.in_sync_changes} in-sync change(s), the last "
+                      f"{sl.last_change_age_ms / 1000:.0f} s ago: {sl.last_change}")
     return 1 if failures else 0

@@ -5,6 +5,8 @@ announced archives for history. A node answers for itself.
 
     /api/cluster               controller: every group as the controller sees it, and the
                                archives announced to it
+    /api/replication           controller: each group's master's slaves (ack latency, in sync,
+                               the last in-sync change and why), asked of the master
     /api/topics?group=G        topics (messages) and consumer groups (lag, in flight) of G
     /api/messages?group=G&topic=T&key=K | id=ID    a lookup on G's master (node: on itself)
     /api/history?topic=T&key=K | id=ID | begin=MS&end=MS   the archives' lookups
@@ -13,6 +15,7 @@ announced archives for history. A node answers for itself.
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -33,6 +36,8 @@ if TYPE_CHECKING:
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 TIMEOUT_S = 5.0
+REPLICATION_TIMEOUT_S = 2.0  # the page asks every 2 s
+MAX_PARALLEL = 8
 MAX_LOOKUP = 50
 
 
@@ -70,7 +75,8 @@ class ControllerApi:
 
     def routes(self) -> dict[str, Api]:
         return {"/api/cluster": self.cluster, "/api/topics": self.topics,
-                "/api/messages": self.messages, "/api/history": self.history}
+                "/api/replication": self.replication, "/api/messages": self.messages,
+                "/api/history": self.history}
 
     def _snapshots(self):
         try:
@@ -87,16 +93,37 @@ class ControllerApi:
                 "groups": [proto_json(group_to_pb(g)) for g in self._snapshots()],
                 "archives": [proto_json(a) for a in self._archives()]}
 
-    def _master(self, group: str) -> AdminClient:
+    def _master(self, group: str, timeout: float = TIMEOUT_S) -> AdminClient:
         for g in self._snapshots():
             rec = g.record
             if rec.broker_name == group or not group:
                 address = rec.addresses.get(rec.master_id, "")
                 if not rec.master_id or not address:
                     raise ApiError(503, f"group {rec.broker_name} has no master now")
-                return AdminClient(address, self.process.token, timeout=TIMEOUT_S,
+                return AdminClient(address, self.process.token, timeout=timeout,
                                    tls=self.process.config.tls.client())
         raise ApiError(404, f"no broker group {group!r}")
+
+    def replication(self, p: dict[str, str]) -> dict[str, Any]:
+        """Each group's master's slave table, the masters asked at once with a short timeout:
+        one slow or dead master delays nobody else's row, and its row says why it is empty."""
+        names = [g.record.broker_name for g in self._snapshots()]
+        masters = {g.record.broker_name: g.record.master_id for g in self._snapshots()}
+        if not names:
+            return {"groups": []}
+        with ThreadPoolExecutor(max_workers=min(len(names), MAX_PARALLEL)) as pool:
+            rows = list(pool.map(self._slaves_of, names))
+        return {"groups": [{"group": n, "master": masters.get(n, ""), **row}
+                           for n, row in zip(names, rows)]}
+
+    def _slaves_of(self, group: str) -> dict[str, Any]:
+        try:
+            with self._master(group, REPLICATION_TIMEOUT_S) as admin:
+                return {"slaves": [proto_json(s) for s in admin.status().slaves]}
+        except ApiError as e:
+            return {"slaves": [], "error": str(e)}
+        except grpc.RpcError as e:
+            return {"slaves": [], "error": str(_refused("the master", e))}
 
     def topics(self, p: dict[str, str]) -> dict[str, Any]:
         with self._master(p.get("group", "")) as admin:

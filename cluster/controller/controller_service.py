@@ -149,5 +149,5 @@ class ControllerService:
     def _snapshot_locked(self, group: GroupElection) -> GroupSnapshot:
         now = self.clock.monotonic()
         record = GroupRecord.from_json(group.record.to_json())
-        return GroupSnapshot(record, group.note or group.lost_reason,
+        return GroupSnapshot(record, group.note or group.lost_reason or group.kept_note,
                              {n: (s.report, now - s.at) for n, s in group.seen.items()})

@@ -6,6 +6,7 @@ cluster/assembly/controller_process.py)."""
 from __future__ import annotations
 
 import logging
+from types import MappingProxyType
 
 import grpc
 
@@ -31,7 +32,9 @@ def report_from(hb: pb.NodeHeartbeat) -> NodeReport:
     return NodeReport(node_id=hb.node_id, address=hb.address, role=hb.role, epoch=hb.epoch,
                       max_offset=hb.max_offset, healthy=hb.healthy,
                       unhealthy_reason=hb.unhealthy_reason, in_sync=frozenset(hb.in_sync),
-                      priority=hb.priority, preferred_role=hb.preferred_role)
+                      priority=hb.priority, preferred_role=hb.preferred_role,
+                      member_notes=MappingProxyType(dict(hb.member_notes)),
+                      min_in_sync_replicas=hb.min_in_sync_replicas)
 
 
 def assignment_to_pb(a: Assignment) -> pb.Assignment:
@@ -64,6 +67,10 @@ def group_to_pb(g: GroupSnapshot) -> pb.GroupView:
         view.elections.append(pb.Election(at_ms=e.at_ms, epoch=e.epoch, master_id=e.master_id,
                                           previous_master_id=e.previous_master_id,
                                           reason=e.reason))
+    for c in rec.sync_state_changes:
+        view.sync_state_changes.append(pb.SyncStateChange(
+            at_ms=c.at_ms, sync_state_epoch=c.sync_state_epoch, node_id=c.node_id,
+            added=c.added, reason=c.reason))
     return view
 
 

@@ -8,7 +8,12 @@ Terms
   reports the slaves it finds in sync; E becomes {master} + that report. The master waits for
   the ack of every member of E (and of slaves that joined since) before it acknowledges a write,
   and drops a member only after E no longer holds it (master/master_role.py, ha/ack_tracker.py),
-  so an elected member of E has every acknowledged write.
+  so an elected member of E has every acknowledged write. With the report comes why each slave
+  last left or joined the master's in-sync set (slow, lagging, disconnected, caught up); each
+  change of E is logged once with it and kept (`sync_state_changes`, the newest first).
+- A SYNC_MASTER's E is not shrunk below its minInSyncReplicas: when the report would leave
+  fewer, E keeps its members (the master refuses writes while too few are in sync, so the kept
+  members miss no acknowledged write, and stay electable); `kept_note` says so.
 - A node is **alive** while its last heartbeat is younger than `failover_timeout_ms`; nodes not
   heard from since the controller started count as alive for that long after the start (a
   restarted controller does not fail over a master it simply has not heard from yet). The same
@@ -37,12 +42,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 from store.broker_role import BrokerRole
 
 TRANSITIONING = "TRANSITIONING"
 MAX_ELECTIONS_KEPT = 20
+MAX_SYNC_STATE_CHANGES_KEPT = 20
 _MASTER_ROLES = (BrokerRole.ASYNC_MASTER.value, BrokerRole.SYNC_MASTER.value)
 
 
@@ -85,6 +92,8 @@ class NodeReport:
     in_sync: frozenset[str] = frozenset()
     priority: int = 0
     preferred_role: str = ""
+    member_notes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    min_in_sync_replicas: int = 0  # a master's; 0: not reported
 
     @property
     def is_master(self) -> bool:
@@ -117,6 +126,16 @@ class ElectionRecord:
     reason: str
 
 
+@dataclass(frozen=True)
+class SyncStateChange:
+    """One member added to or removed from the sync state set, and why."""
+    at_ms: int
+    sync_state_epoch: int  # after the change
+    node_id: str
+    added: bool
+    reason: str
+
+
 @dataclass
 class GroupRecord:
     """What the controller persists of a group."""
@@ -128,13 +147,15 @@ class GroupRecord:
     master_role: BrokerRole = BrokerRole.SYNC_MASTER
     addresses: dict[str, str] = field(default_factory=dict)
     elections: list[ElectionRecord] = field(default_factory=list)
+    sync_state_changes: list[SyncStateChange] = field(default_factory=list)  # newest first
 
     def to_json(self) -> dict[str, Any]:
         return {"broker_name": self.broker_name, "epoch": self.epoch,
                 "master_id": self.master_id, "sync_state_set": sorted(self.sync_state_set),
                 "sync_state_epoch": self.sync_state_epoch, "master_role": self.master_role.value,
                 "addresses": dict(sorted(self.addresses.items())),
-                "elections": [dataclasses.asdict(e) for e in self.elections]}
+                "elections": [dataclasses.asdict(e) for e in self.elections],
+                "sync_state_changes": [dataclasses.asdict(c) for c in self.sync_state_changes]}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "GroupRecord":
@@ -144,7 +165,9 @@ class GroupRecord:
                    sync_state_epoch=int(data["sync_state_epoch"]),
                    master_role=BrokerRole.parse(data["master_role"]),
                    addresses={str(k): str(v) for k, v in data["addresses"].items()},
-                   elections=[ElectionRecord(**e) for e in data.get("elections", [])])
+                   elections=[ElectionRecord(**e) for e in data.get("elections", [])],
+                   sync_state_changes=[SyncStateChange(**c)
+                                       for c in data.get("sync_state_changes", [])])
 
 
 @dataclass
@@ -168,6 +191,7 @@ class GroupElection:
         self.lost_reason = ""  # set when the master is lost and an election is due
         self.master_may_run = False  # the lost master restarted: it is a candidate again
         self.note = ""
+        self.kept_note = ""  # why E keeps members the master no longer finds in sync
         self.dirty = False  # the record changed: persist it before answering
         self.announcements: list[str] = []  # what changed, for the controller's log
 
@@ -184,7 +208,7 @@ class GroupElection:
             rec.addresses[report.node_id] = report.address
             self.dirty = True
         if report.node_id == rec.master_id:
-            self._from_master(report)
+            self._from_master(report, wall_ms)
         self.tick(now, wall_ms)
         return self.assignment(report.node_id)
 
@@ -234,23 +258,58 @@ class GroupElection:
         return sorted(n for n in self.seen if self._alive(n, now))
 
     # -- internals ----------------------------------------------------------------------------
-    def _from_master(self, report: NodeReport) -> None:
+    def _from_master(self, report: NodeReport, wall_ms: int) -> None:
         rec = self.record
         if self.master_may_run:
             return  # it left its term: a late report of that term must not widen the set
         if report.is_master and report.epoch == rec.epoch:
-            wanted = frozenset({rec.master_id}) | report.in_sync
+            wanted = self._kept(frozenset({rec.master_id}) | report.in_sync, report)
             if wanted != rec.sync_state_set:
-                self.announcements.append(f"sync state set {sorted(rec.sync_state_set)} -> "
-                                          f"{sorted(wanted)}")
-                rec.sync_state_set = wanted
-                rec.sync_state_epoch += 1
-                self.dirty = True
+                self._change_set(wanted, report, wall_ms)
         elif not report.is_master and report.epoch >= rec.epoch:
             # Out of its term (restarted, or demoted by hand): it cannot take this epoch again.
             self.lost_reason = f"master {rec.master_id} is out of its term (reports " \
                                f"{report.role} in epoch {report.epoch})"
             self.master_may_run = True
+
+    def _kept(self, reported: frozenset[str], report: NodeReport) -> frozenset[str]:
+        """The set to take from the master's report: what it reports, or, for a SYNC_MASTER
+        whose report has fewer than its minInSyncReplicas, that plus the members it dropped
+        (see the module docstring), noted once per kept set."""
+        rec = self.record
+        minimum = report.min_in_sync_replicas
+        kept = rec.sync_state_set - reported
+        if report.role != BrokerRole.SYNC_MASTER.value or len(reported) >= minimum or not kept:
+            self.kept_note = ""
+            return reported
+        note = (f"keeps {', '.join(sorted(kept))} in the sync state set: without "
+                f"{'it' if len(kept) == 1 else 'them'} {len(reported)} < minInSyncReplicas="
+                f"{minimum}, so the master refuses writes ("
+                + "; ".join(f"{n} {report.member_notes.get(n, 'not in sync')}"
+                            for n in sorted(kept)) + ")")
+        if note != self.kept_note:
+            self.announcements.append(note)
+            self.kept_note = note
+        return reported | kept
+
+    def _change_set(self, wanted: frozenset[str], report: NodeReport, wall_ms: int) -> None:
+        """E becomes `wanted`: each member added or removed is logged once and recorded with
+        what the master said of it."""
+        rec = self.record
+        old = rec.sync_state_set
+        rec.sync_state_set = wanted
+        rec.sync_state_epoch += 1
+        self.dirty = True
+        changes = [SyncStateChange(wall_ms, rec.sync_state_epoch, n, n in wanted,
+                                   report.member_notes.get(n, "") or
+                                   ("in sync" if n in wanted else "no longer in sync"))
+                   for n in sorted(old ^ wanted)]
+        rec.sync_state_changes[:0] = changes
+        del rec.sync_state_changes[MAX_SYNC_STATE_CHANGES_KEPT:]
+        self.announcements.append(
+            f"sync state set {sorted(old)} -> {sorted(wanted)}: "
+            + "; ".join(f"{'added' if c.added else 'removed'} {c.node_id} ({c.reason})"
+                        for c in changes))
 
     def _alive(self, node_id: str, now: float) -> bool:
         seen = self.seen.get(node_id)

@@ -16,6 +16,10 @@ with the original's receipt.
 The client-view gap of a fault is what a producer's application feels: per client kind (the
 project's own, the official one), the longest stretch between two successive acknowledgements
 from the last one before the fault up to the first one after it was healed.
+
+The write rate and p99 send latency before, during and after each fault are phases.py's; a
+drill may require the rate during a fault to stay at a share of the rate before it
+(`min_rate_ratio`: a slow replica must not slow the group down).
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from cluster.drills.history import Ack, Fault, History, Receive, Send, SendOutcome
+from cluster.drills.phases import FaultPhases, fault_phases, rate_failures
 
 SHOWN = 5   # keys named per problem in a failure line
 
@@ -46,6 +51,10 @@ class Expectation:
     topics_of_group: Mapping[str, str] = field(default_factory=dict)   # group -> its topic
     # label -> consumer group whose acknowledgements give a consumer's view of each fault
     consumer_views: Mapping[str, str] = field(default_factory=dict)
+    # The rate during each fault (after `grace_s`) must be at least this share of the rate
+    # before it (None: not judged; the phases are reported either way).
+    min_rate_ratio: float | None = None
+    grace_s: float = 5.0
 
     def __post_init__(self) -> None:
         missing = [g for g in self.groups if g not in self.topics_of_group]
@@ -83,6 +92,7 @@ class DrillResult:
     # the moment the drill saw the new master (negative: the client was served before that)
     client_resumed: Mapping[str, tuple[float | None, ...]] = field(
         default_factory=lambda: MappingProxyType({}))
+    phases: tuple[FaultPhases, ...] = ()           # per fault: rate and p99 before/during/after
 
     @property
     def passed(self) -> bool:
@@ -130,6 +140,9 @@ def check(history: History, expect: Expectation) -> DrillResult:
                      for f, rec in zip(faults, recovery) if rec is None]
     else:
         failures += _available_while_faulted(sends, faults)
+    phases = fault_phases(sends, faults, expect.grace_s)
+    if expect.min_rate_ratio is not None:
+        failures += rate_failures(phases, expect.min_rate_ratio)
 
     outcomes = Counter(s.outcome for s in sends)
     views = _client_views(sends, acks, faults, expect.consumer_views)
@@ -144,7 +157,8 @@ def check(history: History, expect: Expectation) -> DrillResult:
         longest_outage_s=_longest_outage(sends, faults), failures=tuple(failures),
         fifo_checked=bool(expect.fifo_groups), stored_duplicates=stored,
         client_gaps=MappingProxyType({c: tuple(g for g, _ in v) for c, v in views.items()}),
-        client_resumed=MappingProxyType({c: tuple(r for _, r in v) for c, v in views.items()}))
+        client_resumed=MappingProxyType({c: tuple(r for _, r in v) for c, v in views.items()}),
+        phases=phases)
 
 
 def first_of(items: list[str], sep: str = ", ") -> str:

@@ -293,6 +293,14 @@ class ComposeCluster(GroupViews):
         while self._cuts:
             self._cuts.pop().heal()
 
+    # -- gray failures -------------------------------------------------------------------------
+    def throttle(self, proc: ContainerProcess, percent: float) -> None:
+        """The container's CPU quota (docker update --cpus: a cgroup quota, as locally)."""
+        docker("update", "--cpus", f"{percent / 100:.3f}", proc.id)
+
+    def unthrottle(self, proc: ContainerProcess) -> None:
+        docker("update", "--cpus", "0", proc.id)  # 0: no limit
+
 
 def _is_active(proc: ContainerProcess, tls: ClientTls | None) -> bool:
     if proc.paused:

@@ -3,8 +3,9 @@
 restartable by pid with the config it started with.
 
 The configs are `python -m cluster local`'s (cluster/assembly/local_cluster.py), so a drill tests
-what a user runs. `DrillCluster` owns the processes: `close()` stops every one it started (by
-pid) and removes the cgroups; the data folder stays for inspection.
+what a user runs (`node_props`: more keys for every node). `DrillCluster` owns the processes:
+`close()` stops every one it started (by pid), lifts CPU quotas, removes delaying proxies and
+the cgroups; the data folder stays for inspection.
 """
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from typing import Callable, Mapping
 import psutil
 
 from cluster.admin.admin_token import ensure_token_file, read_token_file
-from cluster.drills.partition import CgroupSet, Member, Partition, PartitionUnavailable
+from cluster.drills.cpu_quota import CpuQuota
+from cluster.drills.delay_proxy import ProxyProcess
+from cluster.drills.partition import (CgroupSet, Member, Partition, PartitionUnavailable,
+                                      Redirect)
 from cluster.drills.target import MASTER_ROLES, GroupViews
 from cluster.assembly import local_cluster
 from store.layout import ADMIN_TOKEN_FILE
@@ -120,6 +124,8 @@ class DrillCluster(GroupViews):
         self.cgroups = cgroups
         self.attached = attached
         self._partitions: list[Partition] = []
+        self._quotas: dict[str, CpuQuota] = {}  # process name -> its CPU quota
+        self._links: list[tuple[Redirect, ProxyProcess]] = []
         self.by_name = {p.name: p for p in (self.controller, *self.nodes)}
 
     @classmethod
@@ -128,8 +134,8 @@ class DrillCluster(GroupViews):
               node_env: Mapping[str, Mapping[str, str]] | None = None,
               partitions: bool = False,
               node_props: Mapping[str, str] | None = None) -> "DrillCluster":
-        """A new cluster in `root` on base_port.. (`python -m cluster local`'s configs), with
-        `node_props` added to every node's config and `controller_props` to the controller's."""
+        """A new cluster in `root` on base_port.. (`python -m cluster local`'s configs, plus
+        `node_props` in every node's)."""
         root = os.path.abspath(root)
         os.makedirs(root, exist_ok=True)
         token_file = os.path.join(root, ADMIN_TOKEN_FILE)
@@ -143,14 +149,15 @@ class DrillCluster(GroupViews):
         controller = DrillProcess("controller", "controller", ctrl_conf,
                                   os.path.join(root, "controller.log"), f"127.0.0.1:{ctrl_port}",
                                   local_cluster.start_controller)
+        configs = local_cluster.write_configs(root, base_port, role, token_file,
+                                              controller.address)
+        for _, conf, _ in configs:
+            if node_props:
+                with open(conf, "a", encoding="utf-8") as f:
+                    f.writelines(f"{k}={v}\n" for k, v in node_props.items())
         nodes = [DrillProcess(name, "node", conf, os.path.join(root, f"{name}.log"), address,
                               local_cluster.start_node)
-                 for name, conf, address in local_cluster.write_configs(
-                     root, base_port, role, token_file, controller.address)]
-        for node in nodes:
-            if node_props:
-                with open(node.config, "a", encoding="utf-8") as f:
-                    f.writelines(f"{k}={v}\n" for k, v in node_props.items())
+                 for name, conf, address in configs]
         return cls(root, token_file, controller, nodes, node_env, cgroups)
 
     @classmethod
@@ -221,6 +228,9 @@ class DrillCluster(GroupViews):
 
     def close(self) -> None:
         self.heal_partitions()
+        for name in list(self._quotas):
+            self.unthrottle(self.by_name[name])
+        self.heal_links()
         if self.attached:  # the operator's cluster: it keeps running
             return
         for proc in (*self.nodes, self.controller):
@@ -244,3 +254,43 @@ class DrillCluster(GroupViews):
     def heal_partitions(self) -> None:
         while self._partitions:
             self._partitions.pop().heal()
+
+    # -- gray failures -------------------------------------------------------------------------
+    def throttle(self, proc: DrillProcess, percent: float) -> None:
+        """Limit `proc` (and its children) to `percent` of one CPU until unthrottle()."""
+        quota = CpuQuota(f"{os.getpid()}-{proc.name}", percent)
+        quota.apply(proc.pid)
+        self._quotas[proc.name] = quota
+
+    def unthrottle(self, proc: DrillProcess) -> None:
+        quota = self._quotas.pop(proc.name, None)
+        if quota is not None:
+            quota.release()
+
+    def delay_link(self, proc: DrillProcess, to: DrillProcess) -> ProxyProcess:
+        """Route `proc`'s connections to `to` through a delaying proxy in a process of its own
+        (delay 0 until the caller sets one) until heal_links(): a firewall redirect from proc's
+        cgroup, then proc's established connections to `to` are destroyed (`ss -K`), so that it
+        reconnects through the proxy."""
+        if self.cgroups is None:
+            raise PartitionUnavailable("this cluster was started without partitions=True")
+        host, _, port = to.address.rpartition(":")
+        proxy = ProxyProcess((host, int(port)))
+        cgroup = self.cgroups.path(proc.name)
+        redirect = Redirect(f"{os.getpid()}-link-{len(self._links)}", cgroup, int(port),
+                            proxy.port)
+        try:
+            redirect.apply()
+        except PartitionUnavailable:
+            proxy.close()
+            raise
+        self._links.append((redirect, proxy))
+        subprocess.run(["ss", "-K", "-t", "cgroup", "/" + cgroup, "dport", "=", f":{port}"],
+                       capture_output=True, check=False)
+        return proxy
+
+    def heal_links(self) -> None:
+        while self._links:
+            redirect, proxy = self._links.pop()
+            redirect.heal()
+            proxy.close()

@@ -20,11 +20,15 @@ server's cgroup towards the client's ephemeral port. Everything else (the drill'
 other processes) passes. Every rule carries the comment `rmq-drill-<tag>`; `heal()` removes the
 chain, and `remove_leftovers()` clears what a killed drill left behind.
 
+`Redirect` is the same kind of rule in the nat table: one process's new connections to a port
+go to another port (the slow-link drill's delaying proxy).
+
 Needs root and a cgroup v2 hierarchy; `PartitionUnavailable` says what is missing.
 """
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -158,6 +162,30 @@ class Partition:
         self.applied = False
 
 
+class Redirect:
+    """A firewall rule that sends the new TCP connections of the processes in `cgroup` to
+    127.0.0.1:`port` on to 127.0.0.1:`to_port` instead (iptables' nat table, OUTPUT, REDIRECT):
+    how the slow-link drill puts its DelayProxy between one slave and the master. Connections
+    made before apply() are not affected (nat decides at a connection's first packet). The rule
+    carries the comment `rmq-drill-<tag>`; `heal()` removes it, `remove_leftovers()` too."""
+
+    def __init__(self, tag: str, cgroup: str, port: int, to_port: int) -> None:
+        self.comment = f"{COMMENT_PREFIX}{tag}"
+        self.rule = ["OUTPUT", "-o", "lo", "-p", "tcp", "-m", "cgroup", "--path", cgroup,
+                     "--dport", str(port), "-m", "comment", "--comment", self.comment,
+                     "-j", "REDIRECT", "--to-ports", str(to_port)]
+        self.applied = False
+
+    def apply(self) -> None:
+        _iptables("-t", "nat", "-I", *self.rule)
+        self.applied = True
+
+    def heal(self) -> None:
+        if self.applied:
+            _iptables("-t", "nat", "-D", *self.rule, check=False)
+            self.applied = False
+
+
 def _remove_chain(chain: str, comment: str) -> None:
     while _iptables("-D", "OUTPUT", "-o", "lo", "-m", "comment", "--comment", comment,
                     "-j", chain, check=False).returncode == 0:
@@ -175,4 +203,9 @@ def remove_leftovers() -> list[str]:
               if line.startswith("-N ") and line.split()[1].startswith(CHAIN_PREFIX)]
     for chain in chains:
         _remove_chain(chain, COMMENT_PREFIX + chain[len(CHAIN_PREFIX):])
-    return chains
+    redirects = [line for line in _iptables("-t", "nat", "-S", "OUTPUT", check=False)
+                 .stdout.splitlines() if f"--comment {COMMENT_PREFIX}" in line
+                 and line.startswith("-A OUTPUT")]
+    for line in redirects:
+        _iptables("-t", "nat", "-D", *shlex.split(line)[1:], check=False)
+    return chains + [f"nat: {line}" for line in redirects]

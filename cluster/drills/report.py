@@ -1,5 +1,6 @@
 """Rendering of drill results: one summary row per drill, the table of rows (plain text for the
-terminal, GitHub markdown for the README) and a few detail lines naming what went wrong."""
+terminal, GitHub markdown for the README), a few detail lines naming what went wrong, and each
+fault's write rate and p99 before, during and after it."""
 from __future__ import annotations
 
 from statistics import median
@@ -7,6 +8,7 @@ from statistics import median
 from common.text_output import format_table
 
 from cluster.drills.checker import AFTER_ACK, NOT_ACKED, STORED_TWICE, DrillResult, first_of
+from cluster.drills.phases import FaultPhases
 
 COLUMNS = ("drill", "acked", "failed", "unknown", "lost", "phantom", "duplicates", "order",
            "recovery", "verdict")
@@ -106,3 +108,30 @@ def gaps_text(gaps: tuple[float | None, ...]) -> str:
         return f"{each} s"
     return f"{each} s; median {median(values):.1f}, max {max(values):.1f} s"
 
+
+
+PHASE_COLUMNS = ("window", "seconds", "acked/s", "p99 ms", "not acked")
+
+
+def phase_rows(fp: FaultPhases) -> list[dict[str, str]]:
+    """One row per window of a fault (phases.py), times relative to its start."""
+    return [{"window": f"{p.name} [{p.start_s:+.0f}, {p.end_s:+.0f}) s",
+             "seconds": f"{p.seconds:.1f}", "acked/s": f"{p.rate:.0f}",
+             "p99 ms": "-" if p.p99_ms is None else f"{p.p99_ms:.1f}",
+             "not acked": str(p.not_ok)} for p in fp.phases]
+
+
+def render_phases(name: str, r: DrillResult, markdown: bool = False) -> str:
+    """Each fault's table of windows, with the during/before ratios of rate and p99."""
+    blocks = []
+    for fp in r.phases:
+        if not fp.phases:
+            continue
+        ratios = []
+        if fp.rate_ratio is not None:
+            ratios.append(f"rate during/before {fp.rate_ratio:.2f}x")
+        if fp.p99_ratio is not None:
+            ratios.append(f"p99 during/before {fp.p99_ratio:.2f}x")
+        head = f"{name}: {fp.fault}" + (f" ({', '.join(ratios)})" if ratios else "")
+        blocks.append(head + "\n" + render_table(phase_rows(fp), markdown))
+    return "\n".join(blocks)

@@ -16,6 +16,7 @@ from cluster.drills.checker import DrillResult, Expectation, check
 from cluster.drills.compose_cluster import ComposeCluster, ComposeProject
 from cluster.drills.drill_cluster import DrillCluster
 from cluster.drills.history import History, SendOutcome
+from cluster.drills.gray_scenarios import DISK_DELAY_MS, slow_disk_trigger
 from cluster.drills.scenarios import (METADATA_QUEUES, DrillContext, Drill, Timing,
                                       read_only_trigger)
 from cluster.drills.target import DrillTarget
@@ -23,6 +24,12 @@ from cluster.drills.workload import Workload, WorkloadConfig
 from common import failpoints
 
 HISTORY_FILE = "history.jsonl"
+# The gray-failure drills' load (issue 49's shape): four producers sending 1 KiB messages one
+# at a time, each as soon as the previous one was answered (the rate bounds nothing), all to
+# the first node (the master when the drill starts), as the official clients do.
+GRAY_WORKLOAD = WorkloadConfig(producers=4, fifo_producers=0, rate=10_000.0, body_size=1024,
+                               spread_producers=False)
+NODES = ("master", "slave1", "slave2")
 
 
 @dataclass(frozen=True)
@@ -32,11 +39,12 @@ class DrillOptions:
     timing: Timing = Timing()
     workload: WorkloadConfig = WorkloadConfig()
     controller_props: Mapping[str, str] = field(default_factory=dict)
-    node_props: Mapping[str, str] = field(default_factory=dict)  # added to every node's config
     drain_idle_s: float = 30.0   # the drain ends when nothing new arrived for this long
     drain_max_s: float = 900.0   # or after this long in any case
     target_dir: str | None = None  # a running `cluster local` folder instead of a fresh cluster
     compose: ComposeProject | None = None  # a running compose project instead
+    gray_workload: WorkloadConfig = GRAY_WORKLOAD  # the load of the gray-failure drills
+    node_props: Mapping[str, str] = field(default_factory=dict)  # more keys for every node
 
 
 @dataclass(frozen=True)
@@ -108,23 +116,26 @@ def _cluster_for(drill: Drill, options: DrillOptions) -> DrillTarget:
                                 f"(partitions, a failpoint or another master role)")
         return DrillCluster.attach(options.target_dir)
     node_env = None
-    if drill.read_only or drill.failpoints:
+    if drill.read_only or drill.slow_disk or drill.failpoints:
         node_env = {}
-        for name in ("master", "slave1", "slave2"):
+        for name in NODES:
             points = [drill.failpoints] if drill.failpoints else []
             if drill.read_only:
                 points.append("fileio.write=fail_while:" + read_only_trigger(root, name))
+            if drill.slow_disk:
+                points.append(f"fileio.slow=delay_while:{DISK_DELAY_MS}:"
+                              + slow_disk_trigger(root, name))
             node_env[name] = {failpoints.ENV: ",".join(points)}
     return DrillCluster.fresh(root, options.base_port, drill.role, options.controller_props,
                               node_env, partitions=drill.partitions,
-                              node_props=options.node_props)
+                              node_props={**dict(drill.node_props), **options.node_props})
 
 
 def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
     started = time.monotonic()
     os.makedirs(options.root, exist_ok=True)
     cluster = _cluster_for(drill, options)
-    workload_config = options.workload
+    workload_config = options.gray_workload if drill.gray else options.workload
     if drill.official_producers > workload_config.official_producers:
         workload_config = dataclasses.replace(workload_config,
                                               official_producers=drill.official_producers)
@@ -160,7 +171,8 @@ def run_drill(drill: Drill, options: DrillOptions) -> DrillRun:
                                         topics_of_group=dict(groups), consumer_views=views,
                                         fifo_groups=frozenset(
                                             {workload_config.fifo_group}
-                                            if workload_config.fifo_producers else ())))
+                                            if workload_config.fifo_producers else ()),
+                                        min_rate_ratio=drill.min_rate_ratio))
     if workload.consumer_errors:  # expected around a fault; the most common one says why
         total = sum(workload.consumer_errors.values())
         text, _ = max(workload.consumer_errors.items(), key=lambda kv: kv[1])

@@ -14,6 +14,7 @@ from typing import Callable
 
 import grpc
 
+from cluster.drills import gray_scenarios
 from cluster.drills.history import History
 from cluster.messaging.send import DROP_ANSWER
 from cluster.drills.target import DrillTarget, TargetProcess
@@ -30,6 +31,9 @@ class Timing:
     after_s: float = 6.0        # load after the repair
     soak_s: float = 600.0       # the soak's length
     soak_every_s: float = 30.0  # one master kill per this many seconds
+    gray_before_s: float = 10.0  # gray failures (gray_scenarios.py): the "before" window,
+    gray_fault_s: float = 30.0   # how long the node is slow,
+    gray_after_s: float = 15.0   # load once the group is whole again
 
 
 @dataclass
@@ -313,11 +317,17 @@ class Drill:
     role: str = "SYNC_MASTER"   # the master role the group starts with
     compose: bool = False       # runs against a compose project (--target compose)
     local: bool = True          # runs against local processes (--target local)
+    gray: bool = False          # a gray failure: closed-loop load, rate and p99 per window
+    slow_disk: bool = False     # nodes start with the slow-disk failpoint armed
+    node_props: tuple[tuple[str, str], ...] = ()  # more keys in every node's config
+    # the write rate during the fault (after the grace) must be this share of before's
+    min_rate_ratio: float | None = None
 
     @property
     def targetable(self) -> bool:
         """Runs against a running `cluster local` too (it needs nothing set up at start)."""
-        return self.local and not (self.partitions or self.read_only or self.failpoints
+        return self.local and not (self.partitions or self.read_only or self.slow_disk
+                                   or self.failpoints or self.node_props
                                    or self.role != "SYNC_MASTER")
 
 
@@ -348,4 +358,20 @@ DRILLS = {d.name: d for d in (
           f"the official client's retries must not be stored twice",
           failpoints=f"{DROP_ANSWER}=every:{LOST_ANSWER_EVERY}", official_producers=2),
     Drill("soak", soak, "kill the master every 30 s for 10 minutes"),
+    Drill("slow-slave", gray_scenarios.slow_slave,
+          "one slave at 5% of a CPU for 30 s: out of the sync state set, the rate back",
+          gray=True, min_rate_ratio=0.8, compose=True),
+    Drill("slow-disk-slave", gray_scenarios.slow_disk_slave,
+          "one slave's disk writes 200 ms slower for 30 s: out, the rate back",
+          gray=True, slow_disk=True, min_rate_ratio=0.8),
+    Drill("slow-link-slave", gray_scenarios.slow_link_slave,
+          "100 ms each way on one slave's link to the master for 30 s: out, the rate back",
+          gray=True, partitions=True, min_rate_ratio=0.8),
+    Drill("slow-slave-strict", gray_scenarios.slow_slave_strict,
+          "slow-slave with minInSyncReplicas=3: writes refused naming it, the set kept",
+          gray=True, node_props=(("minInSyncReplicas", "3"),)),
+    Drill("slow-master", gray_scenarios.slow_master,
+          "the master at 5% of a CPU for 30 s: measured and reported", gray=True, compose=True),
+    Drill("slow-controller", gray_scenarios.slow_controller,
+          "the controller at 5% of a CPU for 30 s: measured and reported", gray=True),
 )}

@@ -67,9 +67,14 @@ class WorkloadConfig:
     body_size: int = 256
     send_timeout: float = 3.0
     invisible_s: float = 10.0        # not acked in time: back after this (server min 10 s)
+    # Producers start on different nodes (a slave forwards to the master); False: all on the
+    # first address, as the official clients' pick_first channel does (the gray drills: a
+    # producer on the slow node would be slowed by its forwarding, not by replication).
+    spread_producers: bool = True
 
     def __post_init__(self) -> None:
-        if (self.producers < 1 or self.consumers < 1 or self.fifo_producers < 0
+        if ((self.producers < 1 and self.official_producers < 1) or self.producers < 0
+                or self.consumers < 1 or self.fifo_producers < 0
                 or self.official_producers < 0 or self.official_consumers < 0):
             raise ValueError("need at least one producer and one consumer per group")
         if self.rate <= 0 or self.send_timeout <= 0 or self.invisible_s <= 0:
@@ -273,7 +278,8 @@ class Workload:
     def _produce(self, index: int, message_groups: int | None) -> None:
         c = self.config
         fifo = message_groups is not None
-        ends = _Endpoints(self.addresses, index, c.send_timeout, self.tls, self.credentials)
+        ends = _Endpoints(self.addresses, index if c.spread_producers else 0, c.send_timeout,
+                          self.tls, self.credentials)
         seqs = [0] * (message_groups or 1)
         interval = 1.0 / c.rate
         next_at = time.monotonic()

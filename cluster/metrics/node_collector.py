@@ -11,6 +11,17 @@ Names (all prefixed `rmqstore_`; offsets are commitlog byte offsets):
     dispatched_offset, reput_backlog_bytes         gauges
     slave_ack_offset{slave}, slave_lag_bytes{slave}, slave_lag_seconds{slave},
     slave_in_sync{slave}                           master only
+    slave_ack_latency_seconds{slave}, slave_ack_latency_p99_seconds{slave},
+    slave_ack_pending_seconds{slave}               master only: how long puts wait for each
+                                                   slave's ack (ha/ack_latency.py; the median
+                                                   is what the slow rule judges)
+    slave_held_out{slave}                          1 while held out of the in-sync set as slow
+    slave_in_sync_changes_total{slave}             leaves and joins this master term
+    slave_last_in_sync_change{slave,change,cause}  1: the last change (left/joined) and why
+                                                   (slow, lagging, not_caught_up, disconnected,
+                                                   new_session, caught_up, fast_again)
+    slave_released_puts_total{slave}, slave_released_wait_seconds_total{slave}   puts whose
+                                                   wait this slave's ack ended, and their waits
     in_sync_replicas, sync_state_set_size          master only
     disk_used_ratio{path}                          the commitlog's and the store root's file system
     put_messages_total, put_bytes_total, put_failures_total, get_messages_total   counters
@@ -184,9 +195,42 @@ class NodeCollector:
             lag_s.add_metric([sl.node_id], max(0, sl.last_caught_up_age_ms) / 1000.0)
             in_sync.add_metric([sl.node_id], 1 if sl.in_sync else 0)
         yield from (ack, lag, lag_s, in_sync)
+        yield from self._ack_latency(s)
         yield gauge("in_sync_replicas", "Slaves in sync with this master", len(s.in_sync_set))
         yield gauge("sync_state_set_size", "Members of the controller's sync state set",
                     len(s.sync_state_set))
+
+    def _ack_latency(self, s) -> Iterator[Metric]:
+        """Each slave's ack latency and in-sync changes (the slow-member rule's figures)."""
+        def per_slave(kind, name: str, doc: str, value) -> Metric:
+            f = kind(P + name, doc, labels=["slave"])
+            for sl in s.slaves:
+                f.add_metric([sl.node_id], value(sl))
+            return f
+        yield per_slave(GaugeMetricFamily, "slave_ack_latency_seconds", "How long puts wait "
+                        "for the slave's ack: the median over haSlowSlaveDetectWindow, or the "
+                        "pending age when larger", lambda sl: sl.ack_latency_ms / 1000)
+        yield per_slave(GaugeMetricFamily, "slave_ack_latency_p99_seconds", "p99 of the "
+                        "slave's ack latency over haSlowSlaveDetectWindow",
+                        lambda sl: sl.ack_latency_p99_ms / 1000)
+        yield per_slave(GaugeMetricFamily, "slave_ack_pending_seconds", "Age of the oldest "
+                        "waited-for data the slave has not acked", lambda sl: sl.pending_ms / 1000)
+        yield per_slave(GaugeMetricFamily, "slave_held_out", "1 while the slave is held out "
+                        "of the in-sync set as slow", lambda sl: 1 if sl.held_out else 0)
+        yield per_slave(CounterMetricFamily, "slave_in_sync_changes", "Leaves and joins of the "
+                        "in-sync set in this master term", lambda sl: sl.in_sync_changes)
+        yield per_slave(CounterMetricFamily, "slave_released_puts", "Puts whose replication "
+                        "wait this slave's ack ended", lambda sl: sl.released_puts)
+        yield per_slave(CounterMetricFamily, "slave_released_wait_seconds", "The summed wait "
+                        "of those puts", lambda sl: sl.released_wait_ms / 1000)
+        last = GaugeMetricFamily(P + "slave_last_in_sync_change", "1: the slave's last in-sync "
+                                 "change (left/joined) and its cause",
+                                 labels=["slave", "change", "cause"])
+        for sl in s.slaves:
+            if sl.last_change_cause:
+                change = "joined" if sl.last_change.startswith("joined") else "left"
+                last.add_metric([sl.node_id, change, sl.last_change_cause], 1)
+        yield last
 
     def _disk(self) -> Iterator[Metric]:
         c = self.node.store.config

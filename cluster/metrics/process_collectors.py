@@ -4,6 +4,8 @@ Controller (`rmqstore_controller_` prefix):
     active (0/1: this controller answers as the active one)
     group_epoch{group}, group_sync_state_set_size{group}, group_has_master{group}
     group_elections{group}             elections the group's record keeps (the last ones)
+    group_sync_state_epoch{group}      +1 per change of the sync state set (increase() counts
+                                       them; the reasons are in `status` and the log)
     node_heartbeat_age_seconds{group,node}, node_healthy{group,node}
     archives_announced                 archives that announced themselves within 60 s
 Archive (`rmqstore_archive_` prefix):
@@ -67,6 +69,9 @@ class ControllerCollector:
         yield family(GaugeMetricFamily, C + "group_elections", "Elections the group's record "
                      "keeps", g_labels,
                      [((g.record.broker_name,), len(g.record.elections)) for g in groups])
+        yield family(GaugeMetricFamily, C + "group_sync_state_epoch", "The sync state set's "
+                     "epoch: one more per change", g_labels,
+                     [((g.record.broker_name,), g.record.sync_state_epoch) for g in groups])
         n_labels = ["group", "node"]
         reports = [((g.record.broker_name, node), r) for g in groups
                    for node, r in sorted(g.reports.items())]

@@ -9,7 +9,9 @@ have dropped the dirty pages ("fsyncgate"), so a retry could report success for 
 
 In a running process the failpoint `fileio.write` (common/failpoints.py, armed with e.g.
 `RMQSTORE_FAILPOINTS=fileio.write=fail_while:/abs/trigger`) makes every write-side operation
-fail with EROFS while its trigger file exists: the "disk remounted read-only" drill.
+fail with EROFS while its trigger file exists: the "disk remounted read-only" drill. The
+failpoint `fileio.slow` (`delay_while:<ms>:/abs/trigger`) makes every write-side operation and
+every write into a mapping (`mapped_write`) take that much longer: the "slow disk" drill.
 """
 from __future__ import annotations
 
@@ -77,6 +79,7 @@ _msync = _load_msync()
 _MS_SYNC = getattr(mmap, "MS_SYNC", 4)
 
 WRITE_FAILPOINT = "fileio.write"
+SLOW_FAILPOINT = "fileio.slow"
 # The operations (the names `_check` sees) that a read-only file system refuses. `mmap` counts
 # only for a writable mapping (FileIO.map says so); close, pread, open_ro and fstat read.
 WRITE_OPS = frozenset({"open", "preallocate", "truncate", "mmap", "pwrite", "msync", "fdatasync",
@@ -109,7 +112,14 @@ class FileIO:
             writes = op in WRITE_OPS
         if writes:
             failpoints.io_failure(WRITE_FAILPOINT, path)
+            failpoints.io_delay(SLOW_FAILPOINT)
         self._check(op, path)
+
+    def mapped_write(self, path: str) -> None:
+        """A write into a mapping of `path` is about to happen: no system call, so nothing can
+        fail here, but a slow disk slows it too (the kernel throttles writers of dirty pages),
+        so the `fileio.slow` failpoint applies. Unarmed, one dict lookup."""
+        failpoints.io_delay(SLOW_FAILPOINT)
 
     # -- files ---------------------------------------------------------------------------
     def open_rw(self, path: str, create: bool = True) -> int:

@@ -178,6 +178,7 @@ class MappedFile:
             self.pwritten_bytes += n
             self.wrote_position = self.committed_position = pos + n
         elif self.write_through_mmap:
+            self.io.mapped_write(self.path)
             mm = self.mm
             for data in datas:
                 end = pos + len(data)

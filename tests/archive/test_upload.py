@@ -118,3 +118,39 @@ def test_files_are_taken_in_offset_order(archive):
     assert e.value.code == "FAILED_PRECONDITION"
     with pytest.raises(UploadRefused, match="file_size"):
         archive.receive(header(file_offset=8 * SIZE, file_size=2 * SIZE), blocks(DATA + DATA))
+
+
+def test_a_slow_upload_gives_way_to_a_waiting_node_which_resumes_it(archive):
+    """Issue 49: the group's one upload slot must not stay with a slow shipper while another
+    node waits. The slow one stores 16 KiB per 10 s (far under 1 MiB/s); node b asks meanwhile
+    and is refused; once the slow upload ran 10 s it ends with ABORTED at its next block, the
+    partial file stays, and b resumes from it."""
+    clock = archive.clock
+
+    def slow():
+        for i, block in enumerate(blocks(DATA)):
+            if i == 1:
+                with pytest.raises(UploadRefused) as busy:
+                    archive.receive(header(source_node="b"), blocks(DATA))
+                assert busy.value.code == "ABORTED" and "from a" in str(busy.value)
+            yield block
+            clock.advance(10)
+
+    with pytest.raises(UploadRefused) as gave_way:
+        archive.receive(header(source_node="a"), slow())
+    assert gave_way.value.code == "ABORTED"
+    assert "from a gives way to b" in str(gave_way.value)
+    have = partial_bytes(os.path.dirname(final_path(archive)), 0)
+    assert have == 16 * 1024  # the first block: it gave way before taking the second
+    r = archive.receive(header(source_node="b", resume_from=have), blocks(DATA, have))
+    assert r.status == STORED
+
+
+def test_a_slow_upload_nobody_waits_for_goes_on(archive):
+    clock = archive.clock
+
+    def slow():
+        for block in blocks(DATA):
+            yield block
+            clock.advance(10)
+    assert archive.receive(header(source_node="a"), slow()).status == STORED

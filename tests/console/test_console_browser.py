@@ -119,4 +119,8 @@ def test_a_message_is_found_by_key_on_the_page(browser, cluster, tmp_path):
     result = text(browser, "lookup-result")
     assert "order number 17" in result and "order-17" in result
     wait_until(lambda: "Orders" in text(browser, "topics"), 15, "topics listed")
+    # The master's slaves with how long puts waited for their acks (the 30 sends did).
+    replication = wait_until(lambda: (t := text(browser, "replication")).count("joined: caught up")
+                             == 2 and t, 15, "the replication table")
+    assert "ack latency" in replication and " ms" in replication
     shot(browser, tmp_path, "lookup.png")

@@ -74,6 +74,50 @@ def test_the_sync_state_set_follows_the_masters_report_in_its_term_only():
     assert grp.g.record.sync_state_set == {M, S1} and grp.g.record.sync_state_epoch == before
 
 
+SLOW = "left: slow: acks take 250 ms (fastest member g:2: 3.0 ms), 83x slower"
+
+
+def test_each_change_of_the_set_is_announced_once_with_the_masters_reason():
+    grp = Group().running()
+    grp.g.announcements.clear()
+    for _ in range(3):  # every heartbeat repeats the report: one change, one line
+        grp.hb(M, role="SYNC_MASTER", epoch=1, in_sync=frozenset({S2}),
+               member_notes={S1: SLOW, S2: "joined: caught up"}, min_in_sync_replicas=1)
+    assert grp.g.record.sync_state_set == {M, S2}
+    assert grp.g.announcements == [
+        f"sync state set ['g:0', 'g:1', 'g:2'] -> ['g:0', 'g:2']: removed g:1 ({SLOW})"]
+    back = "joined: fast again for 5 s (acks take 3 ms; was out: ...)"
+    grp.hb(M, role="SYNC_MASTER", epoch=1, in_sync=frozenset({S1, S2}),
+           member_notes={S1: back}, min_in_sync_replicas=1)
+    changes = grp.g.record.sync_state_changes
+    assert [(c.node_id, c.added, c.reason) for c in changes[:2]] == [(S1, True, back),
+                                                                      (S1, False, SLOW)]
+    assert changes[0].sync_state_epoch == grp.g.record.sync_state_epoch
+    assert GroupRecord.from_json(grp.g.record.to_json()) == grp.g.record
+
+
+def test_a_sync_master_set_is_not_shrunk_below_min_in_sync_replicas():
+    """minInSyncReplicas = the group's size: the slow member stays electable (the master
+    refuses writes meanwhile, so it misses none), and the note names it once."""
+    grp = Group().running()
+    grp.g.announcements.clear()
+    before = grp.g.record.sync_state_epoch
+    for _ in range(3):
+        grp.hb(M, role="SYNC_MASTER", epoch=1, in_sync=frozenset({S2}),
+               member_notes={S1: SLOW}, min_in_sync_replicas=3)
+    assert grp.g.record.sync_state_set == {M, S1, S2}
+    assert grp.g.record.sync_state_epoch == before
+    assert len(grp.g.announcements) == 1
+    assert grp.g.announcements[0].startswith(
+        "keeps g:1 in the sync state set: without it 2 < minInSyncReplicas=3, so the master "
+        "refuses writes (g:1 left: slow: acks take 250 ms")
+    grp.hb(M, role="SYNC_MASTER", epoch=1, in_sync=frozenset({S1, S2}), min_in_sync_replicas=3)
+    assert grp.g.kept_note == ""
+    # An ASYNC_MASTER acknowledges alone: its set follows the report whatever the minimum.
+    grp.hb(M, role="ASYNC_MASTER", epoch=1, in_sync=frozenset({S2}), min_in_sync_replicas=3)
+    assert grp.g.record.sync_state_set == {M, S2}
+
+
 def test_a_master_out_of_its_term_cannot_widen_the_set():
     """A master that reported SLAVE in its own epoch has left it: a late SYNC_MASTER report of
     that epoch must not add a slave that could then win the election without the writes."""

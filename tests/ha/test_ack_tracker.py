@@ -277,7 +277,9 @@ def test_states():
     join(t, "a", 100)
     clock.advance(1.5)
     assert t.states(100) == [
-        SlaveAckState("a", 100, 100, True, 1500, 1500),
+        SlaveAckState("a", 100, 100, True, 1500, 1500, in_sync_changes=1,
+                      last_change="joined: caught up", last_cause="caught_up",
+                      last_change_age_ms=1500),
         SlaveAckState("b", 0, 0, False, 1500, -1),
     ]
 

@@ -61,6 +61,16 @@ def test_metrics_of_a_master_and_its_slave(group):
     assert m[("rmqstore_in_sync_replicas", ())] == 1
     assert m[("rmqstore_slave_in_sync", (("slave", "broker-a:1"),))] == 1
     assert ("rmqstore_slave_lag_bytes", (("slave", "broker-a:1"),)) in m
+    one = (("slave", "broker-a:1"),)
+    assert m[("rmqstore_slave_ack_latency_seconds", one)] >= 0  # the slow-member rule's figures
+    assert ("rmqstore_slave_ack_latency_p99_seconds", one) in m
+    assert ("rmqstore_slave_ack_pending_seconds", one) in m
+    assert m[("rmqstore_slave_held_out", one)] == 0
+    assert m[("rmqstore_slave_in_sync_changes_total", one)] == 1
+    assert m[("rmqstore_slave_last_in_sync_change", (("cause", "caught_up"), ("change", "joined"),
+                                                     ("slave", "broker-a:1")))] == 1
+    assert m[("rmqstore_slave_released_puts_total", one)] >= 1  # the 4 sends waited for it
+    assert m[("rmqstore_slave_released_wait_seconds_total", one)] > 0
     lag = sum(v for (name, labels), v in m.items() if name == "rmqstore_consumer_lag_messages"
               and ("group", "Billing") in labels)
     assert lag == 400 - 10  # Orders has 4 queues; 10 received and acked

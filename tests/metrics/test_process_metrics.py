@@ -15,6 +15,7 @@ def test_controller_metrics(group):
     m = scrape(controller)
     assert m[("rmqstore_controller_active", ())] == 1
     assert m[("rmqstore_controller_group_epoch", (("group", "broker-a"),))] >= 1
+    assert m[("rmqstore_controller_group_sync_state_epoch", (("group", "broker-a"),))] >= 1
     assert m[("rmqstore_controller_node_healthy", (("group", "broker-a"),
                                                   ("node", "broker-a:0")))] == 1
     assert m[("rmqstore_controller_node_heartbeat_age_seconds", (("group", "broker-a"),

@@ -91,6 +91,11 @@ ROCKETMQ_DEFAULTS = {
     "ha_max_in_flight_bytes": 8 * 1024 * 1024,  # ours
     "ha_reconnect_min_backoff": 200,  # ours
     "ha_reconnect_max_backoff": 5000,  # ours
+    "ha_max_slave_ack_latency": 1000,  # ours: slow members (ha/ack_latency.py)
+    "ha_slow_slave_latency_ratio": 4,
+    "ha_slow_slave_min_latency": 50,
+    "ha_slow_slave_detect_window": 1000,
+    "ha_slow_slave_rejoin_time": 5000,
     "prefault_ahead_bytes": 16 * 1024 * 1024,  # ours: store/commitlog/prefault.py
 }
 
