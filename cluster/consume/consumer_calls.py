@@ -143,7 +143,7 @@ class ConsumerCalls:
         """A group's config; an unknown one is created (RocketMQ's autoCreateSubscriptionGroup)
         and its record awaited."""
         consumers = self.consumers
-        consumers.ensure_loaded()
+        await consumers.loaded()
         info, created = consumers.group_or_create(group)
         if created is not None:
             status = settled(await created)
@@ -299,7 +299,7 @@ class ConsumerCalls:
     async def get_offset(self, request: s.GetOffsetRequest) -> s.GetOffsetResponse:
         group = group_name(request.group)
         topic, qid = self._queue(request.message_queue)
-        self.consumers.ensure_loaded()
+        await self.consumers.loaded()
         with self.consumers.lock:
             q = self.consumers.state.queue(group, topic, qid)
             offset = q.committed if q is not None else None

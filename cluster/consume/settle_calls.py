@@ -139,7 +139,7 @@ class SettleCalls:
         """The acks of the valid entries in one record, committed, then awaited."""
         carried = self.context.carried_ack(request)
         consumers = self.context.consumers
-        master = consumers.ensure_loaded()
+        master = await consumers.loaded()
         with consumers.lock:
             event = carried.check()
             # one record for every valid entry: one append, one dispatch by reput and one
@@ -158,7 +158,7 @@ class SettleCalls:
         # receive minimum
         invisible = ctx.invisible_ms(request.invisible_duration, "invisible_duration", 0)
         consumers = ctx.consumers
-        master = consumers.ensure_loaded()
+        master = await consumers.loaded()
         with consumers.lock:
             r = ctx.current(group, topic, request.receipt_handle)
             new = consumers.state.next_handle
@@ -179,7 +179,7 @@ class SettleCalls:
         group = group_name(request.group)
         topic, _ = ctx.topic(request.topic)
         consumers = ctx.consumers
-        master = consumers.ensure_loaded()
+        master = await consumers.loaded()
         store = consumers.store
         with consumers.lock:
             r = ctx.current(group, topic, request.receipt_handle)
