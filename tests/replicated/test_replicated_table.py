@@ -111,6 +111,35 @@ def test_snapshots_when_due_by_count_and_by_time(leader):
     assert table.replay().values == {"a": 2, "b": 1}
 
 
+def test_replay_starts_at_the_newest_snapshot(leader, caplog):
+    """A new master reads the log back from the newest snapshot only: what precedes it is in
+    it. 600 events with a snapshot every 100 (more than one read batch back) replay in at most
+    100 + 1 records, to the same state as a replay of everything."""
+    table = counters_table(leader, snapshot_every=100, snapshot_interval_ms=3600_000)
+    for i in range(650):
+        table.change([add(f"k{i % 7}", i)])
+        table.maybe_snapshot()
+    table.change([{"kind": "note"}])
+    leader.dispatched()
+    full = Counters()
+    for _, event in table._records(0):  # every record, from the queue's start
+        full.apply(event)
+    with caplog.at_level("INFO"):
+        replayed = table.replay()
+    assert replayed.values == full.values == table.state.values
+    [line] = [r.getMessage() for r in caplog.records if "replayed" in r.getMessage()]
+    applied = int(line.split("replayed: ")[1].split(" ")[0])
+    assert applied <= 52, line  # the snapshot after event 600, 50 adds and the note
+
+
+def test_replay_without_a_snapshot_starts_at_the_queue_start(leader):
+    table = counters_table(leader, snapshot_every=10_000)
+    for i in range(300):
+        table.change([add("a")])
+    leader.dispatched()
+    assert table.replay().values == {"a": 300}
+
+
 def test_views_are_rewritten_only_when_the_state_changed(leader, tmp_path):
     table = counters_table(leader)
     path = os.path.join(str(tmp_path), "config", "counters.json")
