@@ -249,25 +249,25 @@ class Workload:
                                             message_id=r["message_id"], ok=r["ok"], at=r["at"],
                                             detail=r["detail"]))
 
-    def _tell_official(self, command: str) -> None:
+    def _tell_official(self, command: str, last: bool = False) -> None:
+        """Write a command line to the official client's process (`last`: then close its
+        input); a process already gone is fine."""
         proc = self._official
         try:
             if proc is not None and proc.stdin is not None:
                 proc.stdin.write(command + "\n")
-                proc.stdin.flush()
+                if last:
+                    proc.stdin.close()
+                else:
+                    proc.stdin.flush()
         except (BrokenPipeError, ValueError):
             pass  # it is gone already
 
     def _stop_official(self) -> None:
+        self._tell_official("stop", last=True)
         proc, self._official = self._official, None
         if proc is None:
             return
-        try:
-            if proc.stdin is not None:
-                proc.stdin.write("stop\n")
-                proc.stdin.close()
-        except (BrokenPipeError, ValueError):
-            pass  # it is gone already
         try:
             proc.wait(self.config.send_timeout * 4 + 10)
         except subprocess.TimeoutExpired:
