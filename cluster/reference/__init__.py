@@ -10,14 +10,12 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from cluster.reference.cli_reference import cli_reference
-from cluster.reference.config_reference import config_reference
-from cluster.reference.metrics_reference import metrics_reference
+from cluster.reference import cli_reference, config_reference, metrics_reference
 
 GENERATORS: dict[str, Callable[[], str]] = {
-    "cli": cli_reference,
-    "config": config_reference,
-    "metrics": metrics_reference,
+    "cli": cli_reference.render,
+    "config": config_reference.render,
+    "metrics": metrics_reference.render,
 }
 MARKER = re.compile(r"^<!-- reference: ([a-z-]+) -->$", re.MULTILINE)
 

@@ -84,7 +84,7 @@ def section(name: str, parser: argparse.ArgumentParser, summary: str) -> list[st
     return out
 
 
-def cli_reference() -> str:
+def render() -> str:
     parts: list[str] = []
     with _fixed_width():
         for title, parser in (("python -m cluster", cluster_parser()),

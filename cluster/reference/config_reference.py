@@ -141,7 +141,7 @@ def rows(file: ConfigFile, keys: KeyTable) -> list[list[str]]:
     return out
 
 
-def config_reference() -> str:
+def render() -> str:
     parts = []
     for make in FILES:
         file = make()

@@ -234,7 +234,7 @@ TITLES = {"NodeCollector": "Nodes", "ControllerCollector": "Controllers",
 SUFFIXES = {"histogram": " (`_bucket`, `_sum`, `_count`)"}
 
 
-def metrics_reference() -> str:
+def render() -> str:
     parts = []
     for collector, found in families().items():
         parts += [f"### {TITLES.get(collector, collector)}", "",
