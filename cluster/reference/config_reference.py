@@ -59,8 +59,8 @@ def node_file() -> ConfigFile:
         "broker.conf: a node",
         "Read by `python -m cluster node --config broker.conf` (and `--set key=value`); "
         "unknown keys are logged and ignored, as RocketMQ does. `python -m cluster config "
-        "get` shows a running node's values, `config set` changes the keys marked *yes* "
-        "under *runtime* (in memory only: a restart reads broker.conf again).",
+        "get` shows a running node's values, `config set` changes the keys marked *runtime* "
+        "(in memory only: a restart reads broker.conf again); the others are read at start.",
         (KeyTable("Node: identity, client API, controller", NODE_KEY_DOCS),
          KeyTable("Store and replication", STORE_KEY_DOCS, "store", FIELD_BY_KEY),
          KeyTable("Access control (ACL)", access.ACL_KEY_DOCS, "acl"),
@@ -76,7 +76,7 @@ def controller_file() -> ConfigFile:
     return ConfigFile(
         "controller.conf: a controller",
         "Read by `python -m cluster controller --config controller.conf` (and `--set "
-        "key=value`); unknown keys are refused. Nothing changes at runtime.",
+        "key=value`); unknown keys are refused. Every key is read at start.",
         (KeyTable("Controller", c.KEY_DOCS), KeyTable("TLS", tls.KEY_DOCS, "tls")),
         c.controller_config_from_properties({}), {}, c.KEYS)
 
@@ -86,7 +86,7 @@ def archive_file() -> ConfigFile:
     return ConfigFile(
         "archive.conf: an archive server",
         "Read by `python -m cluster archive --config archive.conf`; unknown keys are "
-        "refused. Nothing changes at runtime.",
+        "refused. Every key is read at start.",
         (KeyTable("Archive server", a.KEY_DOCS), KeyTable("TLS", tls.KEY_DOCS, "tls")),
         a.archive_config_from_properties(_SECRET), {}, a.KEYS)
 
@@ -126,6 +126,7 @@ def shown(value: object) -> str:
 
 
 def rows(file: ConfigFile, keys: KeyTable) -> list[list[str]]:
+    """key | default | type, unit, runtime or read at start, and what it does."""
     embedded = StoreConfig(store_path_root_dir="-").to_properties()
     out = []
     for key, doc in keys.docs.items():
@@ -133,11 +134,13 @@ def rows(file: ConfigFile, keys: KeyTable) -> list[list[str]]:
         text = doc.text
         if key in NODE_STORE_DEFAULTS and keys.prefix == "store":
             text += f" (An embedded store's default: {embedded[key]}.)"
-        runtime = "yes" if key in file.runtime else "no"
+        facts = [type_name(value)] + ([doc.unit] if doc.unit else [])
         if key in file.runtime:
+            facts.append("runtime")
             text += f" At runtime: {file.runtime[key]}."
-        out.append([code(key), type_name(value), code(shown(value)), doc.unit, runtime,
-                    cell(text)])
+        else:
+            facts.append("read at start")
+        out.append([code(key), code(shown(value)), f"*{cell(' · '.join(facts))}* " + cell(text)])
     return out
 
 
@@ -148,7 +151,7 @@ def render() -> str:
         parts += [f"## {file.title}", "", file.intro, ""]
         for keys in file.tables:
             parts += [f"### {keys.title}", "",
-                      table(["key", "type", "default", "unit", "runtime", "what it does"],
+                      table(["key", "default", "type · unit · when it takes effect; what it does"],
                             rows(file, keys)), ""]
     return "\n".join(parts)
 

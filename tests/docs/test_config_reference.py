@@ -41,10 +41,10 @@ def test_the_page_lists_every_key_with_its_default():
         for keys in file.tables:
             for key in keys.docs:
                 assert f"| `{key}` |" in page, key
-    assert "| `duplicateWindowSeconds` | integer | `120` | s | yes |" in page
-    assert "| `messageIndexProcessEnable` | boolean | `true` |" in page  # a node's default
-    assert "| `controllerFailoverTimeoutMillis` | integer | `3000` | ms | no |" in page
-    assert "| `storePathRootDir` | string | `~/store` |" in page  # no machine's home folder
+    assert "| `duplicateWindowSeconds` | `120` | *integer · s · runtime* " in page
+    assert "| `messageIndexProcessEnable` | `true` | *boolean · read at start* " in page  # a node's
+    assert "| `controllerFailoverTimeoutMillis` | `3000` | *integer · ms · read at start* " in page
+    assert "| `storePathRootDir` | `~/store` |" in page  # no machine's home folder
 
 
 def test_the_runtime_keys_are_documented_node_keys():
