@@ -71,24 +71,28 @@ def node_file() -> ConfigFile:
         frozenset(FIELD_BY_KEY) | NODE_KEYS)
 
 
+def _process_file(kind: str, title: str, table_title: str, docs: Mapping[str, KeyDoc],
+                  parsed: object, keys: frozenset[str]) -> ConfigFile:
+    """The file of a controller or an archive server: its own keys and TLS, all read at
+    start, unknown keys refused."""
+    return ConfigFile(
+        f"{kind}.conf: {title}",
+        f"Read by `python -m cluster {kind} --config {kind}.conf` (and `--set key=value`); "
+        f"unknown keys are refused. Every key is read at start.",
+        (KeyTable(table_title, docs),
+         KeyTable("TLS", tls.KEY_DOCS, "tls")), parsed, {}, keys)
+
+
 def controller_file() -> ConfigFile:
     c = controller_config
-    return ConfigFile(
-        "controller.conf: a controller",
-        "Read by `python -m cluster controller --config controller.conf` (and `--set "
-        "key=value`); unknown keys are refused. Every key is read at start.",
-        (KeyTable("Controller", c.KEY_DOCS), KeyTable("TLS", tls.KEY_DOCS, "tls")),
-        c.controller_config_from_properties({}), {}, c.KEYS)
+    return _process_file("controller", "a controller", "Controller", c.KEY_DOCS,
+                         c.controller_config_from_properties({}), c.KEYS)
 
 
 def archive_file() -> ConfigFile:
     a = archive_config
-    return ConfigFile(
-        "archive.conf: an archive server",
-        "Read by `python -m cluster archive --config archive.conf`; unknown keys are "
-        "refused. Every key is read at start.",
-        (KeyTable("Archive server", a.KEY_DOCS), KeyTable("TLS", tls.KEY_DOCS, "tls")),
-        a.archive_config_from_properties(_SECRET), {}, a.KEYS)
+    return _process_file("archive", "an archive server", "Archive server", a.KEY_DOCS,
+                         a.archive_config_from_properties(_SECRET), a.KEYS)
 
 
 FILES = (node_file, controller_file, archive_file)
