@@ -1,20 +1,7 @@
 """TLS of every gRPC port, and the one rule of "secure or insecure".
 
-A node's or controller's settings (broker.conf / controller.conf; RocketMQ's tls.server.* names
-without the dots):
-
-    tlsEnable                false: plaintext. true: serve TLS only, and call peers over TLS
-    tlsServerCertPath        PEM certificate (chain) this process presents, to clients and,
-                             when it calls its peers (replication, forwarding, the controller),
-                             as its client certificate
-    tlsServerKeyPath         its PEM private key (unencrypted)
-    tlsServerTrustCertPath   PEM CA certificate(s) that verify peers: the servers this process
-                             calls, and clients' certificates (default: gRPC's default roots
-                             for outgoing calls, and no client certificates)
-    tlsServerNeedClientAuth  false. true: refuse, at the handshake, a client without a
-                             certificate issued by the trust CA. Official RocketMQ clients
-                             present none, so only for ports that serve members and operators
-                             with certificates.
+A node's, controller's or archive's settings (broker.conf / controller.conf; RocketMQ's
+tls.server.* names without the dots): KEY_DOCS below.
 
 Operator tools (cluster/client, the CLI) use a `ClientTls`: the CA to trust and, for a server
 that needs client certificates, a certificate and key. `open_channel` and `add_port` are the
@@ -33,10 +20,28 @@ from typing import Sequence, Union
 
 import grpc
 
-from common.config_values import ConfigError, prop_bool
+from common.config_values import ConfigError, KeyDoc, prop_bool
 
-KEYS = frozenset({"tlsEnable", "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath",
-                  "tlsServerNeedClientAuth"})
+# The keys and what each means (TlsSettings' fields; the docs' configuration reference).
+KEY_DOCS = {
+    "tlsEnable": KeyDoc("false: plaintext. true: serve TLS only, and call peers over TLS.",
+                        field="enabled"),
+    "tlsServerCertPath": KeyDoc("PEM certificate (chain) this process presents, to clients "
+                                "and, when it calls its peers (replication, forwarding, the "
+                                "controller), as its client certificate.", field="cert_file"),
+    "tlsServerKeyPath": KeyDoc("Its PEM private key (unencrypted); it must belong to the "
+                               "certificate.", field="key_file"),
+    "tlsServerTrustCertPath": KeyDoc("PEM CA certificate(s) that verify peers: the servers this "
+                                     "process calls, and clients' certificates (empty: gRPC's "
+                                     "default roots for outgoing calls, and no client "
+                                     "certificates).", field="trust_file"),
+    "tlsServerNeedClientAuth": KeyDoc("true: refuse, at the handshake, a client without a "
+                                      "certificate issued by the trust CA. The official "
+                                      "RocketMQ clients present none, so only for ports that "
+                                      "serve members and operators with certificates.",
+                                      field="need_client_auth"),
+}
+KEYS = frozenset(KEY_DOCS)
 Options = Sequence[tuple[str, object]]
 
 
