@@ -35,24 +35,35 @@ from email.parser import Parser
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 from cluster.assembly.local_cluster import CONTROLLER_PORT_OFFSET, METRICS_PORT_OFFSET
 from tests.integration.harness import ROOT, LocalCluster, cluster_cli, pid_gone
 
 CONSOLE_PAGE = Path(ROOT, "cluster", "console", "static", "console.html")
+# Files in the packages that are not Python and stay out of the wheel, each with its reason:
+# everything else beside the code ships (pyproject's package-data).
+NOT_SHIPPED = {
+    "cluster/console/screenshots/*.png": "the README's pictures, not read at run time",
+}
+
+
+def package_dirs(root: Path) -> list[Path]:
+    """The top-level packages that pyproject's packages.find names, in `root`."""
+    with open(Path(ROOT, "pyproject.toml"), "rb") as f:
+        include = tomllib.load(f)["tool"]["setuptools"]["packages"]["find"]["include"]
+    return [entry for entry in sorted(root.iterdir())
+            if entry.is_dir() and any(fnmatch.fnmatch(entry.name, p) for p in include)]
 
 
 def copy_sources(dest: Path) -> Path:
-    """pyproject.toml and the top-level packages its packages.find names, without caches."""
-    with open(Path(ROOT, "pyproject.toml"), "rb") as f:
-        include = tomllib.load(f)["tool"]["setuptools"]["packages"]["find"]["include"]
+    """pyproject.toml and the packages it names, without caches."""
     dest.mkdir()
     shutil.copy2(Path(ROOT, "pyproject.toml"), dest)
-    for entry in Path(ROOT).iterdir():
-        if entry.is_dir() and any(fnmatch.fnmatch(entry.name, p) for p in include):
-            shutil.copytree(entry, dest / entry.name,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for package in package_dirs(Path(ROOT)):
+        shutil.copytree(package, dest / package.name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return dest
 
 
@@ -136,13 +147,33 @@ def http_get(url: str) -> tuple[int, bytes]:
         return r.status, r.read()
 
 
-def test_installed_wheel_runs_a_local_cluster(tmp_path):
-    wheel = build_wheel(copy_sources(tmp_path / "src"), tmp_path / "dist")
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory) -> Path:
+    return copy_sources(tmp_path_factory.mktemp("build") / "src")
+
+
+@pytest.fixture(scope="module")
+def wheel(sources) -> Path:
+    return build_wheel(sources, sources.parent / "dist")
+
+
+def test_the_wheel_carries_every_file_beside_the_code(sources, wheel):
+    beside = {p.relative_to(sources).as_posix() for package in package_dirs(sources)
+              for p in package.rglob("*") if p.is_file() and p.suffix != ".py"}
+    left_out = {f for f in beside if any(fnmatch.fnmatch(f, p) for p in NOT_SHIPPED)}
+    with zipfile.ZipFile(wheel) as z:
+        shipped = set(z.namelist())
+    assert beside - left_out - shipped == set(), "add them to package-data or NOT_SHIPPED"
+    assert CONSOLE_PAGE.relative_to(ROOT).as_posix() in shipped
+
+
+def test_installed_wheel_runs_a_local_cluster(tmp_path, wheel):
     bin_dir = fresh_venv(tmp_path / "venv", wheel)
     env = installed_env(bin_dir)
     cwd = tmp_path / "cwd"  # empty: `python -m` puts the working folder first on the path
     cwd.mkdir()
-    where = subprocess.run([str(bin_dir / "python"), "-c", "import cluster; print(cluster.__file__)"],
+    where = subprocess.run([str(bin_dir / "python"), "-c",
+                            "import cluster; print(cluster.__file__)"],
                            capture_output=True, text=True, env=env, cwd=cwd, check=True)
     assert where.stdout.startswith(str(tmp_path / "venv")), where.stdout
 
