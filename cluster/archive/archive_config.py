@@ -5,7 +5,7 @@ broker.conf:
     advertisedAddress        host:port others reach it on, written to the registry
                              (listenAddress, with the port it got)
     httpListenAddress        host:port of the HTTP JSON endpoint (127.0.0.1:0: a free port;
-                             empty: none)
+                             empty: none); HTTPS with its certificate when tlsEnable
     archiveStorePath         where the groups' files live (data/archive)
     adminTokenFile           the bearer token of the reads and Reconsume; generated into
                              <archiveStorePath>/admin.token if unset
@@ -27,7 +27,7 @@ broker.conf:
                              cluster as (a cluster with aclEnable); with TLS on, Reconsume
                              trusts tlsServerTrustCertPath
     metricsListenAddress     host:port of its Prometheus /metrics (cluster/metrics/
-                             process_collectors.py); empty: none
+                             process_collectors.py); HTTPS when tlsEnable; empty: none
     controllerAddr           the controllers (host:port;host:port) it announces the same to
                              every retention round (member-only: it proves the cluster secret);
                              `history --controller` asks them. Empty: none

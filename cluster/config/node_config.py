@@ -49,7 +49,8 @@ Transactions (RocketMQ's BrokerConfig names and defaults, see cluster/messaging/
     transactionCheckInterval ms between two check-back rounds of the master (60000)
 The commitlog archive (archiveAddress, archiveShipFrom, ...): cluster/config/shipping_config.py.
     metricsListenAddress  host:port of the Prometheus metrics endpoint (GET /metrics;
-                       cluster/metrics/node_collector.py lists the metrics); empty: none
+                       cluster/metrics/node_collector.py lists the metrics) and the node's
+                       console; HTTPS with the node's certificate when tlsEnable; empty: none
     serverEventLoop    uvloop (default) | asyncio: the event loop of the node's gRPC server
                        (cluster/serving/grpc_server.py)
     receiveConversionProcessEnable  true (default): a master builds the messages of its

@@ -30,7 +30,8 @@ with its state in a file, the default):
                                      leader key so standbys can name it (listenAddress)
 
 metricsListenAddress               host:port of its Prometheus /metrics (cluster/metrics/
-                                   process_collectors.py); empty: none
+                                   process_collectors.py) and the cluster's console; HTTPS
+                                   with its certificate when tlsEnable; empty: none
 
 TLS, with a node's keys (cluster/security/tls.py): tlsEnable, tlsServerCertPath,
 tlsServerKeyPath, tlsServerTrustCertPath, tlsServerNeedClientAuth (true: only nodes and
