@@ -21,7 +21,8 @@ KEY_DOCS = {
                                 "(empty: listenAddress, with the port it got).",
                                 field="advertised_address"),
     "httpListenAddress": KeyDoc("host:port of the HTTP JSON endpoint (port 0: a free port; "
-                                "empty: none).", field="http_listen_address"),
+                                "empty: none); HTTPS with its certificate when tlsEnable.",
+                                field="http_listen_address"),
     "archiveStorePath": KeyDoc("Where the groups' files live.", field="store_path"),
     "adminTokenFile": KeyDoc("The bearer token of the reads and Reconsume; empty: generated "
                              "into <archiveStorePath>/admin.token.", field="admin_token_file"),
@@ -53,7 +54,8 @@ KEY_DOCS = {
                                  "tlsServerTrustCertPath.", field="reconsume_access_key"),
     "reconsumeSecretKey": KeyDoc("That user's secret key; set both or neither.",
                                  field="reconsume_secret_key"),
-    "metricsListenAddress": KeyDoc("host:port of its Prometheus /metrics; empty: none.",
+    "metricsListenAddress": KeyDoc("host:port of its Prometheus /metrics; HTTPS when "
+                                   "tlsEnable; empty: none.",
                                    field="metrics_listen_address"),
 }
 KEYS = frozenset(KEY_DOCS) | TLS_KEYS

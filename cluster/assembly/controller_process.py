@@ -99,7 +99,7 @@ class ControllerProcess:
             self.metrics = MetricsEndpoint(self.config.metrics_listen_address,
                                            [ControllerCollector(self)], pages=console.pages(),
                                            api=console.ControllerApi(self).routes(),
-                                           token=self.token)
+                                           token=self.token, tls=self.config.tls)
         self._threads.append(PeriodicTask("controller-tick", self.service.tick, TICK_S))
         self._threads.append(PeriodicTask("controller-health", self.update_active_health,
                                           TICK_S * 5))

@@ -206,7 +206,8 @@ class Node:
         if c.metrics_listen_address:
             self.metrics = MetricsEndpoint(c.metrics_listen_address, [NodeCollector(self)],
                                            pages=console.pages(),
-                                           api=console.NodeApi(self).routes(), token=token)
+                                           api=console.NodeApi(self).routes(), token=token,
+                                           tls=c.tls)
         self._health_watch.start()
         self.update_health()
         if self.controlled:

@@ -87,7 +87,8 @@ NODE_KEY_DOCS: dict[str, KeyDoc] = {
     "brokerElectionPriority": KeyDoc("The lower wins an election between equally complete "
                                      "nodes.", field="election_priority"),
     "metricsListenAddress": KeyDoc("host:port of the Prometheus endpoint (GET /metrics) and "
-                                   "the node's console; empty: none.",
+                                   "the node's console; HTTPS with the node's certificate "
+                                   "when tlsEnable; empty: none.",
                                    field="metrics_listen_address"),
     "serverEventLoop": KeyDoc("uvloop or asyncio: the event loop of the node's gRPC server "
                               "(cluster/serving/grpc_server.py); asyncio is the one to try "

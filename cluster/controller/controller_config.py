@@ -58,7 +58,8 @@ KEY_DOCS = {
                                           "(empty: listenAddress).",
                                           field="advertised_address"),
     "metricsListenAddress": KeyDoc("host:port of its Prometheus /metrics and the cluster's "
-                                   "console; empty: none.", field="metrics_listen_address"),
+                                   "console; HTTPS with its certificate when tlsEnable; empty: "
+                                   "none.", field="metrics_listen_address"),
 }
 KEYS = frozenset(KEY_DOCS) | TLS_KEYS
 STATE_FILE = "controller.json"

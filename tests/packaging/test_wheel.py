@@ -124,9 +124,12 @@ def fresh_venv(path: Path, wheel: Path) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
     site = Path(sysconfig.get_path("purelib", vars={"base": str(path), "platbase": str(path)}))
     assert link_dependencies(closure(required(wheel)), site) > 0
+    # without PYTHONPATH: pip would find the checkout's rmqstore.egg-info on it and install
+    # nothing ("already satisfied")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "--python", str(path / "bin" / "python"),
                     "install", "-q", "--no-index", "--no-cache-dir", str(wheel)],
-                   check=True, timeout=120)
+                   check=True, timeout=120, env=env)
     return path / "bin"
 
 
