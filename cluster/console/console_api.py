@@ -28,6 +28,7 @@ from cluster.client.admin_client import AdminClient
 from cluster.client.archive_client import ArchiveClient
 from cluster.controller.active_gate import NotActiveController
 from cluster.controller.controller_servicer import group_to_pb
+from cluster.console import trends
 from cluster.metrics.exposition import Api, ApiError, Page, proto_json
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ class ControllerApi:
     def routes(self) -> dict[str, Api]:
         return {"/api/cluster": self.cluster, "/api/topics": self.topics,
                 "/api/replication": self.replication, "/api/messages": self.messages,
-                "/api/history": self.history}
+                "/api/history": self.history, "/api/trends": self.trends}
 
     def _snapshots(self):
         try:
@@ -92,6 +93,25 @@ class ControllerApi:
         return {"controller": self.process.address,
                 "groups": [proto_json(group_to_pb(g)) for g in self._snapshots()],
                 "archives": [proto_json(a) for a in self._archives()]}
+
+    def trends(self, p: dict[str, str]) -> dict[str, Any]:
+        """Each group's series (the sampler's ring) and what needs attention now."""
+        sampler = self.process.trends
+        if sampler is None:
+            raise ApiError(503, "this controller keeps no trends (it has not started)")
+        group = p.get("group", "")
+        snapshots = self._snapshots()
+        if group and group not in {g.record.broker_name for g in snapshots}:
+            raise ApiError(404, f"no broker group {group!r}")
+        series = sampler.series()
+        silent_s = self.process.config.election.failover_timeout_ms / 1000
+        found = trends.highlights(snapshots, series, silent_s)
+        return {"interval_s": sampler.interval_s, "window_s": sampler.window_s,
+                "growing_samples": trends.GROWING_SAMPLES,
+                "groups": [trends.series_json(name, samples) for name, samples in series.items()
+                           if not group or name == group],
+                "highlights": [trends.highlight_json(h) for h in found
+                               if not group or h.group == group]}
 
     def _master(self, group: str, timeout: float = TIMEOUT_S) -> AdminClient:
         for g in self._snapshots():
