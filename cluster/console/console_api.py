@@ -108,6 +108,7 @@ class ControllerApi:
         found = trends.highlights(snapshots, series, silent_s)
         return {"interval_s": sampler.interval_s, "window_s": sampler.window_s,
                 "growing_samples": trends.GROWING_SAMPLES,
+                "growing_min_rise": trends.GROWING_MIN_RISE,
                 "groups": [trends.series_json(name, samples) for name, samples in series.items()
                            if not group or name == group],
                 "highlights": [trends.highlight_json(h) for h in found

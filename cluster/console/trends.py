@@ -35,7 +35,9 @@ consumer group concerned, and a reason:
                      warning at diskMaxUsedSpaceRatio and above (retention deletes early)
     lag_growing      warning   a consumer group's lag rose from each sample to the next over
                                the last `growing_samples` samples (5: four rises in a row,
-                               20 s at 5 s a sample), all with a known lag
+                               20 s at 5 s a sample), all with a known lag, by GROWING_MIN_RISE
+                               (100) messages or more in all: the lag of a group that keeps
+                               up wobbles by a batch or two and is not flagged by chance
 """
 from __future__ import annotations
 
@@ -54,6 +56,7 @@ from cluster.controller.node_load import NodeLoad
 INTERVAL_S = 5.0
 WINDOW_S = 900.0  # 15 minutes
 GROWING_SAMPLES = 5
+GROWING_MIN_RISE = 100
 CRITICAL, WARNING = "critical", "warning"
 
 
@@ -291,10 +294,11 @@ def disk_highlights(group: str, node_id: str, load: NodeLoad) -> list[Highlight]
     return []
 
 
-def lag_highlights(group: str, samples: list[Sample], n: int = GROWING_SAMPLES
-                   ) -> list[Highlight]:
+def lag_highlights(group: str, samples: list[Sample], n: int = GROWING_SAMPLES,
+                   min_rise: int = GROWING_MIN_RISE) -> list[Highlight]:
     """Consumer groups whose lag rose from each sample to the next over the last `n`
-    samples (every one of them with a known lag for that consumer group)."""
+    samples (every one of them with a known lag for that consumer group), by `min_rise`
+    messages or more from the first to the last."""
     if n < 2:
         raise ValueError(f"growing_samples must be >= 2, got {n}")
     last = samples[-n:]
@@ -305,7 +309,7 @@ def lag_highlights(group: str, samples: list[Sample], n: int = GROWING_SAMPLES
         lags = [(s.lag or {}).get(cg) for s in last]
         if None in lags:
             continue
-        if all(b > a for a, b in zip(lags, lags[1:])):
+        if all(b > a for a, b in zip(lags, lags[1:])) and lags[-1] - lags[0] >= min_rise:
             seconds = (last[-1].at_ms - last[0].at_ms) / 1000
             rate = (lags[-1] - lags[0]) / seconds if seconds > 0 else 0.0
             out.append(Highlight(WARNING, "lag_growing", group,

@@ -232,15 +232,16 @@ def samples(*lags) -> list[Sample]:
 
 
 def test_a_lag_that_rose_at_every_one_of_the_last_samples_is_growing():
-    found = trends.lag_highlights("g", samples(0, 5, 10, 20, 40, 80), 5)
+    found = trends.lag_highlights("g", samples(0, 5, 10, 20, 40, 105), 5)
     assert [(h.kind, h.consumer_group) for h in found] == [("lag_growing", "cg")]
-    assert found[0].reason == "lag rose 4 times in a row over 20 s: 5 -> 80 (+3.8/s)"
+    assert found[0].reason == "lag rose 4 times in a row over 20 s: 5 -> 105 (+5.0/s)"
 
 
-@pytest.mark.parametrize("lags", [(5, 10, 10, 20, 40),  # one flat step
-                                  (5, 10, 20, 40),  # too few samples
-                                  (5, None, 20, 40, 80),  # unknown in between
-                                  (80, 40, 20, 10, 5)])
+@pytest.mark.parametrize("lags", [(5, 10, 10, 20, 140),  # one flat step
+                                  (5, 10, 20, 40, 104),  # 99 more in all: a wobble
+                                  (5, 10, 20, 400),  # too few samples
+                                  (5, None, 20, 40, 400),  # unknown in between
+                                  (800, 400, 200, 100, 5)])
 def test_a_lag_that_did_not_rise_every_time_is_not_growing(lags):
     assert trends.lag_highlights("g", samples(*lags), 5) == []
 
