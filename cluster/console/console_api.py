@@ -10,7 +10,41 @@ announced archives for history. A node answers for itself.
     /api/topics?group=G        topics (messages) and consumer groups (lag, in flight) of G
     /api/messages?group=G&topic=T&key=K | id=ID    a lookup on G's master (node: on itself)
     /api/history?topic=T&key=K | id=ID | begin=MS&end=MS   the archives' lookups
+    /api/trends[?group=G]      controller: each group's last 15 minutes and what needs
+                               attention now (below; cluster/console/trends.py)
     /api/node                  node: its status
+
+/api/trends samples what the nodes' heartbeats carry (proto/controller.proto NodeLoad), every
+5 s on the controller into a ring of 180 samples per broker group (keyed by brokerName: every
+group the controller knows has its series). A group unknown to the controller is a 404; a
+controller without its sampler (no metricsListenAddress) a 503; a standby's is a 409 like the
+other paths. The answer, its series column by column (one entry per sample, the oldest first):
+
+    {"interval_s": 5.0, "window_s": 900.0,        the sampling and the ring's span
+     "growing_samples": 5, "growing_min_rise": 100,   what lag_growing means (trends.py)
+     "groups": [{"group": "broker-a",
+                 "at_ms": [1700000000000, ...],   wall clock of each sample (int)
+                 "produce_per_s": [212.4, ...],   client messages stored a second (float,
+                                                  0.1 precision; null: unknown, e.g. the
+                                                  first sample after a start)
+                 "consume_per_s": [208.0, ...],   messages handed to consumers a second
+                                                  (receives and pulls; redeliveries count)
+                 "lag": [1234, ...],              messages not consumed, all consumer groups
+                                                  (int; null while the master does not know)
+                 "consumer_lag": {"orders": [1200, ...], ...},   the same per consumer group
+                                                  (null where a group was not known yet)
+                 "masters": [[1700000000000, "broker-a:0"], ...]}],   the master from each
+                                                  time on: one entry per change ("" none)
+     "highlights": [{"level": "critical" | "warning", "kind": "no_master" | "silent" |
+                     "unhealthy" | "out_of_sync_set" | "out_of_sync" | "disk" | "lag_growing",
+                     "group": "broker-a", "node": "broker-a:2" or "",
+                     "consumer_group": "orders" or "", "reason": "no heartbeat for 12 s"}]}
+                                                  the critical first
+
+Its size: a full ring of one group is about 6 KB of JSON (180 times of 13 digits, two rates
+of 5-6 characters, the total lag), plus about 1.4 KB per consumer group's column at 6-digit
+lags (and as much again for the total's digits), some 150 bytes a highlight; the page asks
+for it every 2.5 s (tests/console/test_trends.py measures a full window).
 """
 from __future__ import annotations
 
