@@ -41,7 +41,9 @@ def test_the_charts_show_real_sends_and_a_stalled_groups_growing_lag(browser, cl
                    "a produce rate on the chart")
         wait_until(lambda: now_value(browser, "consume") > 50, 2 * SAMPLE_S + 5,
                    "a consume rate on the chart")
-        assert points(browser, "#rates-broker-a .line-produce") >= 2
+        # a line once two samples in a row have a rate (the first after a start has none)
+        wait_until(lambda: points(browser, "#rates-broker-a .line-produce") >= 2,
+                   2 * SAMPLE_S + 5, "a line of the produce rate")
         assert float(browser.find_element("id", "rates-broker-a").get_attribute("data-max")) > 50
         # the stalled group's lag grows with every send; the one that keeps up stays low
         found = wait_until(lambda: "lag growing" in (t := text(browser, "highlights")) and t,
