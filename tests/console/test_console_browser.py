@@ -2,7 +2,7 @@
 Selenium): against a real local cluster, the controller's page shows the master, the master is
 killed, and the page shows the new master within the failover time; a message is found by key
 through the page's lookup form. Screenshots go to the test's folder, and into
-cluster/console/screenshots/ with RMQSTORE_UPDATE_SCREENSHOTS=1 (the README's)."""
+docs/assets/console/ with RMQSTORE_UPDATE_SCREENSHOTS=1 (the docs' console page)."""
 from __future__ import annotations
 
 import os
@@ -15,7 +15,7 @@ import time
 from tests.console.browser import open_console, text
 from tests.integration.harness import ROOT, wait_until
 
-SCREENSHOTS = os.path.join(ROOT, "cluster", "console", "screenshots")
+SCREENSHOTS = os.path.join(ROOT, "docs", "assets", "console")
 FAILOVER_S = 3.0  # the local cluster's controllerFailoverTimeoutMillis default
 
 

@@ -45,9 +45,7 @@ from tests.integration.harness import ROOT, LocalCluster, cluster_cli, pid_gone
 CONSOLE_PAGE = Path(ROOT, "cluster", "console", "static", "console.html")
 # Files in the packages that are not Python and stay out of the wheel, each with its reason:
 # everything else beside the code ships (pyproject's package-data).
-NOT_SHIPPED = {
-    "cluster/console/screenshots/*.png": "the README's pictures, not read at run time",
-}
+NOT_SHIPPED: dict[str, str] = {}
 
 
 def package_dirs(root: Path) -> list[Path]:
