@@ -299,7 +299,10 @@ class ComposeCluster(GroupViews):
         docker("update", "--cpus", f"{percent / 100:.3f}", proc.id)
 
     def unthrottle(self, proc: ContainerProcess) -> None:
-        docker("update", "--cpus", "0", proc.id)  # 0: no limit
+        # Every CPU of the Docker host: `--cpus 0` would leave the quota as it was (docker
+        # update changes only what is above 0), and the slave stayed at 5% after the fault.
+        cpus = docker("info", "--format", "{{.NCPU}}").strip()
+        docker("update", "--cpus", cpus, proc.id)
 
 
 def _is_active(proc: ContainerProcess, tls: ClientTls | None) -> bool:

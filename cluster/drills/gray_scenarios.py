@@ -56,7 +56,7 @@ class _Watch:
 
 
 def slow_slave(ctx: "DrillContext") -> None:
-    slave = ctx.cluster.slaves()[0]
+    slave = _replica(ctx)
     _gray(ctx, slave, f"{slave.name} limited to {CPU_PERCENT:.0f}% of a CPU",
           lambda: ctx.cluster.throttle(slave, CPU_PERCENT),
           lambda: ctx.cluster.unthrottle(slave))
@@ -65,7 +65,7 @@ def slow_slave(ctx: "DrillContext") -> None:
 def slow_slave_strict(ctx: "DrillContext") -> None:
     """minInSyncReplicas = 3 (the drill's node_props): the set must keep the slow slave and the
     master refuse writes naming it."""
-    slave = ctx.cluster.slaves()[0]
+    slave = _replica(ctx)
     _gray(ctx, slave, f"{slave.name} limited to {CPU_PERCENT:.0f}% of a CPU "
                       f"(minInSyncReplicas=3)",
           lambda: ctx.cluster.throttle(slave, CPU_PERCENT),
@@ -73,7 +73,7 @@ def slow_slave_strict(ctx: "DrillContext") -> None:
 
 
 def slow_disk_slave(ctx: "DrillContext") -> None:
-    slave = ctx.cluster.slaves()[0]
+    slave = _replica(ctx)
     trigger = slow_disk_trigger(ctx.cluster.root, slave.name)
     _gray(ctx, slave, f"{slave.name}'s disk writes take {DISK_DELAY_MS} ms more",
           lambda: open(trigger, "w").close(), lambda: os.unlink(trigger))
@@ -81,7 +81,7 @@ def slow_disk_slave(ctx: "DrillContext") -> None:
 
 def slow_link_slave(ctx: "DrillContext") -> None:
     master = ctx.master()
-    slave = ctx.cluster.slaves()[0]
+    slave = _replica(ctx)
     proxy = ctx.cluster.delay_link(slave, master)  # at once, before the "before" window
     ctx.cluster.wait_for(lambda: _whole(ctx), 60, f"{slave.name} following through the proxy")
 
@@ -111,6 +111,16 @@ def slow_controller(ctx: "DrillContext") -> None:
     _gray(ctx, ctrl, f"the controller {ctrl.name} limited to {CPU_PERCENT:.0f}% of a CPU",
           lambda: ctx.cluster.throttle(ctrl, CPU_PERCENT),
           lambda: ctx.cluster.unthrottle(ctrl), expect_removal=False, node_id="")
+
+
+def _replica(ctx: "DrillContext") -> "TargetProcess":
+    """The slave to slow down: one that is not the workload's entry node (the first node, to
+    which the gray drills' producers all send, as a pick_first channel does). Slowing the
+    entry node slows every send by its forwarding, whatever replication does: in the compose
+    cluster the container named master is often a slave after the first election."""
+    entry = ctx.cluster.nodes[0]
+    slaves = ctx.cluster.slaves()
+    return next((p for p in slaves if p is not entry), slaves[0])
 
 
 def _gray(ctx: "DrillContext", slow: "TargetProcess", what: str, start: Callable[[], None],

@@ -1,7 +1,8 @@
 """Failover drills against the compose cluster (deploy/docker-compose.yml): one project of its own
-for the module, brought up once, then kill-master, pause-master and kill-controller played
-against its containers through `run_drill` with the short timings of tests/drills, each checked
-(passed, nothing lost, no phantom); `down -v` at the end whatever happened.
+for the module, brought up once, then kill-master, pause-master, kill-controller and the gray
+failure slow-slave (a container's CPU quota, `docker update --cpus`) played against its
+containers through `run_drill` with the short timings of tests/drills, each checked (passed,
+nothing lost, no phantom); `down -v` at the end whatever happened.
 
 Skipped without Docker or with the cluster's host ports taken (a compose cluster or
 `cluster local` running).
@@ -19,6 +20,7 @@ from cluster.drills.workload import WorkloadConfig
 from tests.deploy.compose_support import build_images, skip_reason
 
 SHORT = Timing(warmup_s=3.0, fault_s=6.0, after_s=4.0)
+GRAY = Timing(warmup_s=3.0, after_s=3.0, gray_before_s=6.0, gray_fault_s=15.0, gray_after_s=5.0)
 LIGHT = WorkloadConfig(producers=2, rate=40.0)
 
 pytestmark = pytest.mark.timeout(900)
@@ -38,9 +40,9 @@ def project():
         p.down()
 
 
-def drill(project: ComposeProject, tmp_path, name: str):
+def drill(project: ComposeProject, tmp_path, name: str, timing: Timing = SHORT):
     run = run_drill(DRILLS[name], DrillOptions(root=str(tmp_path / name), base_port=0,
-                                               timing=SHORT, workload=LIGHT, compose=project))
+                                               timing=timing, workload=LIGHT, compose=project))
     r = run.result
     assert r.passed, (r.failures, run.notes)
     assert not r.lost and not r.phantom and not r.order_violations
@@ -64,3 +66,10 @@ def test_kill_the_active_controller_keeps_the_master(project, tmp_path):
                for note in run.notes), run.notes
     # the master kept writing through the controllers' failover: no election, no outage
     assert run.result.recovery_s[0] is not None and run.result.recovery_s[0] < 2.0
+
+
+def test_a_slow_slave_container_is_held_out_and_comes_back(project, tmp_path):
+    """The container's quota is lifted after the fault (docker update --cpus <every CPU>: a
+    quota of 0 leaves the old one in place) and the slave rejoins; the rate holds meanwhile."""
+    run = drill(project, tmp_path, "slow-slave", GRAY)
+    assert any("out of the sync state set" in n and "slow: acks take" in n for n in run.notes)
