@@ -18,7 +18,13 @@ from types import MappingProxyType
 from typing import Iterable, Mapping
 
 from common.config_values import ConfigError
-from store.json_config import TopicConfig
+from store.json_config import PERM_WRITE, TopicConfig
+
+
+def routed_config(config: TopicConfig, has_master: bool) -> TopicConfig:
+    """The topic as a route serves it: without PERM_WRITE while its group has no master (the
+    official producers send only to writable queues; consumers keep reading them)."""
+    return config if has_master else replace(config, perm=config.perm & ~PERM_WRITE)
 
 
 def _topic_map(topics: Iterable[TopicConfig] | Mapping[str, TopicConfig]

@@ -19,7 +19,8 @@ Several broker groups (the controller's route registry, cluster/config/cluster_r
 topic's route has the queues of every group that has the topic, each naming its group and
 listing that group's endpoints, so a client sends, receives, acks and heartbeats to the nodes
 of the group that owns the queue (the messaging service's docstring says why). A group without
-a master now has its queues without PERM_WRITE (`message_queues(writable=False)`): the official
+a master now has its queues without PERM_WRITE (`message_queues(writable=False)`,
+cluster_route.routed_config): the official
 producers send only to writable queues of broker id 0, its consumers keep reading them.
 `interleaved` orders the groups' queues a0, b0, a1, b1, ...: the official Python producer
 retries a failed send on the next queue of its round robin (it has no isolation of endpoints),
@@ -27,13 +28,14 @@ which is then another group's.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence, TypeVar
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.errors import StoreError
 from store.json_config import PERM_READ, PERM_WRITE, TopicConfig
 
+from cluster.config.cluster_route import routed_config
 from cluster.v2.v2_status import RECORDING_TOPIC, V2Error
 from cluster.metadata.topic_table import TopicTable
 from cluster.config.node_role import NotMaster
@@ -145,8 +147,7 @@ def message_queues(topic: d.Resource, config: TopicConfig, broker_name: str,
                    broker_endpoints: d.Endpoints, writable: bool = True) -> list[d.MessageQueue]:
     """The topic's queues in one group; `writable` false (the group has no master now) takes
     PERM_WRITE away from every queue."""
-    if not writable:
-        config = replace(config, perm=config.perm & ~PERM_WRITE)
+    config = routed_config(config, writable)
     broker = d.Broker(name=broker_name, id=0, endpoints=broker_endpoints)
     count = max(config.read_queue_nums, config.write_queue_nums)
     return [d.MessageQueue(topic=d.Resource(name=topic.name,

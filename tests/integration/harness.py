@@ -411,13 +411,16 @@ def cluster_cli(*argv: str) -> subprocess.CompletedProcess:
 
 class LocalCluster:
     """`python -m cluster local --dir <root>` in a subprocess (three nodes and a controller on
-    a base port with P, P+10, P+20, P+30 free), its output read line by line; kill_all() reaps
-    it and its processes."""
+    a base port with P, P+10, P+20, P+30 free; `groups` broker groups of three nodes each,
+    group k's on P+100k..), its output read line by line; kill_all() reaps it and its
+    processes."""
 
-    def __init__(self, root: str, *options: str) -> None:
+    def __init__(self, root: str, *options: str, groups: int = 1) -> None:
         """`options`: more `cluster local` options (--tls)."""
         self.root = root
-        self.base = free_base_port()
+        self.base = free_base_port(groups)
+        if groups > 1:
+            options = (*options, "--groups", str(groups))
         env = {**os.environ, "PYTHONPATH": ROOT}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cluster", "local", "--dir", root, "--base-port", str(self.base),
