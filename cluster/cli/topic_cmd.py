@@ -241,7 +241,7 @@ def _create_in_groups(args) -> int:
     route, _ = got
     known = [g.broker_name for g in route.groups]
     try:
-        names = _group_names(args.groups, known)
+        names = parse_groups(args.groups, known)
     except ValueError as e:
         args.parser.error(str(e))
     masterless = [n for n in names if not route.group(n).has_master]
@@ -279,7 +279,7 @@ def _create_in_groups(args) -> int:
     return 0
 
 
-def _group_names(spec: str, known: list[str]) -> list[str]:
+def parse_groups(spec: str, known: list[str]) -> list[str]:
     """`all`, or a comma list of broker names (broker-a) or their suffixes (a); ValueError
     naming an unknown one."""
     if spec.strip() == "all":

@@ -224,11 +224,19 @@ def test_a_groups_master_dies_and_sends_move_to_the_other_group(cluster, tmp_pat
                30, "both groups routed RW")
     with client_home(str(tmp_path / "consume-home")) as home:
         received = official(f, [{"op": "receive", "group": "FailoverG", "topic": "Failover",
-                                 "count": len(sent), "within_s": 120, "await_s": 1}],
+                                 "count": len(sent), "distinct": True, "within_s": 120,
+                                 "await_s": 1}],
                             home)[0]["received"]
     bodies = {m["body"] for m in received}
     lost = {s["body"] for s in sent} - bodies
     assert not lost, sorted(lost)[:10]
+    status = f.cli("status", code=1).stdout  # 1: the killed node is unreachable
+    assert "route (version" in status and "broker-a:1" in status and "broker-b:2" in status
+    # a planned switch of broker-b by group name: its most complete in-sync slave
+    assert "no broker group 'nope'" in f.cli("switch", "--group", "nope", code=2).stderr
+    b_master = f.master("broker-b")
+    f.cli("switch", "--group", "broker-b")
+    wait_until(lambda: f.master("broker-b") != b_master, 30, "broker-b's planned switch")
     print(f"\nFailover: {len(sent)} sent in 20 s ({len(after)} after the kill: "
           f"{dict(after_groups)}), 0 failed, largest gap between sends {gap} ms; "
           f"OnlyB (broker-b): {len(only_b)} sent, 0 failed; received {len(bodies)} distinct "

@@ -21,8 +21,9 @@ A send step with "for_s" sends one message after another (bodies <prefix>0, <pre
 `interval_s` apart) until that many seconds passed; "broker" and "queue_id" are the queue the
 client's receipt names (after its retries), "endpoints" the addresses a message came from.
 
-A receive step calls SimpleConsumer.receive until `count` messages arrived or `within_s`
-passed (then returns what it has; the test asserts). One consumer per (group, topic, tags),
+A receive step calls SimpleConsumer.receive until `count` messages arrived (with "distinct":
+true, `count` distinct bodies: a redelivery does not count) or `within_s` passed (then returns
+what it has; the test asserts). One consumer per (group, topic, tags),
 kept across steps; everything is shut down at the end. With "errors_end_step": true a receive
 step whose consumer cannot start or receive ends there, its error in ack_errors ("startup: ..."
 or "receive: ..."), instead of failing the tool. "tls": true opens the client's channels
@@ -135,9 +136,13 @@ def main() -> int:
                     consumers[key] = consumer
                 received, ack_errors = [], []
                 deadline = time.monotonic() + step.get("within_s", 20)
-                while len(received) < step["count"] and time.monotonic() < deadline:
+
+                def missing() -> int:
+                    got = {m["body"] for m in received} if step.get("distinct") else received
+                    return step["count"] - len(got)
+                while missing() > 0 and time.monotonic() < deadline:
                     try:
-                        batch = consumer.receive(step["count"] - len(received),
+                        batch = consumer.receive(missing(),
                                                  step.get("invisible_s", 10)) or []
                     except Exception as e:  # reported to the test (e.g. an ACL refusal)
                         if step.get("errors_end_step"):
