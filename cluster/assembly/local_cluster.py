@@ -330,18 +330,20 @@ def run_local(root: str, base_port: int, role: str, controller: bool = True,
         if controller:
             _wait_for_roles(cluster_info, token_file)
         print(f"local cluster up (data under {os.path.abspath(root)}):")
+        width = max(7, *(len(n["name"]) for n in cluster_info["nodes"]))
+
+        def row(name: str, group: str, role: str, entry: dict) -> str:
+            column = f"{group:<9} " if groups > 1 else ""  # one group: as it always was
+            return (f"  {name:<{width}} {column}{role:<14} {entry['address']:<16} "
+                    f"pid {entry['pid']}  log {entry['log']}")
         if controller:
-            c = cluster_info["controller"]
-            print(f"  {'ctrl':<7} {'CONTROLLER':<14} {c['address']:<16} pid {c['pid']}  "
-                  f"log {c['log']}")
+            print(row("ctrl", "", "CONTROLLER", cluster_info["controller"]))
         for n in cluster_info["nodes"]:
-            group = f"{n['group']:<9} " if groups > 1 else ""
-            print(f"  {n['name']:<7} {group}{n['role']:<14} {n['address']:<16} pid {n['pid']}  "
-                  f"log {n['log']}")
+            print(row(n["name"], n["group"], n["role"], n))
         if archive:
             a = cluster_info["archive"]
-            print(f"  {'archive':<7} {'ARCHIVE':<14} {a['address']:<16} pid {a['pid']}  "
-                  f"log {a['log']}  (HTTP {a['http']}, token {a['token_file']})")
+            print(f"{row('archive', '', 'ARCHIVE', a)}  (HTTP {a['http']}, token "
+                  f"{a['token_file']})")
             print("  each 8 MiB commitlog file goes to the archive as soon as it is sealed, "
                   "then retention deletes it: .venv/bin/python -m cluster history query ...")
         metrics = [e.get("metrics") for e in [cluster_info.get("controller", {}),

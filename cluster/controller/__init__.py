@@ -1,4 +1,5 @@
-"""The controller: each broker group's master, epoch and sync state set.
+"""The controller: each broker group's master, epoch and sync state set, and the route of
+every group (the cluster's name server).
 
 Nodes heartbeat it and do what it answers.
 
@@ -12,6 +13,9 @@ Nodes heartbeat it and do what it answers.
     etcd_store           the groups in etcd, each save a compare-and-swap under the lease
     leadership           the leader key under a lease: campaign, keepalive, step down
     archive_directory    the archives that announced themselves, and their time ranges
+    route_registry       the cluster's route (the name server): every group's endpoints, master
+                         and topics, without I/O
+    route_wire           the route's values in proto/controller.proto messages, both ways
 
 The controller process (its gRPC server and the ticker, `python -m cluster controller`) is
 cluster/assembly/controller_process.py.
