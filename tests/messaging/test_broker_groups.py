@@ -9,7 +9,7 @@ import pytest
 
 from cluster.assembly.controller_process import ControllerProcess
 from cluster.client.controller_client import ControllerClient
-from cluster.controller.controller_config import ControllerConfig
+from cluster.controller.controller_config import ControllerConfig, EtcdSettings
 from cluster.controller.election import ElectionConfig
 from cluster.security.member_gate import MemberCredentials
 from cluster.security.member_proof import GET_CLUSTER_ROUTE, REGISTER_TOPICS
@@ -22,21 +22,27 @@ from tests.support.v2 import route
 from tests.support.waiting import wait_until
 
 
+def start_controller(path, etcd=None) -> ControllerProcess:
+    proc = ControllerProcess(ControllerConfig(
+        listen_address="127.0.0.1:0", store_path=str(path), cluster_secret=CLUSTER_SECRET,
+        election=ElectionConfig(failover_timeout_ms=1500, lease_ms=1000, settle_ms=0),
+        etcd=EtcdSettings(endpoints=(etcd.url,), prefix="/groups") if etcd else EtcdSettings()))
+    proc.start()
+    return proc
+
+
 @pytest.fixture
 def controller(tmp_path):
-    proc = ControllerProcess(ControllerConfig(
-        listen_address="127.0.0.1:0", store_path=str(tmp_path / "controller"),
-        cluster_secret=CLUSTER_SECRET,
-        election=ElectionConfig(failover_timeout_ms=1500, lease_ms=1000, settle_ms=0)))
-    proc.start()
+    proc = start_controller(tmp_path / "controller")
     yield proc
     proc.stop()
 
 
-def controlled(nodes, controller, name: str, group: str, broker_id: int = 0, **keys):
+def controlled(nodes, controllers: str, name: str, group: str, broker_id: int = 0, **keys):
+    """A node of `group` under the controllers at `controllers` (host:port;host:port)."""
     role = "ASYNC_MASTER" if broker_id == 0 else "SLAVE"
     return nodes.start(name, role=role, broker_id=broker_id, broker_name=group,
-                       controller_address=controller.address,
+                       controller_address=controllers,
                        controller_heartbeat_interval_ms=100, **keys)
 
 
@@ -66,9 +72,9 @@ def registered(node, topic: str, group: str) -> bool:
 
 
 def test_every_node_routes_every_groups_queues_with_that_groups_endpoints(nodes, controller):
-    a = controlled(nodes, controller, "a0", "broker-a")
-    a1 = controlled(nodes, controller, "a1", "broker-a", 1)
-    b = controlled(nodes, controller, "b0", "broker-b")
+    a = controlled(nodes, controller.address, "a0", "broker-a")
+    a1 = controlled(nodes, controller.address, "a1", "broker-a", 1)
+    b = controlled(nodes, controller.address, "b0", "broker-b")
     wait_until(lambda: a.role.master is not None and b.role.master is not None, 20,
                "both groups elect their master")
     wait_until(lambda: a1.role.followed_address == a.address, 20, "a1 follows a0")
@@ -138,8 +144,8 @@ def test_every_node_routes_every_groups_queues_with_that_groups_endpoints(nodes,
 
 
 def test_registry_calls_refuse_non_members_non_masters_and_bad_input(nodes, controller):
-    a = controlled(nodes, controller, "a0", "broker-a")
-    slave = controlled(nodes, controller, "a1", "broker-a", 1)
+    a = controlled(nodes, controller.address, "a0", "broker-a")
+    slave = controlled(nodes, controller.address, "a1", "broker-a", 1)
     wait_until(lambda: a.role.master is not None and slave.role.followed_address, 20,
                "broker-a runs")
     def settled() -> bool:  # registered with both endpoints: nothing moves the route now
@@ -186,3 +192,35 @@ def test_registry_calls_refuse_non_members_non_masters_and_bad_input(nodes, cont
                      GET_CLUSTER_ROUTE)
     assert route_now.version == before  # nothing refused changed the route
     assert [t.topic_name for t in route_now.groups[0].topics if t.topic_name == "X"] == []
+
+
+def test_a_controller_taking_over_on_etcd_gets_every_groups_topics_again(nodes, tmp_path, etcd):
+    first = start_controller(tmp_path / "c1", etcd)
+    second = None
+    try:
+        wait_until(lambda: first.leadership.is_active, 10, "the first controller leads")
+        second = start_controller(tmp_path / "c2", etcd)
+        both = f"{first.address};{second.address}"
+        a = controlled(nodes, both, "a0", "broker-a")
+        b = controlled(nodes, both, "b0", "broker-b")
+        wait_until(lambda: a.role.master is not None and b.role.master is not None, 20,
+                   "both groups elect their master")
+        nodes.admin(a).create_topic("T", queue_nums=2)
+        nodes.admin(b).create_topic("T", queue_nums=2)
+        wait_until(lambda: registered(a, "T", "broker-b") and registered(b, "T", "broker-a"),
+                   20, "both nodes route T in both groups")
+        before = a.routes.route.version
+        first.stop()  # resigns: the standby takes over with an empty registry
+        wait_until(lambda: second.leadership.is_active, 20, "the second controller leads")
+
+        def again(node) -> bool:
+            route = node.routes.route
+            return route.version.split("-")[0] != before.split("-")[0] and all(
+                g.registered and "T" in g.topics for g in route.groups)
+        wait_until(lambda: again(a) and again(b), 20, "the masters registered again")
+        assert [(q.broker.name, q.id) for q in route(nodes.stub(a), "T").message_queues] == [
+            ("broker-a", 0), ("broker-b", 0), ("broker-a", 1), ("broker-b", 1)]
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
