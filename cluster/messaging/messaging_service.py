@@ -195,9 +195,11 @@ class MessagingService:
                                             forwarded=forwarded, timeout=timeout,
                                             client_id=client_id)
             except V2Error as e:
-                if not others or e.code != d.TOPIC_NOT_FOUND:
+                if not others:
                     raise
-                own = None  # only other groups have it
+                if e.code != d.TOPIC_NOT_FOUND:  # e.g. a slave whose master is gone
+                    log.info("route of %s without this group's queues: %s", topic, e.message)
+                own = None  # the other groups' queues are still routed
         except V2Error as e:
             return s.QueryRouteResponse(status=e.status())
         return s.QueryRouteResponse(status=d.Status(code=d.OK, message="OK"),

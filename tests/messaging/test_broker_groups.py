@@ -142,6 +142,12 @@ def test_every_node_routes_every_groups_queues_with_that_groups_endpoints(nodes,
                       if not g.master_address]
     assert masterless == ["broker-b"]
 
+    # a slave whose master is gone (and whose table lacks the topic) still routes the others'
+    nodes.stop(a)
+    r = route(nodes.stub(a1), "OnlyB")
+    assert r.status.code == d.OK, r.status
+    assert by_group(r.message_queues) == {"broker-b": [(0, d.READ), (1, d.READ)]}
+
 
 def test_registry_calls_refuse_non_members_non_masters_and_bad_input(nodes, controller):
     a = controlled(nodes, controller.address, "a0", "broker-a")
