@@ -1,7 +1,7 @@
-"""The controller: each broker group's master, epoch and sync state set, and the route of
-every group (the cluster's name server).
+"""The controller: elects each group's master and keeps the cluster's route.
 
-Nodes heartbeat it and do what it answers.
+Each broker group's master, epoch and sync state set, and the route of every group (the
+cluster's name server). Nodes heartbeat it and do what it answers.
 
     election             the rules for one group, without I/O (elect, fence, planned switch)
     controller_service   every group's election under one lock, persisted before each answer
