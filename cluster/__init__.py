@@ -1,10 +1,11 @@
 """Everything above the store and the replication layers: the processes (node, controller,
 archive server) and what they serve, the features, the clients and the operator's tools.
-ARCHITECTURE.md draws how they fit.
+The architecture page of the docs (docs/concepts/architecture.md) draws how they fit.
 
 The subpackages, top to bottom in the layer contract (pyproject.toml, contract "cluster"); a
 package imports only from the ones below it, and packages on one line (`|`) not from each other:
 
+    reference/   the docs site's reference pages generated from the code (CLI, config, metrics)
     cli/         `python -m cluster <command>`: the operator's command line (an mqadmin)
     drills/      failover drills: a workload recorded into a History, a fault, a checker
       | audit/   the Spark consistency audit of a broker group's replicas

@@ -6,7 +6,7 @@ and dials TCP through its EventEngine by default; switched off (`-event_engine_l
 a bare grpc.aio unary call 350-460 -> 277-347 µs of server CPU and 203-277 -> 140-173 µs
 of client CPU with both ends on it, a node's sequential SendMessage 707-787 -> 627-720 µs,
 a SYNC_MASTER's single put with two slaves p50 1.48-1.59 -> 1.21-1.29 ms
-(tests/perf/README.md, "gRPC's TCP stack"). Between nodes both ends are ours: replication,
+(docs/performance/history.md, "gRPC's TCP stack"). Between nodes both ends are ours: replication,
 forwarded calls, the controller link.
 
 `use_node_transport()` sets it for this process unless the environment already names

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from dataclasses import dataclass
 from typing import Callable, Mapping, TypeVar
 
 T = TypeVar("T")
@@ -22,6 +23,19 @@ _INT = re.compile(r"[+-]?\d+")
 
 class ConfigError(ValueError):
     """A configuration value or key is invalid or unknown. The message names the key."""
+
+
+@dataclass(frozen=True)
+class KeyDoc:
+    """What one configuration key means, written next to the table that parses it (each config
+    module's KEY_DOCS) and rendered into the configuration reference of the documentation
+    site (cluster/reference/config_reference.py), which takes the type and the default from the
+    parsed config. `text`: what it does; `unit`: of a number ("ms", "bytes", ...; "" when
+    none); `field`: the attribute of the module's config object that holds the value, dotted
+    for a nested one ("" where the module derives it from the key, as StoreConfig does)."""
+    text: str
+    unit: str = ""
+    field: str = ""
 
 
 def _refusal(key: str, shown: str, reason: str) -> ConfigError:

@@ -57,7 +57,7 @@ ensure_admin_token() {  # path, uid
 }
 
 # The nodes' ACL (aclFile, RocketMQ's plain_acl.yml), generated once with random secret keys,
-# mode 0600 like the token: `rmq-admin` may do everything (the drills and the README's commands
+# mode 0600 like the token: `rmq-admin` may do everything (the drills and the docs' commands
 # sign as it), `rmq-demo` only publish and subscribe to the topic Demo with the groups g1 and
 # DemoGroup; anything else is refused (deny by default). Edit it and the nodes reload it.
 ensure_acl_file() {  # path, uid
@@ -67,7 +67,7 @@ ensure_acl_file() {  # path, uid
         admin=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
         demo=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
         (umask 077; cat >"$path" <<ACL
-# Users of the compose cluster's nodes (aclEnable=true): see README "Security".
+# Users of the compose cluster's nodes (aclEnable=true): see docs/security.md.
 accounts:
   - accessKey: rmq-admin
     secretKey: $admin

@@ -10,7 +10,7 @@ a put from another thread wakes it through the loop's call_soon_threadsafe. Only
 
 Served in gRPC's pool through thread_bridge with a builder thread, a chunk crossed two or three
 threads (builder -> pool thread -> loop) and an ack one (loop -> reader thread): about 0.9 ms
-of a 1.2 ms round trip (tests/perf/README.md, "Where a SYNC_MASTER's time goes").
+of a 1.2 ms round trip (docs/performance/history.md, "Where a SYNC_MASTER's time goes").
 """
 from __future__ import annotations
 

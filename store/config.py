@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from store.broker_role import BrokerRole
-from common.config_values import ConfigError, parse_bool, parse_int
+from common.config_values import ConfigError, KeyDoc, parse_bool, parse_int
 from store.layout import StoreLayout
 
 __all__ = [
-    "StoreConfig", "parse_properties", "load_config_file", "key_for", "FIELD_BY_KEY",
+    "StoreConfig", "parse_properties", "load_config_file", "key_for", "FIELD_BY_KEY", "KEY_DOCS",
     "FLUSH_DISK_TYPES", "BROKER_ROLES", "CQ_STORE_UNIT_SIZE", "MIN_COMMIT_LOG_FILE_SIZE",
 ]
 
@@ -259,6 +259,179 @@ def key_for(field_name: str) -> str:
 _HINTS = typing.get_type_hints(StoreConfig)
 _FIELD_TYPES: dict[str, type] = {f.name: _HINTS[f.name] for f in dataclasses.fields(StoreConfig)}
 FIELD_BY_KEY: Mapping[str, str] = MappingProxyType({key_for(n): n for n in _FIELD_TYPES})
+# What each key means (the configuration reference of the docs site is rendered from this
+# table with the types and defaults above; tests/docs/test_config_reference.py fails while a
+# key has no entry). "Not used by this store": RocketMQ's key, read and checked, no effect here.
+_UNUSED = "RocketMQ's key, read and checked; not used by this store."
+KEY_DOCS: Mapping[str, KeyDoc] = MappingProxyType({
+    "storePathRootDir": KeyDoc("The store's folder: commitlog/, consumequeue/, index/, "
+                               "config/, the checkpoint and the abort and lock files "
+                               "(store/layout.py). Immutable at runtime."),
+    "storePathCommitLog": KeyDoc("The commitlog's folder when it is not <storePathRootDir>/"
+                                 "commitlog (empty: that one). Immutable at runtime."),
+    "mappedFileSizeCommitLog": KeyDoc("Size of each commitlog file, preallocated. A small "
+                                      "volume refuses to start naming the largest size that "
+                                      "fits.", "bytes"),
+    "mappedFileSizeConsumeQueue": KeyDoc("Size of each consume queue file, rounded up to whole "
+                                         "20-byte units.", "bytes"),
+    "maxHashSlotNum": KeyDoc("Hash slots of each index file (4 bytes each)."),
+    "maxIndexNum": KeyDoc("Entries of each index file; a full file starts the next."),
+    "maxMessageSize": KeyDoc("Largest message body accepted; the bodies of one SendMessage "
+                             "together stay within it too.", "bytes"),
+    "maxPropertiesSize": KeyDoc("Largest encoded properties of one message (a 2-byte field of "
+                                "the record).", "bytes"),
+    "maxTopicLength": KeyDoc(_UNUSED),
+    "flushDiskType": KeyDoc("ASYNC_FLUSH: a put is acknowledged from the page cache and "
+                            "flushed in the background; SYNC_FLUSH: only after the group "
+                            "commit flushed past its end."),
+    "flushIntervalCommitLog": KeyDoc("Time between two rounds of the ASYNC_FLUSH flush "
+                                     "service.", "ms"),
+    "flushCommitLogLeastPages": KeyDoc("A flush round writes back only when at least this "
+                                       "many 4 KiB pages are dirty (0: any).", "pages"),
+    "flushCommitLogThoroughInterval": KeyDoc("A flush round writes back whatever is dirty at "
+                                             "least this often.", "ms"),
+    "flushCommitLogTimed": KeyDoc("true: the flush service only sleeps its interval; false: "
+                                  "a put also wakes it when a round would flush something."),
+    "commitIntervalCommitLog": KeyDoc("Time between two rounds of the commit service, which "
+                                      "writes buffered appends into the files (with "
+                                      "transientStorePoolEnable).", "ms"),
+    "commitCommitLogLeastPages": KeyDoc("A commit round writes only at least this many pages "
+                                        "(0: any).", "pages"),
+    "commitCommitLogThoroughInterval": KeyDoc("A commit round writes whatever is buffered at "
+                                              "least this often.", "ms"),
+    "transientStorePoolEnable": KeyDoc("Appends go to a buffer first and a commit service "
+                                       "writes them into the files (RocketMQ's transient store "
+                                       "pool)."),
+    "transientStorePoolSize": KeyDoc(_UNUSED),
+    "writeWithoutMmap": KeyDoc("Ours: write the commitlog with pwrite and sync it with "
+                               "fdatasync instead of writing through the mapping and msync; "
+                               "reads still use the mapping."),
+    "prefaultAheadBytes": KeyDoc("Ours: how far ahead of the writes the commitlog's pages are "
+                                 "faulted in (store/commitlog/prefault.py; 0: off). A master "
+                                 "skips it while its appends are batches written by pwritev.",
+                                 "bytes"),
+    "flushIntervalConsumeQueue": KeyDoc("Time between two flushes of the consume queues, the "
+                                        "index and the checkpoint.", "ms"),
+    "flushConsumeQueueLeastPages": KeyDoc("A consume queue flush writes back only at least "
+                                          "this many dirty pages (0: any).", "pages"),
+    "flushConsumeQueueThoroughInterval": KeyDoc("The consume queues are flushed whatever is "
+                                                "dirty at least this often.", "ms"),
+    "syncFlushTimeout": KeyDoc("How long a SYNC_FLUSH put waits for its flush before it "
+                               "answers FLUSH_DISK_TIMEOUT.", "ms"),
+    "slaveTimeout": KeyDoc("How long a SYNC_MASTER put waits for its slaves' acks before it "
+                           "answers FLUSH_SLAVE_TIMEOUT.", "ms"),
+    "fileReservedTime": KeyDoc("A commitlog file whose last write is older than this is "
+                               "expired and deleted at a deleteWhen hour.", "hours"),
+    "deleteWhen": KeyDoc("Hours of the day (local, 00..23, several separated by ';') at which "
+                         "expired files are deleted."),
+    "diskMaxUsedSpaceRatio": KeyDoc("Above this disk usage expired files are deleted at any "
+                                    "hour (clamped to 10..95).", "%"),
+    "diskSpaceWarningLevelRatio": KeyDoc("At this disk usage the store refuses writes "
+                                         "(DISK_FULL) until usage is below it again (clamped "
+                                         "to 35..90).", "%"),
+    "diskSpaceCleanForciblyRatio": KeyDoc("At this disk usage files are deleted whatever their "
+                                          "age, as diskPressurePolicy allows (clamped to "
+                                          "30..85).", "%"),
+    "cleanResourceInterval": KeyDoc("Time between two rounds of retention and the disk "
+                                    "guard.", "ms"),
+    "deleteCommitLogFilesInterval": KeyDoc("Pause between two commitlog file deletions of one "
+                                           "round.", "ms"),
+    "deleteConsumeQueueFilesInterval": KeyDoc(_UNUSED),
+    "destroyMapedFileIntervalForcibly": KeyDoc("A file still held by a reader is destroyed "
+                                               "anyway this long after the first attempt "
+                                               "(RocketMQ's spelling).", "ms"),
+    "redeleteHangedFileInterval": KeyDoc("Outside deletion rounds, files that could not be "
+                                         "destroyed yet are retried this often.", "ms"),
+    "cleanFileForciblyEnable": KeyDoc("Allows deleting files whatever their age under disk "
+                                      "pressure."),
+    "diskPressurePolicy": KeyDoc("Ours: what a deletion under disk pressure may remove. "
+                                 "protect-unconsumed: only files every subscribed group "
+                                 "consumed (or the archive holds), else the node refuses writes "
+                                 "with DISK_FULL naming the groups; delete-oldest: RocketMQ's "
+                                 "rule."),
+    "checkCRCOnRecover": KeyDoc("Recovery checks each record's body CRC."),
+    "forceVerifyPropCRC": KeyDoc("Recovery also checks the properties' CRC tail where a record "
+                                 "has one."),
+    "enabledAppendPropCRC": KeyDoc("Appended records carry a CRC of their properties."),
+    "messageIndexEnable": KeyDoc("Build the hash index of message keys (queries by key)."),
+    "messageIndexSafe": KeyDoc("true: an abnormal recovery re-dispatches from the "
+                               "checkpoint's index time, so the index file being written at "
+                               "the crash is rebuilt whole; false (RocketMQ's default): its "
+                               "entries older than the recovery point are lost."),
+    "messageIndexProcessEnable": KeyDoc("Ours: build the index in a child process "
+                                        "(store/index/index_process.py), off the GIL of the "
+                                        "process that serves clients. False for an embedded "
+                                        "store; a node's default is true."),
+    "brokerRole": KeyDoc("ASYNC_MASTER, SYNC_MASTER or SLAVE. Under a controller only the hint "
+                         "a new group starts from. Immutable at runtime (roles change with "
+                         "SwitchRole or the controller)."),
+    "messageDelayLevel": KeyDoc("The delay levels of delayed messages, level 1 first (e.g. "
+                                "1s 5s 1m 2h)."),
+    "autoMessageVersionOnTopicLen": KeyDoc("Records whose topic is longer than 255 bytes are "
+                                           "written as v2 records (2-byte topic length)."),
+    "brokerIP1": KeyDoc("The address the node listens on and records as its store host."),
+    "listenPort": KeyDoc("The node's one gRPC port, for every service (messaging, admin, "
+                         "replication, health); 0 picks a free one."),
+    "accessMessageInMemoryMaxRatio": KeyDoc(_UNUSED),
+    "maxTransferBytesOnMessageInMemory": KeyDoc("Most bytes one read of a queue returns.",
+                                                "bytes"),
+    "maxTransferCountOnMessageInMemory": KeyDoc("The archive's most messages per read; not "
+                                                "used by a node's store."),
+    "maxTransferBytesOnMessageInDisk": KeyDoc(_UNUSED),
+    "maxTransferCountOnMessageInDisk": KeyDoc(_UNUSED),
+    "defaultQueryMaxNum": KeyDoc(_UNUSED),
+    "maxMsgsNumBatch": KeyDoc("Most messages one read of a queue returns."),
+    "duplicationEnable": KeyDoc(_UNUSED),
+    "timerMaxDelaySec": KeyDoc("A delivery time further ahead than this is illegal.", "s"),
+    "reputBatchMaxBytes": KeyDoc("Ours: most commitlog bytes reput hands to the dispatchers "
+                                 "in one step.", "bytes"),
+    "duplicateWindowSeconds": KeyDoc("Ours: a client send whose message id was stored this "
+                                     "recently is answered with the original's receipt and "
+                                     "not stored again (store/dedup/); 0: off. At most a "
+                                     "day.", "s"),
+    "duplicateWindowMaxEntries": KeyDoc("Ours: most ids the duplicate window holds (about 205 "
+                                        "bytes each); at the bound the oldest go first."),
+    "haMasterAddress": KeyDoc("host:port of the master a SLAVE follows (not needed under a "
+                              "controller). Immutable at runtime."),
+    "haSendHeartbeatInterval": KeyDoc("Time between two heartbeats on an idle replication "
+                                      "stream (and the slave's acks).", "ms"),
+    "haHousekeepingInterval": KeyDoc("A replication stream silent this long is closed.", "ms"),
+    "haTransferBatchSize": KeyDoc("Most bytes of one replication chunk (RocketMQ: 32 KiB over "
+                                  "raw TCP; gRPC wants more).", "bytes"),
+    "haMaxGapNotInSync": KeyDoc("A slave further behind than this is not in sync.", "bytes"),
+    "haMaxTimeSlaveNotCatchup": KeyDoc("A slave that has not caught up for this long is not "
+                                       "in sync.", "ms"),
+    "inSyncReplicas": KeyDoc("Replicas a SYNC_MASTER put needs, the master included: it waits "
+                             "for max(1, inSyncReplicas - 1) slaves."),
+    "minInSyncReplicas": KeyDoc("With fewer replicas in sync (the master included) puts are "
+                                "refused with IN_SYNC_REPLICAS_NOT_ENOUGH before anything is "
+                                "written; a SYNC_MASTER's sync state set never shrinks below "
+                                "it."),
+    "allAckInSyncStateSet": KeyDoc("A SYNC_MASTER put waits for every in-sync slave."),
+    "syncFromLastFile": KeyDoc("An empty slave starts copying at the master's last file "
+                               "instead of its first."),
+    "haMaxInFlightBytes": KeyDoc("Ours: most bytes sent to one slave and not acked yet.",
+                                 "bytes"),
+    "haReconnectMinBackoff": KeyDoc("Ours: a slave's first wait before it reconnects; doubled "
+                                    "per failure.", "ms"),
+    "haReconnectMaxBackoff": KeyDoc("Ours: the longest wait between a slave's reconnects.",
+                                    "ms"),
+    "haMaxSlaveAckLatency": KeyDoc("Ours: a sync state set member (not the fastest) whose "
+                                   "acks take longer than this for a window is slow and leaves "
+                                   "the in-sync set (ha/ack_latency.py); 0 turns the detection "
+                                   "off.", "ms"),
+    "haSlowSlaveLatencyRatio": KeyDoc("Ours: a member is also slow when its ack latency is "
+                                      "over haSlowSlaveMinLatency and this many times the "
+                                      "fastest member's; 0 turns this rule off."),
+    "haSlowSlaveMinLatency": KeyDoc("Ours: below this ack latency the ratio rule never calls a "
+                                    "member slow.", "ms"),
+    "haSlowSlaveDetectWindow": KeyDoc("Ours: the window over which the median ack latency is "
+                                      "taken, and how long a member must be slow to leave.",
+                                      "ms"),
+    "haSlowSlaveRejoinTime": KeyDoc("Ours: how long a slow member must be fast again before "
+                                    "it rejoins; doubled per removal that follows a return "
+                                    "within 8 rejoin times, up to 8x.", "ms"),
+})
 _PATH_FIELDS = frozenset({"store_path_root_dir", "store_path_commit_log"})
 _BIG = 2**63 - 1  # Java long: anything larger could not be configured in RocketMQ either
 _CHOICES = {"flush_disk_type": FLUSH_DISK_TYPES, "broker_role": BROKER_ROLES,

@@ -1,6 +1,7 @@
 """The layer map is a rule the code obeys: import-linter's contracts in pyproject.toml (layers,
 the packages that speak no gRPC, no package cycles at any depth), checked on the checkout, shown
-to catch an upward import, and drawn in ARCHITECTURE.md from the same contracts."""
+to catch an upward import, and drawn on the architecture page (docs/concepts/architecture.md)
+from the same contracts."""
 from __future__ import annotations
 
 import os
@@ -71,11 +72,12 @@ def test_a_type_checking_import_is_not_a_dependency(tmp_path):
 
 
 def test_architecture_draws_the_contracts():
-    text = (ROOT / "ARCHITECTURE.md").read_text()
+    text = layer_map.PAGE.read_text()
     current = layer_map.current_block(text)
-    assert current is not None, "ARCHITECTURE.md lost its layer picture's markers"
+    assert current is not None, "the architecture page lost its layer picture's markers"
     assert current == layer_map.block(), \
-        "ARCHITECTURE.md's layer picture differs from the contracts: python -m tests.support.layer_map"
+        "the architecture page's layer picture differs from the contracts: " \
+        "python -m tests.support.layer_map"
 
 
 def test_the_picture_names_every_package_of_the_contracts():

@@ -1,38 +1,6 @@
 """Settings of an archive server (`python -m cluster archive`), a properties file like
-broker.conf:
-
-    listenAddress            host:port of its gRPC server (127.0.0.1:9880)
-    advertisedAddress        host:port others reach it on, written to the registry
-                             (listenAddress, with the port it got)
-    httpListenAddress        host:port of the HTTP JSON endpoint (127.0.0.1:0: a free port;
-                             empty: none)
-    archiveStorePath         where the groups' files live (data/archive)
-    adminTokenFile           the bearer token of the reads and Reconsume; generated into
-                             <archiveStorePath>/admin.token if unset
-    clusterSecret / clusterSecretFile   the cluster's shared secret (required): only nodes
-                             that prove it may ship files
-    fileReservedTime         hours a file is kept after its last message (720: 30 days)
-    deleteWhen               hours of the day expired files are deleted ("04"; several:
-                             "03;04")
-    diskMaxUsedSpaceRatio    above this used percentage the oldest files go, expired or not,
-                             after mixed mode forwarded them if it can (75)
-    cleanResourceInterval    ms between two retention rounds (10000)
-    forwardAddress           mixed mode: host:port of the next archive; a file is forwarded
-                             there before this archive's retention deletes it (chained
-                             archives). Empty: none
-    forwardAheadHours        forward this many hours before expiry (1)
-    registryFile             the registry of archives (JSON) this archive announces itself and
-                             its time ranges in; empty: none
-    reconsumeAccessKey, reconsumeSecretKey   the ACL user Reconsume signs its sends to the
-                             cluster as (a cluster with aclEnable); with TLS on, Reconsume
-                             trusts tlsServerTrustCertPath
-    metricsListenAddress     host:port of its Prometheus /metrics (cluster/metrics/
-                             process_collectors.py); empty: none
-    controllerAddr           the controllers (host:port;host:port) it announces the same to
-                             every retention round (member-only: it proves the cluster secret);
-                             `history --controller` asks them. Empty: none
-TLS: tlsEnable, tlsServerCertPath, tlsServerKeyPath, tlsServerTrustCertPath,
-tlsServerNeedClientAuth (cluster/security/tls.py), for its port and its calls out.
+broker.conf: KEY_DOCS below, and TLS with a node's keys (cluster/security/tls.py) for its port
+and its calls out. Unknown keys are refused.
 """
 from __future__ import annotations
 
@@ -41,16 +9,56 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from store.config import parse_delete_when
-from common.config_values import ConfigError, prop_int
+from common.config_values import ConfigError, KeyDoc, prop_int
 
 from cluster.security.tls import KEYS as TLS_KEYS, TlsSettings, tls_settings_from_properties
 
-KEYS = frozenset({"listenAddress", "advertisedAddress", "httpListenAddress",
-                  "archiveStorePath", "adminTokenFile", "clusterSecret", "clusterSecretFile",
-                  "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio",
-                  "cleanResourceInterval", "forwardAddress", "forwardAheadHours",
-                  "registryFile", "controllerAddr", "reconsumeAccessKey",
-                  "reconsumeSecretKey", "metricsListenAddress"}) | TLS_KEYS
+# The keys, the ArchiveConfig field each fills and what it means (the docs' configuration
+# reference).
+KEY_DOCS = {
+    "listenAddress": KeyDoc("host:port of its gRPC server.", field="listen_address"),
+    "advertisedAddress": KeyDoc("host:port others reach it on, written to the registry "
+                                "(empty: listenAddress, with the port it got).",
+                                field="advertised_address"),
+    "httpListenAddress": KeyDoc("host:port of the HTTP JSON endpoint (port 0: a free port; "
+                                "empty: none); HTTPS with its certificate when tlsEnable.",
+                                field="http_listen_address"),
+    "archiveStorePath": KeyDoc("Where the groups' files live.", field="store_path"),
+    "adminTokenFile": KeyDoc("The bearer token of the reads and Reconsume; empty: generated "
+                             "into <archiveStorePath>/admin.token.", field="admin_token_file"),
+    "clusterSecret": KeyDoc("The cluster's shared secret (required, this or the file): only "
+                            "nodes that prove it may ship files.", field="cluster_secret"),
+    "clusterSecretFile": KeyDoc("Or a file holding it.", field="cluster_secret_file"),
+    "fileReservedTime": KeyDoc("A file is kept this long after its last message.", "hours",
+                               field="file_reserved_time"),
+    "deleteWhen": KeyDoc("Hours of the day expired files are deleted (several: \"03;04\").",
+                         field="delete_when"),
+    "diskMaxUsedSpaceRatio": KeyDoc("Above this used share of the disk the oldest files go, "
+                                    "expired or not, after mixed mode forwarded them if it can "
+                                    "(10..95).", "%", field="disk_max_used_space_ratio"),
+    "cleanResourceInterval": KeyDoc("Time between two retention rounds.", "ms",
+                                    field="clean_resource_interval"),
+    "forwardAddress": KeyDoc("Mixed mode: host:port of the next archive; a file is forwarded "
+                             "there before this archive's retention deletes it (chained "
+                             "archives). Empty: none.", field="forward_address"),
+    "forwardAheadHours": KeyDoc("Forward this long before expiry.", "hours",
+                                field="forward_ahead_hours"),
+    "registryFile": KeyDoc("The registry of archives (JSON) this archive announces itself and "
+                           "its time ranges in; empty: none.", field="registry_file"),
+    "controllerAddr": KeyDoc("The controllers (host:port;host:port) it announces the same to "
+                             "every retention round (member-only: it proves the cluster "
+                             "secret); `history --controller` asks them. Empty: none.",
+                             field="controller_address"),
+    "reconsumeAccessKey": KeyDoc("The ACL user Reconsume signs its sends to the cluster as (a "
+                                 "cluster with aclEnable); with TLS on, Reconsume trusts "
+                                 "tlsServerTrustCertPath.", field="reconsume_access_key"),
+    "reconsumeSecretKey": KeyDoc("That user's secret key; set both or neither.",
+                                 field="reconsume_secret_key"),
+    "metricsListenAddress": KeyDoc("host:port of its Prometheus /metrics; HTTPS when "
+                                   "tlsEnable; empty: none.",
+                                   field="metrics_listen_address"),
+}
+KEYS = frozenset(KEY_DOCS) | TLS_KEYS
 
 
 def _host_port(key: str, value: str, port_zero: bool = True) -> str:

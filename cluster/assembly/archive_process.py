@@ -98,11 +98,11 @@ class ArchiveProcess:
         if self.config.http_listen_address:
             self._http = MetricsEndpoint(self.config.http_listen_address, [],
                                          api=self._http_reads(), post=self._http_writes(),
-                                         token=self.token)
+                                         token=self.token, tls=self.config.tls)
             self.http_address = self._http.address
         if self.config.metrics_listen_address:
             self.metrics = MetricsEndpoint(self.config.metrics_listen_address,
-                                           [ArchiveCollector(self)])
+                                           [ArchiveCollector(self)], tls=self.config.tls)
         self.announce()
         self.archive.indexer.start()
         self.retention.start()

@@ -34,6 +34,7 @@ from cluster.controller.etcd_client import EtcdClient
 from cluster.controller.etcd_store import EtcdStateStore
 from cluster.controller.leadership import Leadership, LeadershipConfig, LeadershipThread
 from cluster.console import console_api as console
+from cluster.console.trends import TrendSampler, controller_readings
 from cluster.metrics.exposition import MetricsEndpoint
 from cluster.metrics.process_collectors import ControllerCollector
 from cluster.security.member_gate import MemberGate, MembershipServicer, resolve_cluster_secret
@@ -71,6 +72,7 @@ class ControllerProcess:
         self._server: grpc.Server | None = None
         self.servicer: ControllerServicer | None = None
         self.metrics: MetricsEndpoint | None = None
+        self.trends: TrendSampler | None = None  # the console's charts (cluster/console/trends.py)
         self.health = health.HealthServicer(experimental_non_blocking=True)
         self.address = ""
 
@@ -99,8 +101,11 @@ class ControllerProcess:
             self.metrics = MetricsEndpoint(self.config.metrics_listen_address,
                                            [ControllerCollector(self)], pages=console.pages(),
                                            api=console.ControllerApi(self).routes(),
-                                           token=self.token)
+                                           token=self.token, tls=self.config.tls)
         self._threads.append(PeriodicTask("controller-tick", self.service.tick, TICK_S))
+        if self.config.metrics_listen_address:  # the console's charts: their sampler
+            self.trends = TrendSampler(controller_readings(self.service, self.clock), self.clock)
+            self._threads.append(self.trends)
         self._threads.append(PeriodicTask("controller-health", self.update_active_health,
                                           TICK_S * 5))
         if self.leadership is not None:

@@ -21,8 +21,9 @@ b-slave1, b-slave2 (c-..., ...): local_layout.py.
 
 `--tls`: a throwaway CA and a certificate per node, for the controller and for the operator's
 tools are made (or reused) in <dir>/tls/ (cluster/security/cert_authority.py), every port
-serves TLS, nodes call each other and the controller over TLS, and cluster.json names the CA
-(`tls`), so `python -m cluster status --cluster-dir <dir>` and the other commands use it.
+serves TLS (the metrics and console ports HTTPS, with the same certificates), nodes call each
+other and the controller over TLS, and cluster.json names the CA (`tls`), so
+`python -m cluster status --cluster-dir <dir>` and the other commands use it.
 Clients need no certificate (tlsServerNeedClientAuth stays false: the official clients present
 none); the official clients need `tls_enable=True` and GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=<the CA>.
 
@@ -349,7 +350,8 @@ def run_local(root: str, base_port: int, role: str, controller: bool = True,
         metrics = [e.get("metrics") for e in [cluster_info.get("controller", {}),
                                               *cluster_info["nodes"],
                                               cluster_info.get("archive", {})] if e.get("metrics")]
-        print(f"metrics:     {', '.join(f'http://{m}/metrics' for m in metrics)}")
+        scheme = "https" if tls else "http"  # the same certificates as the gRPC ports
+        print(f"metrics:     {', '.join(f'{scheme}://{m}/metrics' for m in metrics)}")
         print(f"admin token: {os.path.abspath(token_file)}")
         print(f"cluster secret (replication and controller peers prove it): "
               f"{ensure_cluster_secret(root)}")

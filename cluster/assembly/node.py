@@ -64,7 +64,7 @@ from cluster.serving.request_decoding import UndecodableRequestInterceptor
 from cluster.config.live_config import LiveConfig
 from cluster.config.node_config import NodeConfig
 from cluster.config.node_role import Follower, Leader, Role, Transitioning
-from .node_status import node_status
+from .node_status import node_load, node_status
 from cluster.security.member_gate import (
     MemberCredentials,
     MemberGate,
@@ -93,6 +93,7 @@ class Node:
     def __init__(self, config: NodeConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self.live = LiveConfig(config)
         self.clock = clock
+        self.started_ms = clock.now_ms()  # the heartbeat's load counters count from here
         self.store = MessageStore(config.store, clock=clock)
         # Until messaging (and its consumer state) exists, retention deletes nothing early.
         self.store.consumer_progress = self._consumer_progress
@@ -212,7 +213,8 @@ class Node:
         if c.metrics_listen_address:
             self.metrics = MetricsEndpoint(c.metrics_listen_address, [NodeCollector(self)],
                                            pages=console.pages(),
-                                           api=console.NodeApi(self).routes(), token=token)
+                                           api=console.NodeApi(self).routes(), token=token,
+                                           tls=c.tls)
         self._health_watch.start()
         self.update_health()
         if self.controlled:
@@ -369,7 +371,8 @@ class Node:
             epoch=self.epochs.last_epoch, max_offset=store.max_phy_offset(),
             confirm_offset=store.confirm_offset or 0, healthy=store.writable,
             unhealthy_reason=store.not_writable_reason, priority=c.election_priority,
-            preferred_role=c.store.broker_role.value)
+            preferred_role=c.store.broker_role.value,
+            load=node_load(self.started_ms, store, self.messaging))
         if isinstance(state, Leader):
             tracker = state.master.tracker
             hb.in_sync.extend(sorted(tracker.in_sync_ids()))

@@ -1,12 +1,16 @@
 """A node's status as the Admin API reports it (apb.NodeStatus): identity, role, epochs, the
 store's offsets and writability, and per role either the replication table of its slaves (a
-master) or the state of its replication stream (a slave)."""
+master) or the state of its replication stream (a slave). Also the load its heartbeat carries
+(cpb.NodeLoad: counters, consumer lag, disk), which the console's charts sample."""
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING
 
 from proto import admin_pb2 as apb
+from proto import controller_pb2 as cpb
+from store.retention.retention import default_disk_usage
 
 if TYPE_CHECKING:
     from ha.epoch import EpochCache
@@ -16,6 +20,9 @@ if TYPE_CHECKING:
     from .controller_link import ControllerLink
     from cluster.config.node_config import NodeConfig
     from cluster.config.node_role import Role
+    from cluster.messaging.messaging_service import MessagingService
+
+log = logging.getLogger(__name__)
 
 
 def node_status(c: "NodeConfig", role: "Role", store: "MessageStore", epochs: "EpochCache",
@@ -60,3 +67,43 @@ def node_status(c: "NodeConfig", role: "Role", store: "MessageStore", epochs: "E
         st.controller_contact_age_ms = link.contact_age_ms()
         st.controller_note = link.note
     return st
+
+
+def node_load(started_ms: int, store: "MessageStore",
+              messaging: "MessagingService | None") -> cpb.NodeLoad:
+    """What the heartbeat carries for the console (proto/controller.proto NodeLoad). Plain
+    reads, no waiting: the consumer lag only once the master's consumer state is loaded (a
+    new master's replay runs elsewhere, never in the heartbeat's thread)."""
+    c = store.config
+    load = cpb.NodeLoad(started_ms=started_ms, disk_used_ratio=disk_used_ratio(store),
+                        disk_warning_ratio=c.disk_space_warning_level_ratio / 100.0,
+                        disk_max_used_ratio=c.disk_max_used_space_ratio / 100.0)
+    if messaging is None:
+        return load
+    load.sent_messages = messaging.sender.stored
+    load.delivered_messages = (messaging.consumer_router.calls.delivered
+                               + messaging.reader.pulled)
+    consumers = messaging.consumers
+    if consumers.table.loaded_for_current_master() is None:
+        return load
+    try:
+        lags = {g.name: sum(q.lag for q in consumers.progress(g.name))
+                for g in consumers.list_groups()}
+    except Exception:  # noqa: BLE001 - a role change under the read: unknown this beat
+        log.debug("consumer lag unavailable", exc_info=True)
+        return load
+    load.consumer_lag.update(lags)
+    load.consumer_lag_known = True
+    return load
+
+
+def disk_used_ratio(store: "MessageStore") -> float:
+    """The fuller of the commitlog's and the store root's file systems (0..1); -1: unknown."""
+    c = store.config
+    ratios = []
+    for path in dict.fromkeys((c.commit_log_dir, c.store_path_root_dir)):
+        try:
+            ratios.append(default_disk_usage(path))
+        except OSError:
+            log.debug("disk usage of %s unavailable", path, exc_info=True)
+    return max(ratios, default=-1.0)

@@ -41,7 +41,7 @@ REGISTRY = "archives.json"
 
 
 def register(sub) -> None:
-    p = sub.add_parser("history", help="query the commitlog archive (README Archive)",
+    p = sub.add_parser("history", help="query the commitlog archive (docs: The archive)",
                        description=__doc__.splitlines()[0])
     inner = p.add_subparsers(dest="history_command", required=True, metavar="ACTION")
     h = inner.add_parser("holdings", help="groups, files and time ranges of each archive")

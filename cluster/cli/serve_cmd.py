@@ -36,7 +36,7 @@ def register(sub) -> None:
     for name, help_text, run in (("node", "run one node", _run_node),
                                  ("controller", "run a controller (automatic failover)",
                                   _run_controller),
-                                 ("archive", "run a commitlog archive server (README Archive)",
+                                 ("archive", "run a commitlog archive server (docs: The archive)",
                                   _run_archive)):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--config", help="properties file (broker.conf / controller.conf keys)")
@@ -56,7 +56,7 @@ def register(sub) -> None:
                             "<dir>/tls (reused on later starts)")
     local.add_argument("--acl", default="", metavar="PLAIN_ACL_YML",
                        help="ACL on: every client call is signed by a user of this RocketMQ "
-                            "plain_acl.yml and holds its PUB/SUB permissions (README Security)")
+                            "plain_acl.yml and holds its PUB/SUB permissions (docs: Security)")
     local.add_argument("--groups", type=arg_int(1, MAX_GROUPS), default=1, metavar="N",
                        help=f"N broker groups (1..{MAX_GROUPS}) of a master and two slaves, "
                             f"broker-a, broker-b, ..., under the one controller (default 1). "
@@ -65,8 +65,8 @@ def register(sub) -> None:
                             f"base, +10, +20; the controller stays on base+30")
     local.add_argument("--archive", action="store_true",
                        help="also run a commitlog archive, with a short retention demo: each "
-                            "sealed 8 MiB commitlog file is archived, then deleted (README "
-                            "Archive)")
+                            "sealed 8 MiB commitlog file is archived, then deleted (docs: "
+                            "The archive)")
     local.set_defaults(run=_run_local)
 
 

@@ -139,7 +139,7 @@ class Connection:
             # thread (`stream`), so that thread can wait on the call's own completion queue
             # (an experimental option of gRPC Python). Without it gRPC hands every response
             # over from its channel spin thread: 109 instead of 65 µs of client CPU per
-            # streamed message (tests/perf/README.md, "The client's side of a stream").
+            # streamed message (docs/performance/history.md, "The client's side of a stream").
             (grpc.experimental.ChannelOptions.SingleThreadedUnaryStream, 1)])
         self.stub = s_grpc.MessagingServiceStub(self.channel)
         self._batch_stub = br_grpc.BatchReceiveStub(self.channel)

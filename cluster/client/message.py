@@ -215,7 +215,7 @@ class _WireMessage(ReceivedMessage):
     then keeps it (a plain attribute from then on: set, compared and printed as any other).
 
     Why: reading all 17 fields of a delivery out of protobuf cost the consumer about 10 µs a
-    message (tests/perf/README.md, "The consumer's own Python"), most of it for fields a
+    message (docs/performance/history.md, "The consumer's own Python"), most of it for fields a
     consumer loop never looks at; an ack needs only the topic, id and receipt handle. The
     wire message (and with it its whole response) stays in memory as long as the message
     does; pickling leaves it behind."""

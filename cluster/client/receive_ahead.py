@@ -2,7 +2,7 @@
 `depth` of them in flight at once, so the node plans, reads and answers the next batch while
 this process handles the current one. A consumer that waits for each answer before asking
 again leaves the node idle while it works, and itself idle while the node does; with two calls
-in flight one consumer consumed about 1.3x as fast (tests/perf/README.md, "Receives kept
+in flight one consumer consumed about 1.3x as fast (docs/performance/history.md, "Receives kept
 ahead"). RocketMQ's push consumer keeps a queue of pulled messages for the same reason.
 
     ahead = ReceiveAhead(consumer, max_messages=32, depth=2)

@@ -2,23 +2,7 @@
 store, a table event or a forward), so hostile or broken input costs little and writes nothing.
 
 broker.conf keys (RocketMQ 5 proxy's ProxyConfig names and defaults where it has them):
-
-    maxUserPropertySize    16384  UTF-8 bytes of a message's user properties + tag + keys
-                                  (MESSAGE_PROPERTIES_TOO_LARGE)
-    userPropertyMaxNum     128    user properties of one message (MESSAGE_PROPERTIES_TOO_LARGE)
-    maxMessageGroupSize    64     a FIFO message group must be shorter, in UTF-8 bytes
-                                  (ILLEGAL_MESSAGE_GROUP)
-    maxInvisibleTimeMills  43200000  longest invisible duration (ILLEGAL_INVISIBLE_TIME)
-    grpcClientConsumerMaxLongPollingTimeoutMillis  30000  longest long_polling_timeout
-                                  (ILLEGAL_POLLING_TIME; the proxy's default is 20000, the
-                                  official clients wait up to their await duration)
-    maxReceiveBatchSize    1024   messages one ReceiveMessage may ask for (BAD_REQUEST)
-    maxBatchMessageCount   1024   messages in one SendMessage (PAYLOAD_TOO_LARGE); their
-                                  bodies together stay within maxMessageSize
-    grpcMaxInboundMessageSize  0  bytes of one gRPC request the node's server accepts (larger
-                                  ones get RESOURCE_EXHAUSTED from gRPC before any handler
-                                  runs); 0: 2 x maxMessageSize + 1 MiB (bodies, plus as much
-                                  again for properties and framing)
+KEY_DOCS below, each with the code a request over the limit gets.
 
 Other limits live with the settings they bound: maxMessageSize and maxPropertiesSize
 (StoreConfig, the store checks them too), timerMaxDelaySec (delivery times),
@@ -28,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from common.config_values import ConfigError, parse_int
+from common.config_values import ConfigError, KeyDoc, parse_int
 
 MIB = 1024 * 1024
 
@@ -60,16 +44,37 @@ class ClientLimits:
         return self.grpc_max_inbound_message_size or 2 * max_message_size + MIB
 
 
-_KEYS = {
-    "max_user_property_size": "maxUserPropertySize",
-    "user_property_max_num": "userPropertyMaxNum",
-    "max_message_group_size": "maxMessageGroupSize",
-    "max_invisible_time_ms": "maxInvisibleTimeMills",
-    "max_long_polling_ms": "grpcClientConsumerMaxLongPollingTimeoutMillis",
-    "max_receive_batch_size": "maxReceiveBatchSize",
-    "max_batch_message_count": "maxBatchMessageCount",
-    "grpc_max_inbound_message_size": "grpcMaxInboundMessageSize",
+# The keys, the ClientLimits field each fills and what it means (the docs' configuration
+# reference).
+KEY_DOCS = {
+    "maxUserPropertySize": KeyDoc("UTF-8 bytes of a message's user properties + tag + keys "
+                                  "(MESSAGE_PROPERTIES_TOO_LARGE).", "bytes",
+                                  field="max_user_property_size"),
+    "userPropertyMaxNum": KeyDoc("User properties of one message "
+                                 "(MESSAGE_PROPERTIES_TOO_LARGE).",
+                                 field="user_property_max_num"),
+    "maxMessageGroupSize": KeyDoc("A FIFO message group must be shorter "
+                                  "(ILLEGAL_MESSAGE_GROUP).", "bytes",
+                                  field="max_message_group_size"),
+    "maxInvisibleTimeMills": KeyDoc("The longest invisible duration (ILLEGAL_INVISIBLE_TIME).",
+                                    "ms", field="max_invisible_time_ms"),
+    "grpcClientConsumerMaxLongPollingTimeoutMillis": KeyDoc(
+        "The longest long_polling_timeout (ILLEGAL_POLLING_TIME; the proxy's default is 20000, "
+        "the official clients wait up to their await duration).", "ms",
+        field="max_long_polling_ms"),
+    "maxReceiveBatchSize": KeyDoc("Messages one ReceiveMessage may ask for (BAD_REQUEST).",
+                                  field="max_receive_batch_size"),
+    "maxBatchMessageCount": KeyDoc("Messages in one SendMessage (PAYLOAD_TOO_LARGE); their "
+                                   "bodies together stay within maxMessageSize.",
+                                   field="max_batch_message_count"),
+    "grpcMaxInboundMessageSize": KeyDoc("Bytes of one gRPC request the node's server accepts "
+                                        "(larger ones get RESOURCE_EXHAUSTED from gRPC before "
+                                        "any handler runs); 0: 2 x maxMessageSize + 1 MiB "
+                                        "(bodies, plus as much again for properties and "
+                                        "framing).", "bytes",
+                                        field="grpc_max_inbound_message_size"),
 }
+_KEYS = {doc.field: key for key, doc in KEY_DOCS.items()}
 _RANGES = {
     "max_user_property_size": (1, 1024 * 1024),
     "user_property_max_num": (1, 4096),

@@ -1,66 +1,19 @@
 """Settings of one node: its identity in the cluster, the admin token, and its StoreConfig.
 
-Read from a broker.conf-style file. Node keys (RocketMQ's names where RocketMQ has them):
+Read from a broker.conf-style file (RocketMQ's key names where RocketMQ has them). The node's
+own keys and what each means are NODE_KEY_DOCS below; the others come from the modules that
+parse them: ACL (cluster/security/access.py), TLS (cluster/security/tls.py), client limits
+(cluster/config/client_limits.py), the commitlog archive (cluster/config/shipping_config.py),
+and every other key is a StoreConfig key (store/config.py). Unknown keys are logged and
+ignored, as RocketMQ does. One StoreConfig key has another default on a node:
+messageIndexProcessEnable is true (the index is built by a child process,
+store/index/index_process.py; false builds it in the node's own process).
 
-    brokerClusterName  DefaultCluster    brokerName  broker-a    brokerId  0 (master) / >0
-    brokerRole         ASYNC_MASTER | SYNC_MASTER | SLAVE         (a StoreConfig key)
-    brokerIP1, listenPort                where the node's gRPC server listens (StoreConfig)
-    haMasterAddress    host:port of the master, required for a SLAVE   (StoreConfig)
-    adminToken         the bearer token of the Admin API (inline)
-    adminTokenFile     or a file holding it; with neither, the node generates one into
-                       <storePathRootDir>/config/admin.token (mode 0600) and logs the path
 Membership (cluster/security/member_proof.py): replication and controller calls are admitted
-only after a challenge-response over the cluster's shared secret (it never crosses the wire):
-    clusterSecret      the secret inline (at least 16 characters), the same on every node
-    clusterSecretFile  or a file holding it. Without either the node admits no slave and
-                       cannot follow a master or a controller: a SLAVE or a node with
-                       controllerAddr needs one.
-RocketMQ 5 client API (apache.rocketmq.v2.MessagingService, see cluster/messaging/):
-    advertisedAddress  IPv4 host:port clients use to reach this node (default brokerIP1:<port>)
-    groupAddresses     comma-separated IPv4 host:port of every node of the group, listed in
-                       QueryRoute (default: this node's advertised address, plus its master's
-                       address while it is a slave)
-    autoCreateTopicEnable  true: QueryRoute/SendMessage create an unknown topic (on the master,
-                       in the replicated topic table) with defaultTopicQueueNums (4) queues
-    accessKey, secretKey   when both are set, every MessagingService call must carry a valid
-                       MQv2-HMAC-SHA1 `authorization` (else UNAUTHORIZED)
-    aclEnable, aclFile, aclDateTimeWindowSeconds   access control with a plain_acl.yml file
-                       (cluster/security/access.py)
-    minInvisibleTimeMillsForRecv  the shortest invisible duration ReceiveMessage and
-                       ChangeInvisibleDuration accept (10000, RocketMQ 5 proxy's default)
-Controller mode (see cluster/controller/): with `controllerAddr` set the node takes its role
-from the controller, whatever brokerRole and brokerId say (brokerRole is only the hint a new
-group starts from, and haMasterAddress is not needed):
-    controllerAddr              host:port of the controller; several controllers sharing their
-                                state in etcd as host:port;host:port (RocketMQ's separator):
-                                heartbeats go to the active one (cluster/assembly/controller_link.py)
-    controllerHeartbeatInterval ms between two heartbeats to it (500)
-    brokerElectionPriority      the lower wins an election between equally complete nodes (0)
-TLS on the node's port and its calls to peers (cluster/security/tls.py has the details):
-    tlsEnable                   false; true: serve TLS only, call the master and the controller
-                                over TLS
-    tlsServerCertPath, tlsServerKeyPath   the PEM certificate and key it presents (to clients,
-                                and to its peers as its client certificate)
-    tlsServerTrustCertPath      the PEM CA that verifies the peers it calls and, with
-                                tlsServerNeedClientAuth=true, its clients' certificates
-Transactions (RocketMQ's BrokerConfig names and defaults, see cluster/messaging/transaction*.py):
-    transactionTimeOut       ms a half message stays unchecked after it was stored (6000)
-    transactionCheckMax      checks sent before an unanswered transaction is rolled back (15)
-    transactionCheckInterval ms between two check-back rounds of the master (60000)
-The commitlog archive (archiveAddress, archiveShipFrom, ...): cluster/config/shipping_config.py.
-    metricsListenAddress  host:port of the Prometheus metrics endpoint (GET /metrics;
-                       cluster/metrics/node_collector.py lists the metrics); empty: none
-    serverEventLoop    uvloop (default) | asyncio: the event loop of the node's gRPC server
-                       (cluster/serving/grpc_server.py)
-    receiveConversionProcessEnable  true (default): a master builds the messages of its
-                       receives' answers in a child process that reads the commitlog
-                       files itself (cluster/consume/conversion_process.py); false: in the
-                       serving process
-Client limits (maxUserPropertySize, userPropertyMaxNum, maxBatchMessageCount,
-grpcMaxInboundMessageSize, ...): cluster/config/client_limits.py.
-Every other key is a StoreConfig key; unknown keys are logged and ignored, as RocketMQ does.
-One has another default on a node: messageIndexProcessEnable is true (the index is built by
-a child process, store/index/index_process.py; false builds it in the node's own process).
+only after a challenge-response over the cluster's shared secret (clusterSecret, which never
+crosses the wire). Controller mode (cluster/controller/): with controllerAddr set the node
+takes its role from the controller, whatever brokerRole and brokerId say (brokerRole is only
+the hint a new group starts from, and haMasterAddress is not needed).
 """
 from __future__ import annotations
 
@@ -70,7 +23,7 @@ from dataclasses import dataclass, field
 
 from .client_limits import CLIENT_LIMIT_KEYS, ClientLimits, client_limits_from_properties
 from store.config import StoreConfig, parse_properties
-from common.config_values import ConfigError, prop_bool, prop_int
+from common.config_values import ConfigError, KeyDoc, prop_bool, prop_int
 from store.layout import StoreLayout
 
 from .shipping_config import KEYS as SHIPPING_KEYS, ShippingConfig, shipping_config_from_properties
@@ -79,14 +32,76 @@ from cluster.security.tls import KEYS as TLS_KEYS, TlsSettings, tls_settings_fro
 
 log = logging.getLogger(__name__)
 
-NODE_KEYS = frozenset({"brokerClusterName", "brokerName", "brokerId", "adminToken",
-                       "adminTokenFile", "advertisedAddress", "groupAddresses",
-                       "autoCreateTopicEnable", "defaultTopicQueueNums", "accessKey", "secretKey",
-                       "minInvisibleTimeMillsForRecv", "transactionTimeOut",
-                       "transactionCheckMax", "transactionCheckInterval", "controllerAddr",
-                       "controllerHeartbeatInterval", "brokerElectionPriority", "clusterSecret",
-                       "clusterSecretFile", "metricsListenAddress", "serverEventLoop",
-                       "receiveConversionProcessEnable"}) | ACL_KEYS | TLS_KEYS | CLIENT_LIMIT_KEYS | SHIPPING_KEYS
+# The node's own keys: what each means (rendered into the docs' configuration reference with
+# the type and default of the field it fills; tests/docs/test_config_reference.py checks that
+# every key the node reads has an entry). node_config_from_properties reads them.
+NODE_KEY_DOCS: dict[str, KeyDoc] = {
+    "brokerClusterName": KeyDoc("The cluster's name.", field="cluster_name"),
+    "brokerName": KeyDoc("The broker group's name: the master and its slaves share it.",
+                         field="broker_name"),
+    "brokerId": KeyDoc("The node's number in its group: its identity (brokerName:brokerId), "
+                       "not its role.", field="broker_id"),
+    "adminToken": KeyDoc("The bearer token of the Admin API, inline.", field="admin_token"),
+    "adminTokenFile": KeyDoc("Or a file holding it; with neither, the node generates one into "
+                             "<storePathRootDir>/config/admin.token (mode 0600) and logs the "
+                             "path.", field="admin_token_file"),
+    "clusterSecret": KeyDoc("The cluster's shared secret, inline (at least 16 characters, the "
+                            "same on every node and controller). Without it (or the file) the "
+                            "node admits no slave and cannot follow a master or a controller.",
+                            field="cluster_secret"),
+    "clusterSecretFile": KeyDoc("Or a file holding it.", field="cluster_secret_file"),
+    "advertisedAddress": KeyDoc("IPv4 host:port clients and peers use to reach this node "
+                                "(empty: brokerIP1 and the port it listens on).",
+                                field="advertised_address"),
+    "groupAddresses": KeyDoc("Comma-separated IPv4 host:port of every node of the group, "
+                             "listed in QueryRoute (empty: the nodes the controller has heard "
+                             "of, or this node and its master); needed without a controller or "
+                             "behind NAT.", field="group_addresses"),
+    "autoCreateTopicEnable": KeyDoc("QueryRoute and SendMessage create an unknown topic (on "
+                                    "the master, in the replicated topic table).",
+                                    field="auto_create_topic_enable"),
+    "defaultTopicQueueNums": KeyDoc("Queues of a topic created without queue counts (1..1024).",
+                                    field="default_topic_queue_nums"),
+    "accessKey": KeyDoc("With secretKey: every MessagingService call must carry a valid "
+                        "MQv2-HMAC-SHA1 signature (else UNAUTHORIZED); with ACL on, the pair "
+                        "a slave signs its relay of transaction check-backs with.",
+                        field="access_key"),
+    "secretKey": KeyDoc("The secret of accessKey; set both or neither.", field="secret_key"),
+    "minInvisibleTimeMillsForRecv": KeyDoc("The shortest invisible duration ReceiveMessage and "
+                                           "ChangeInvisibleDuration accept (the RocketMQ 5 "
+                                           "proxy's default).", "ms",
+                                           field="min_invisible_time_ms"),
+    "transactionTimeOut": KeyDoc("A half message stays unchecked this long after it was "
+                                 "stored.", "ms", field="transaction_timeout_ms"),
+    "transactionCheckMax": KeyDoc("Check-backs sent before an unanswered transaction is "
+                                  "rolled back.", field="transaction_check_max"),
+    "transactionCheckInterval": KeyDoc("Time between two check-back rounds of the master.",
+                                       "ms", field="transaction_check_interval_ms"),
+    "controllerAddr": KeyDoc("host:port of the controller, or host:port;host:port of "
+                             "several sharing their state in etcd (heartbeats go to the active "
+                             "one). Set: the node takes its role from the controller.",
+                             field="controller_address"),
+    "controllerHeartbeatInterval": KeyDoc("Time between two heartbeats to the controller "
+                                          "(50..60000).", "ms",
+                                          field="controller_heartbeat_interval_ms"),
+    "brokerElectionPriority": KeyDoc("The lower wins an election between equally complete "
+                                     "nodes.", field="election_priority"),
+    "metricsListenAddress": KeyDoc("host:port of the Prometheus endpoint (GET /metrics) and "
+                                   "the node's console; HTTPS with the node's certificate "
+                                   "when tlsEnable; empty: none.",
+                                   field="metrics_listen_address"),
+    "serverEventLoop": KeyDoc("uvloop or asyncio: the event loop of the node's gRPC server "
+                              "(cluster/serving/grpc_server.py); asyncio is the one to try "
+                              "first if a problem looks like the loop's.",
+                              field="server_event_loop"),
+    "receiveConversionProcessEnable": KeyDoc("A master builds the messages of its receives' "
+                                             "answers in a child process that reads the "
+                                             "commitlog files itself "
+                                             "(cluster/consume/conversion_process.py); false: "
+                                             "in the serving process.",
+                                             field="receive_conversion_process"),
+}
+NODE_KEYS = frozenset(NODE_KEY_DOCS) | ACL_KEYS | TLS_KEYS | CLIENT_LIMIT_KEYS | SHIPPING_KEYS
 
 
 def check_ipv4_address(key: str, value: str) -> str:

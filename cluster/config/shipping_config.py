@@ -1,25 +1,30 @@
-"""A node's archive settings (broker.conf keys), read with the node's other keys:
-
-    archiveAddress          host:port of the archive server; empty (the default): no archive,
-                            retention deletes as before
-    archiveShipFrom         SLAVE (default): only while the node is a slave does it ship (and
-                            its retention wait for the archive); ANY: any replica, the master
-                            too (each shipping node's retention waits for its own shipping)
-    archiveShipAheadHours   ship a sealed file this many hours before fileReservedTime expires
-                            it (1)
-    archiveShipAll          true: ship every commitlog file as soon as it is sealed (false)
-    archiveShipIntervalMillis  ms between two looks at what is due (5000)
-    archiveBlockBytes       raw bytes per compressed block of a shipped file (1 MiB)
-"""
+"""A node's archive settings (broker.conf keys, KEY_DOCS below), read with the node's other
+keys."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Mapping
 
-from common.config_values import ConfigError, prop_bool, prop_int
+from common.config_values import ConfigError, KeyDoc, prop_bool, prop_int
 
-KEYS = frozenset({"archiveAddress", "archiveShipFrom", "archiveShipAheadHours",
-                  "archiveShipAll", "archiveShipIntervalMillis", "archiveBlockBytes"})
+# The keys and what each means (ShippingConfig's fields; the docs' configuration reference).
+KEY_DOCS = {
+    "archiveAddress": KeyDoc("host:port of the archive server; empty: no archive, retention "
+                             "deletes as before.", field="address"),
+    "archiveShipFrom": KeyDoc("SLAVE: only while the node is a slave does it ship (and its "
+                              "retention wait for the archive); ANY: any replica, the master "
+                              "too (each shipping node's retention waits for its own "
+                              "shipping).", field="ship_from"),
+    "archiveShipAheadHours": KeyDoc("Ship a sealed file this long before fileReservedTime "
+                                    "expires it.", "hours", field="ahead_hours"),
+    "archiveShipAll": KeyDoc("true: ship every commitlog file as soon as it is sealed.",
+                             field="ship_all"),
+    "archiveShipIntervalMillis": KeyDoc("Time between two looks at what is due.", "ms",
+                                        field="interval_ms"),
+    "archiveBlockBytes": KeyDoc("Raw bytes per compressed block of a shipped file.", "bytes",
+                                field="block_bytes"),
+}
+KEYS = frozenset(KEY_DOCS)
 SHIP_FROM = ("SLAVE", "ANY")
 
 

@@ -10,7 +10,41 @@ announced archives for history. A node answers for itself.
     /api/topics?group=G        topics (messages) and consumer groups (lag, in flight) of G
     /api/messages?group=G&topic=T&key=K | id=ID    a lookup on G's master (node: on itself)
     /api/history?topic=T&key=K | id=ID | begin=MS&end=MS   the archives' lookups
+    /api/trends[?group=G]      controller: each group's last 15 minutes and what needs
+                               attention now (below; cluster/console/trends.py)
     /api/node                  node: its status
+
+/api/trends samples what the nodes' heartbeats carry (proto/controller.proto NodeLoad), every
+5 s on the controller into a ring of 180 samples per broker group (keyed by brokerName: every
+group the controller knows has its series). A group unknown to the controller is a 404; a
+controller without its sampler (no metricsListenAddress) a 503; a standby's is a 409 like the
+other paths. The answer, its series column by column (one entry per sample, the oldest first):
+
+    {"interval_s": 5.0, "window_s": 900.0,        the sampling and the ring's span
+     "growing_samples": 5, "growing_min_rise": 100,   what lag_growing means (trends.py)
+     "groups": [{"group": "broker-a",
+                 "at_ms": [1700000000000, ...],   wall clock of each sample (int)
+                 "produce_per_s": [212.4, ...],   client messages stored a second (float,
+                                                  0.1 precision; null: unknown, e.g. the
+                                                  first sample after a start)
+                 "consume_per_s": [208.0, ...],   messages handed to consumers a second
+                                                  (receives and pulls; redeliveries count)
+                 "lag": [1234, ...],              messages not consumed, all consumer groups
+                                                  (int; null while the master does not know)
+                 "consumer_lag": {"orders": [1200, ...], ...},   the same per consumer group
+                                                  (null where a group was not known yet)
+                 "masters": [[1700000000000, "broker-a:0"], ...]}],   the master from each
+                                                  time on: one entry per change ("" none)
+     "highlights": [{"level": "critical" | "warning", "kind": "no_master" | "silent" |
+                     "unhealthy" | "out_of_sync_set" | "out_of_sync" | "disk" | "lag_growing",
+                     "group": "broker-a", "node": "broker-a:2" or "",
+                     "consumer_group": "orders" or "", "reason": "no heartbeat for 12 s"}]}
+                                                  the critical first
+
+Its size: a full ring of one group is about 6 KB of JSON (180 times of 13 digits, two rates
+of 5-6 characters, the total lag), plus about 1.4 KB per consumer group's column at 6-digit
+lags (and as much again for the total's digits), some 150 bytes a highlight; the page asks
+for it every 2.5 s (tests/console/test_trends.py measures a full window).
 """
 from __future__ import annotations
 
@@ -28,6 +62,7 @@ from cluster.client.admin_client import AdminClient
 from cluster.client.archive_client import ArchiveClient
 from cluster.controller.active_gate import NotActiveController
 from cluster.controller.controller_servicer import group_to_pb
+from cluster.console import trends
 from cluster.metrics.exposition import Api, ApiError, Page, proto_json
 
 if TYPE_CHECKING:
@@ -76,7 +111,7 @@ class ControllerApi:
     def routes(self) -> dict[str, Api]:
         return {"/api/cluster": self.cluster, "/api/topics": self.topics,
                 "/api/replication": self.replication, "/api/messages": self.messages,
-                "/api/history": self.history}
+                "/api/history": self.history, "/api/trends": self.trends}
 
     def _snapshots(self):
         try:
@@ -92,6 +127,26 @@ class ControllerApi:
         return {"controller": self.process.address,
                 "groups": [proto_json(group_to_pb(g)) for g in self._snapshots()],
                 "archives": [proto_json(a) for a in self._archives()]}
+
+    def trends(self, p: dict[str, str]) -> dict[str, Any]:
+        """Each group's series (the sampler's ring) and what needs attention now."""
+        sampler = self.process.trends
+        if sampler is None:
+            raise ApiError(503, "this controller keeps no trends (it has not started)")
+        group = p.get("group", "")
+        snapshots = self._snapshots()
+        if group and group not in {g.record.broker_name for g in snapshots}:
+            raise ApiError(404, f"no broker group {group!r}")
+        series = sampler.series()
+        silent_s = self.process.config.election.failover_timeout_ms / 1000
+        found = trends.highlights(snapshots, series, silent_s)
+        return {"interval_s": sampler.interval_s, "window_s": sampler.window_s,
+                "growing_samples": trends.GROWING_SAMPLES,
+                "growing_min_rise": trends.GROWING_MIN_RISE,
+                "groups": [trends.series_json(name, samples) for name, samples in series.items()
+                           if not group or name == group],
+                "highlights": [trends.highlight_json(h) for h in found
+                               if not group or h.group == group]}
 
     def _master(self, group: str, timeout: float = TIMEOUT_S) -> AdminClient:
         for g in self._snapshots():

@@ -35,7 +35,7 @@ from cluster.v2.convert import record_to_v2
 
 NOT_FOUND = d.Status(code=d.MESSAGE_NOT_FOUND, message="no new message")
 # Fewer deliveries are built here: a round trip to the conversion process costs the loop
-# about what building one or two messages does (tests/perf/README, bench_long_poll).
+# about what building one or two messages does (docs/performance/benchmarks.md, bench_long_poll).
 CHILD_MIN_DELIVERIES = 4
 
 

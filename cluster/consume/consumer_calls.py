@@ -67,6 +67,9 @@ class ConsumerCalls:
         self.budget = budget  # long polls waiting on the event loop
         self.answers = AnswerForms(context.consumers.store, context.handles, context.clock,
                                    conversion)
+        # messages handed out since the node started, redeliveries included (the console's
+        # consume rate); added to on the server's event loop only
+        self.delivered = 0
 
     @property
     def consumers(self):
@@ -135,9 +138,11 @@ class ConsumerCalls:
         _receive_plan)."""
         attempt, wait_s, interest = await self._receive_plan(request, max_bytes, carried,
                                                              refs=refs)
-        return await long_poll(attempt, interest, wait_s=wait_s, waiter=self.context.waiter,
-                               clock=self.context.clock, budget=self.budget,
-                               time_remaining=time_remaining)
+        handout = await long_poll(attempt, interest, wait_s=wait_s, waiter=self.context.waiter,
+                                  clock=self.context.clock, budget=self.budget,
+                                  time_remaining=time_remaining)
+        self.delivered += len(handout.deliveries)
+        return handout
 
     async def _group(self, group: str) -> GroupInfo:
         """A group's config; an unknown one is created (RocketMQ's autoCreateSubscriptionGroup)

@@ -2,7 +2,7 @@
 v2 form (`delivery_bytes.MessageParts`) by a child process (conversion_worker.py) that reads
 them from the commitlog files itself, on the other core, instead of under the GIL that serves
 the clients. Reading the records and building their messages were 27-57% of a master's
-samples under consumers (tests/perf/README).
+samples under consumers (docs/performance/history.md).
 
 Requests and replies are frames (common/pipe_frames.py) on the child's stdin and stdout, on the
 event loop of the server: written without blocking (what the pipe does not take yet is

@@ -49,7 +49,7 @@ def mac(key: bytes, *fields: str) -> str:
     # Twice per delivery (made on receive, checked on ack), on the event loop thread. Not the
     # one-shot hmac.digest: it releases the GIL around OpenSSL's HMAC however short the
     # message, so with another thread running Python each call waited for the GIL to come
-    # back: 187 us per call instead of 2.3 (tests/perf/README.md, "What the profiles say").
+    # back: 187 us per call instead of 2.3 (docs/performance/history.md, "What the profiles say").
     # Copies of the two keyed SHA-256 states keep the GIL (hashlib releases it only for
     # updates of 2 KiB or more) and give hmac's bytes; they cost 1.0 us a MAC against 1.6
     # through a copy of an hmac.HMAC, whose Python wrapper was most of that.

@@ -1,40 +1,7 @@
-"""Settings of a controller process, read from a properties file like broker.conf.
-
-    listenAddress                    host:port the controller serves on (127.0.0.1:9878)
-    controllerStorePath              folder of its state file (data/controller)
-    adminTokenFile                   the bearer token operators' calls need (GetGroups,
-                                     SwitchMaster); generated into <store>/admin.token if unset
-    clusterSecret / clusterSecretFile  the cluster's shared secret (required): only nodes that
-                                     prove they know it may heartbeat
-                                     (cluster/security/member_proof.py)
-    controllerFailoverTimeoutMillis  a master silent or unhealthy this long is replaced (3000)
-    controllerLeaseMillis            a master that heard nothing from the controller this long
-                                     stops acknowledging writes unless its in-sync slaves ack
-                                     them (2000; must be below the failover timeout)
-    controllerSettleMillis           after a start, how long to wait for a group's in-sync
-                                     nodes to report before electing (3000)
-    enableElectUncleanMaster         elect outside the sync state set (false: never lose an
-                                     acknowledged write; true: prefer availability)
-    controllerDefaultMasterRole      what a new group's master is when no node says
-                                     (SYNC_MASTER)
-
-Several controllers, their state in etcd (leave controllerEtcdEndpoints empty for one controller
-with its state in a file, the default):
-    controllerEtcdEndpoints          etcd client URLs, comma- or semicolon-separated
-                                     (http://10.0.0.5:2379;http://10.0.0.6:2379); tried in turn
-    controllerEtcdPrefix             the key prefix of this cluster's controllers (/rmqstore):
-                                     <prefix>/leader, <prefix>/groups/<brokerName>
-    controllerEtcdLeaseSeconds       the active controller's etcd lease (3): a standby takes
-                                     over within about this long after the active one dies
-    controllerAdvertisedAddress      host:port nodes reach this controller on, written into the
-                                     leader key so standbys can name it (listenAddress)
-
-metricsListenAddress               host:port of its Prometheus /metrics (cluster/metrics/
-                                   process_collectors.py); empty: none
-
-TLS, with a node's keys (cluster/security/tls.py): tlsEnable, tlsServerCertPath,
-tlsServerKeyPath, tlsServerTrustCertPath, tlsServerNeedClientAuth (true: only nodes and
-operators with a certificate of the trust CA may call).
+"""Settings of a controller process, read from a properties file like broker.conf: KEY_DOCS
+below (and TLS with a node's keys, cluster/security/tls.py). Several controllers share their
+state in etcd when controllerEtcdEndpoints is set; left empty, one controller keeps its state
+in a file (the default). Unknown keys are refused.
 """
 from __future__ import annotations
 
@@ -42,19 +9,59 @@ import os
 from dataclasses import dataclass
 
 from store.broker_role import BrokerRole
-from common.config_values import ConfigError, prop_bool, prop_int
+from common.config_values import ConfigError, KeyDoc, prop_bool, prop_int
 from store.layout import ADMIN_TOKEN_FILE
 
 from cluster.controller.election import ElectionConfig
 from cluster.security.tls import KEYS as TLS_KEYS, TlsSettings, tls_settings_from_properties
 
-KEYS = frozenset({"listenAddress", "controllerStorePath", "adminTokenFile",
-                  "controllerFailoverTimeoutMillis", "controllerLeaseMillis",
-                  "controllerSettleMillis", "enableElectUncleanMaster",
-                  "controllerDefaultMasterRole", "controllerEtcdEndpoints",
-                  "controllerEtcdPrefix", "controllerEtcdLeaseSeconds",
-                  "controllerAdvertisedAddress", "clusterSecret", "clusterSecretFile",
-                  "metricsListenAddress"}) | TLS_KEYS
+# The keys, the ControllerConfig field each fills and what it means (the docs'
+# configuration reference).
+KEY_DOCS = {
+    "listenAddress": KeyDoc("host:port the controller serves on.", field="listen_address"),
+    "controllerStorePath": KeyDoc("Folder of its state file (controller.json).",
+                                  field="store_path"),
+    "adminTokenFile": KeyDoc("The bearer token operators' calls need (GetGroups, "
+                             "SwitchMaster); empty: generated into <store>/admin.token.",
+                             field="admin_token_file"),
+    "clusterSecret": KeyDoc("The cluster's shared secret (required, this or the file): only "
+                            "nodes that prove they know it may heartbeat "
+                            "(cluster/security/member_proof.py).", field="cluster_secret"),
+    "clusterSecretFile": KeyDoc("Or a file holding it.", field="cluster_secret_file"),
+    "controllerFailoverTimeoutMillis": KeyDoc("A master silent or unhealthy this long is "
+                                              "replaced.", "ms",
+                                              field="election.failover_timeout_ms"),
+    "controllerLeaseMillis": KeyDoc("A master that heard nothing from the controller this long "
+                                    "stops acknowledging writes unless its in-sync slaves ack "
+                                    "them; must be below the failover timeout.", "ms",
+                                    field="election.lease_ms"),
+    "controllerSettleMillis": KeyDoc("After a start (or taking over as the active one), how "
+                                     "long to wait for a group's in-sync nodes to report "
+                                     "before electing.", "ms", field="election.settle_ms"),
+    "enableElectUncleanMaster": KeyDoc("Elect outside the sync state set: false never loses an "
+                                       "acknowledged write; true prefers availability and may "
+                                       "lose acknowledged writes.", field="election.unclean"),
+    "controllerDefaultMasterRole": KeyDoc("What a new group's master is when no node says.",
+                                          field="election.default_master_role"),
+    "controllerEtcdEndpoints": KeyDoc("etcd client URLs (http://), comma- or "
+                                      "semicolon-separated, tried in turn; empty: one "
+                                      "controller with its state in a file.",
+                                      field="etcd.endpoints"),
+    "controllerEtcdPrefix": KeyDoc("The key prefix of this cluster's controllers: "
+                                   "<prefix>/leader, <prefix>/groups/<brokerName>.",
+                                   field="etcd.prefix"),
+    "controllerEtcdLeaseSeconds": KeyDoc("The active controller's etcd lease (2..60): a standby "
+                                         "takes over within about this long after the active "
+                                         "one dies.", "s", field="etcd.lease_seconds"),
+    "controllerAdvertisedAddress": KeyDoc("host:port nodes reach this controller on, written "
+                                          "into the leader key so standbys can name it "
+                                          "(empty: listenAddress).",
+                                          field="advertised_address"),
+    "metricsListenAddress": KeyDoc("host:port of its Prometheus /metrics and the cluster's "
+                                   "console; HTTPS with its certificate when tlsEnable; empty: "
+                                   "none.", field="metrics_listen_address"),
+}
+KEYS = frozenset(KEY_DOCS) | TLS_KEYS
 STATE_FILE = "controller.json"
 
 

@@ -19,6 +19,7 @@ from cluster.controller.active_gate import NotActiveController
 from cluster.controller.archive_directory import ArchiveDirectory
 from cluster.controller.controller_service import ControllerService, GroupSnapshot
 from cluster.controller.election import Assignment, NodeReport, SwitchRefused
+from cluster.controller.node_load import NodeLoad
 from cluster.controller.route_registry import RegistrationRefused
 from cluster.controller.route_wire import route_to_pb, topics_from_pb
 from cluster.security.member_gate import MemberGate
@@ -37,7 +38,17 @@ def report_from(hb: pb.NodeHeartbeat) -> NodeReport:
                       unhealthy_reason=hb.unhealthy_reason, in_sync=frozenset(hb.in_sync),
                       priority=hb.priority, preferred_role=hb.preferred_role,
                       member_notes=MappingProxyType(dict(hb.member_notes)),
-                      min_in_sync_replicas=hb.min_in_sync_replicas)
+                      min_in_sync_replicas=hb.min_in_sync_replicas,
+                      load=load_from_pb(hb.load) if hb.HasField("load") else None)
+
+
+def load_from_pb(load: pb.NodeLoad) -> NodeLoad:
+    lag = MappingProxyType(dict(load.consumer_lag)) if load.consumer_lag_known else None
+    return NodeLoad(started_ms=load.started_ms, sent_messages=load.sent_messages,
+                    delivered_messages=load.delivered_messages, consumer_lag=lag,
+                    disk_used_ratio=load.disk_used_ratio,
+                    disk_warning_ratio=load.disk_warning_ratio,
+                    disk_max_used_ratio=load.disk_max_used_ratio)
 
 
 def assignment_to_pb(a: Assignment) -> pb.Assignment:

@@ -47,6 +47,8 @@ from typing import Any, Mapping
 
 from store.broker_role import BrokerRole
 
+from cluster.controller.node_load import NodeLoad
+
 TRANSITIONING = "TRANSITIONING"
 MAX_ELECTIONS_KEPT = 20
 MAX_SYNC_STATE_CHANGES_KEPT = 20
@@ -94,6 +96,7 @@ class NodeReport:
     preferred_role: str = ""
     member_notes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     min_in_sync_replicas: int = 0  # a master's; 0: not reported
+    load: NodeLoad | None = None  # None: a node that does not report its load
 
     @property
     def is_master(self) -> bool:

@@ -1,5 +1,5 @@
 """Rendering of drill results: one summary row per drill, the table of rows (plain text for the
-terminal, GitHub markdown for the README), a few detail lines naming what went wrong, and each
+terminal, GitHub markdown for the docs), a few detail lines naming what went wrong, and each
 fault's write rate and p99 before, during and after it."""
 from __future__ import annotations
 

@@ -106,7 +106,17 @@ class GroupViews:
         return len(st.in_sync_set) if st else 0
 
     def slaves(self) -> list:
-        master = self.current_master()
+        """The nodes that are not the master, once a master answers (a status call that failed
+        under load must not make the master one of "the slaves": a slow-slave drill then
+        throttled the master)."""
+        master = None
+        for _ in range(50):
+            master = self.current_master()
+            if master is not None:
+                break
+            time.sleep(0.2)
+        if master is None:
+            raise RuntimeError("no node answers as master: cannot tell which nodes are slaves")
         return [p for p in self.nodes if p is not master]
 
     @staticmethod

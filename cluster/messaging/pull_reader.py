@@ -61,6 +61,9 @@ class Reader:
         self.budget = budget
         self.waiter = DispatchWaiter()
         self._unsubscribe: Callable[[], None] | None = None  # while attached
+        # messages PullMessage answered since the node started (the console's consume rate);
+        # added to on the server's event loop only
+        self.pulled = 0
 
     def attach(self) -> None:
         if self._unsubscribe is None:
@@ -101,6 +104,8 @@ class Reader:
             return [s.PullMessageResponse(status=e.status())]
         result = await self._read_waiting(topic, queue_id, request.offset, batch, filt, wait_s,
                                           time_remaining)
+        if result.status is GetStatus.FOUND:
+            self.pulled += len(result.messages)
         return pull_responses(result, request.message_queue.topic.resource_namespace)
 
     async def _read_waiting(self, topic: str, queue_id: int, offset: int, batch: int, filt: str | None,

@@ -104,6 +104,10 @@ class Sender:
         # a store that refuses writes (DISK_FULL, not enough replicas, a failed flush) refuses
         # every send: logged once per client host and reason every 10 s, with a count
         self.refusals = RefusalLog(log)
+        # client messages stored since the node started (not repeats, not transactional
+        # halves): the console's produce rate (cluster/console/trends.py). Only the server's
+        # event loop adds to it; readers take the int as it is.
+        self.stored = 0
 
     async def send(self, request: s.SendMessageRequest, peer_ip: str = ""
                    ) -> s.SendMessageResponse:
@@ -114,6 +118,8 @@ class Sender:
         if transactional:
             return await in_pool(self.prepare, request.messages[0], msgs[0])
         result = await self.put(msgs)
+        if result.ok:
+            self.stored += len(msgs) - result.repeated
         if result.ok and failpoints.should_fire(DROP_ANSWER):
             return s.SendMessageResponse(status=d.Status(
                 code=d.PROXY_TIMEOUT, message=f"failpoint {DROP_ANSWER}: the answer of a stored "

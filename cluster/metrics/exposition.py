@@ -5,12 +5,20 @@ cluster/console/) and a JSON API (the console's, the archive's), which needs the
 request's JSON body. A refusal is {"error": ...} with an HTTP status: ApiError's own, or an
 AdminError's code mapped (INVALID_ARGUMENT 400, NOT_FOUND 404, FAILED_PRECONDITION 409,
 UNAVAILABLE 503). A daemon thread per request (ThreadingHTTPServer).
+
+HTTPS when the process runs with TLS (`tls`: its TlsSettings, tlsEnable=true): the same
+certificate and key as its gRPC port, TLS 1.2 or later (cluster/security/tls.py
+http_ssl_context). The handshake runs on the request's thread, bounded by HANDSHAKE_TIMEOUT_S,
+so a client that stalls it delays nobody else; a plain-HTTP request to such a port fails its
+handshake and is closed unanswered. The API's token is asked for as over plain HTTP.
 """
 from __future__ import annotations
 
 import hmac
 import json
 import logging
+import socket
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Mapping
@@ -22,6 +30,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.registry import Collector
 
 from cluster.admin.admin_error import AdminError
+from cluster.security.tls import TlsSettings, http_ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +38,7 @@ Api = Callable[[dict[str, str]], Any]  # query parameters -> a JSON-able answer
 PostApi = Callable[[Any], Any]  # the request's JSON body -> a JSON-able answer
 Page = tuple[str, bytes]  # (content type, body)
 MAX_BODY = 1 << 20
+HANDSHAKE_TIMEOUT_S = 10.0
 _HTTP_STATUS = {grpc.StatusCode.INVALID_ARGUMENT: 400, grpc.StatusCode.NOT_FOUND: 404,
                 grpc.StatusCode.FAILED_PRECONDITION: 409, grpc.StatusCode.UNAVAILABLE: 503,
                 grpc.StatusCode.UNAUTHENTICATED: 401}
@@ -48,23 +58,51 @@ class ApiError(Exception):
         self.status = status
 
 
+class _TlsHTTPServer(ThreadingHTTPServer):
+    """HTTPS: accepts plain sockets on the serving thread and wraps each one in TLS on its
+    request's thread (a slow or silent client stalls only its own handshake)."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
+                 context: ssl.SSLContext) -> None:
+        super().__init__(address, handler)
+        self.context = context
+
+    def finish_request(self, request: socket.socket, client_address: Any) -> None:
+        request.settimeout(HANDSHAKE_TIMEOUT_S)
+        try:
+            tls = self.context.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError) as e:  # plain HTTP, an untrusting client, a timeout
+            log.debug("https %s: handshake failed: %s", client_address[0], e)
+            return
+        try:
+            tls.settimeout(None)
+            self.RequestHandlerClass(tls, client_address, self)
+        finally:
+            self.shutdown_request(tls)
+
+
 class MetricsEndpoint:
     """Owns the registry and the HTTP server at `address` (host:port; port 0: a free one,
-    `port` says which). `pages`: static files by path; `api`: JSON handlers by path (token)."""
+    `port` says which). `pages`: static files by path; `api`: JSON handlers by path (token);
+    `tls`: the process's TlsSettings (enabled: HTTPS, the module docstring)."""
 
     def __init__(self, address: str, collectors: Iterable[Collector], *,
                  pages: Mapping[str, Page] | None = None, api: Mapping[str, Api] | None = None,
-                 post: Mapping[str, PostApi] | None = None, token: str = "") -> None:
+                 post: Mapping[str, PostApi] | None = None, token: str = "",
+                 tls: TlsSettings | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         for c in collectors:
             self.registry.register(c)
         handler = _handler(self.registry, dict(pages or {}), dict(api or {}), dict(post or {}),
                            token)
         host, _, port = address.rpartition(":")
-        self._server = ThreadingHTTPServer((host, int(port)), handler)
+        context = http_ssl_context(tls)
+        self._server = ThreadingHTTPServer((host, int(port)), handler) if context is None \
+            else _TlsHTTPServer((host, int(port)), handler, context)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.address = f"{host}:{self.port}"
+        self.scheme = "http" if context is None else "https"
         threading.Thread(target=self._server.serve_forever, name="http", daemon=True).start()
 
     def close(self) -> None:

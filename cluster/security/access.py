@@ -1,15 +1,6 @@
 """Who may call the client API: the signature check and the ACL decision together.
 
-broker.conf keys (RocketMQ's `aclEnable`; the others are ours):
-    aclEnable                 false | true. true: every MessagingService call must be signed by
-                              a user of the ACL file and hold the permissions its method needs
-                              (deny by default), re-read when the file changes (acl_reload.py)
-    aclFile                   the ACL in RocketMQ's plain_acl.yml format (acl_file.py); default
-                              <storePathRootDir>/config/plain_acl.yml
-    aclDateTimeWindowSeconds  how far a request's signed x-mq-date-time may be from the node's
-                              clock, either way (900). Only the date is signed, so this bounds
-                              replays. The official Python client writes its LOCAL time with a
-                              "Z": run it with TZ=UTC, or widen the window past the zone offset
+broker.conf keys (RocketMQ's `aclEnable`; the others are ours): ACL_KEY_DOCS below, and
     accessKey, secretKey      (older keys, still honoured) one user with every permission on
                               every resource, but not the Admin API. Alone (aclEnable=false)
                               every call must be signed by it. With ACL on it is the nodes' own
@@ -25,7 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from common.config_values import ConfigError, prop_bool, prop_int
+from common.config_values import ConfigError, KeyDoc, prop_bool, prop_int
 
 from cluster.security.signature import Metadata, verify
 from cluster.security.acl import Need, Refusal
@@ -36,7 +27,21 @@ if TYPE_CHECKING:
 
     from cluster.config.node_config import NodeConfig
 
-ACL_KEYS = frozenset({"aclEnable", "aclFile", "aclDateTimeWindowSeconds"})
+# AclConfig's keys and what each means (the docs' configuration reference).
+ACL_KEY_DOCS = {
+    "aclEnable": KeyDoc("true: every MessagingService call must be signed by a user of the ACL "
+                        "file and hold the permissions its method needs (deny by default); the "
+                        "file is re-read when it changes (acl_reload.py).", field="enable"),
+    "aclFile": KeyDoc("The ACL in RocketMQ's plain_acl.yml format (acl_file.py); empty: "
+                      "<storePathRootDir>/config/plain_acl.yml.", field="file"),
+    "aclDateTimeWindowSeconds": KeyDoc("How far a request's signed x-mq-date-time may be from "
+                                       "the node's clock, either way. Only the date is signed, "
+                                       "so this bounds replays. The official Python client "
+                                       "writes its local time with a \"Z\": run it with "
+                                       "TZ=UTC, or widen the window past the zone offset.",
+                                       "s", field="date_time_window_s"),
+}
+ACL_KEYS = frozenset(ACL_KEY_DOCS)
 DEFAULT_WINDOW_SECONDS = 15 * 60
 DEFAULT_ACL_FILE = os.path.join("config", "plain_acl.yml")  # under storePathRootDir
 

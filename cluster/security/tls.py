@@ -1,24 +1,15 @@
 """TLS of every gRPC port, and the one rule of "secure or insecure".
 
-A node's or controller's settings (broker.conf / controller.conf; RocketMQ's tls.server.* names
-without the dots):
-
-    tlsEnable                false: plaintext. true: serve TLS only, and call peers over TLS
-    tlsServerCertPath        PEM certificate (chain) this process presents, to clients and,
-                             when it calls its peers (replication, forwarding, the controller),
-                             as its client certificate
-    tlsServerKeyPath         its PEM private key (unencrypted)
-    tlsServerTrustCertPath   PEM CA certificate(s) that verify peers: the servers this process
-                             calls, and clients' certificates (default: gRPC's default roots
-                             for outgoing calls, and no client certificates)
-    tlsServerNeedClientAuth  false. true: refuse, at the handshake, a client without a
-                             certificate issued by the trust CA. Official RocketMQ clients
-                             present none, so only for ports that serve members and operators
-                             with certificates.
+A node's, controller's or archive's settings (broker.conf / controller.conf; RocketMQ's
+tls.server.* names without the dots): KEY_DOCS below.
 
 Operator tools (cluster/client, the CLI) use a `ClientTls`: the CA to trust and, for a server
 that needs client certificates, a certificate and key. `open_channel` and `add_port` are the
-only places that choose between a secure and a plaintext channel or port.
+only places that choose between a secure and a plaintext channel or port; `http_ssl_context`
+is the same choice for the process's HTTP endpoint (/metrics, the console, the archive's JSON
+API: cluster/metrics/exposition.py), which serves HTTPS with the same certificate and key
+when tlsEnable is on, TLS 1.2 or later, and with tlsServerNeedClientAuth asks for a client
+certificate issued by the trust CA there too.
 
 The peer's certificate, on the server side: `peer_identity(context)` (the verified chain's
 subject names and common name, from `context.auth_context()`), empty without a client
@@ -28,15 +19,34 @@ certificate. gRPC's Python server either requires and verifies client certificat
 from __future__ import annotations
 
 import os
+import ssl
 from dataclasses import dataclass
 from typing import Sequence, Union
 
 import grpc
 
-from common.config_values import ConfigError, prop_bool
+from common.config_values import ConfigError, KeyDoc, prop_bool
 
-KEYS = frozenset({"tlsEnable", "tlsServerCertPath", "tlsServerKeyPath", "tlsServerTrustCertPath",
-                  "tlsServerNeedClientAuth"})
+# The keys and what each means (TlsSettings' fields; the docs' configuration reference).
+KEY_DOCS = {
+    "tlsEnable": KeyDoc("false: plaintext. true: serve TLS only, and call peers over TLS.",
+                        field="enabled"),
+    "tlsServerCertPath": KeyDoc("PEM certificate (chain) this process presents, to clients "
+                                "and, when it calls its peers (replication, forwarding, the "
+                                "controller), as its client certificate.", field="cert_file"),
+    "tlsServerKeyPath": KeyDoc("Its PEM private key (unencrypted); it must belong to the "
+                               "certificate.", field="key_file"),
+    "tlsServerTrustCertPath": KeyDoc("PEM CA certificate(s) that verify peers: the servers this "
+                                     "process calls, and clients' certificates (empty: gRPC's "
+                                     "default roots for outgoing calls, and no client "
+                                     "certificates).", field="trust_file"),
+    "tlsServerNeedClientAuth": KeyDoc("true: refuse, at the handshake, a client without a "
+                                      "certificate issued by the trust CA. The official "
+                                      "RocketMQ clients present none, so only for ports that "
+                                      "serve members and operators with certificates.",
+                                      field="need_client_auth"),
+}
+KEYS = frozenset(KEY_DOCS)
 Options = Sequence[tuple[str, object]]
 
 
@@ -158,6 +168,25 @@ def add_port(server: grpc.Server, address: str, settings: TlsSettings | None) ->
     if settings is not None and settings.enabled:
         return server.add_secure_port(address, server_credentials(settings))
     return server.add_insecure_port(address)
+
+
+def http_ssl_context(settings: TlsSettings | None) -> ssl.SSLContext | None:
+    """The server side of `settings` for an HTTP endpoint: None (plain HTTP) unless they enable
+    TLS; else TLS 1.2+ with the same certificate and key as the gRPC port (read now) and, with
+    need_client_auth, client certificates required and verified against the trust file."""
+    if settings is None or not settings.enabled:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(settings.cert_file, settings.key_file)
+        if settings.need_client_auth:
+            context.load_verify_locations(cafile=settings.trust_file)
+            context.verify_mode = ssl.CERT_REQUIRED
+    except (OSError, ssl.SSLError) as e:
+        raise ConfigError(f"tlsServerCertPath={settings.cert_file}, tlsServerKeyPath="
+                          f"{settings.key_file}: cannot serve HTTPS with them: {e}") from None
+    return context
 
 
 Security = Union[TlsSettings, ClientTls, None]

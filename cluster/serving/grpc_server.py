@@ -26,7 +26,7 @@ thread (the node's); they run what touches the server on the loop and wait for i
 
 The loop is uvloop's (libuv, in Cython) unless the node sets serverEventLoop=asyncio: gRPC's
 completions, the calls' futures and every callback go through the loop, and uvloop's costs
-the server 9-25% less CPU per call than asyncio's own (tests/perf/README.md, "The event
+the server 9-25% less CPU per call than asyncio's own (docs/performance/history.md, "The event
 loop"). `new_event_loop` falls back to asyncio's where uvloop is not installed.
 """
 from __future__ import annotations

@@ -4,8 +4,8 @@ bridge for plain streams), not on the call.
 
 gRPC runs every interceptor for every call, and resolves a method to the same handler object
 each time, so such an interceptor would build the same closures on every call (with the chain
-run as one interceptor, this saved 35 µs of CPU a sequential send: tests/perf/README.md, "One
-sequential send, thread by thread"). `WrapCache` keeps, per method, the last handler
+run as one interceptor, this saved 35 µs of CPU a sequential send: docs/performance/history.md,
+"One sequential send, thread by thread"). `WrapCache` keeps, per method, the last handler
 it was given and what it made of it; a different handler (an inner interceptor that wraps per
 call, such as the ACL check or a refusal) is wrapped again and replaces the entry. Entries are
 only made for methods that resolved to a handler, so there is at most one per served method.

@@ -12,7 +12,7 @@ Both paths write through MappedFile.append_many: 64 KiB or more (a batch, a catc
 chunk) by one pwritev into the file, where the kernel allocates the fresh pages inside the
 call, without the GIL and without a page fault per 4 KiB page; less by a copy into the
 mapping, which costs less than giving up the GIL for a short call. The mapping serves the
-readers (tests/perf/README.md, "The commitlog is written by pwrite").
+readers (docs/performance/history.md, "The commitlog is written by pwrite").
 Truncation is crash-safe (MappedFileQueue.truncate_to zeroes and syncs before it forgets).
 """
 from __future__ import annotations

@@ -25,7 +25,7 @@ from .fileio import PAGE_SIZE, FileIO
 # The smallest append written by pwritev (append_many). Below it a copy into the mapping
 # costs less: os.pwritev releases the GIL, and a caller that gives it up for a short write
 # waits for it to come back behind the node's other threads (16 µs per call for the consumer
-# state's records, against about 1 µs for the copy; tests/perf/README.md, "The commitlog is
+# state's records, against about 1 µs for the copy; docs/performance/history.md, "The commitlog is
 # written by pwrite").
 PWRITE_MIN_BYTES = 64 * 1024
 

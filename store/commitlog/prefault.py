@@ -10,7 +10,7 @@ The pages read as zeros, as the preallocated file does, so nothing a reader or r
 changes; only the work moves.
 
 Where it pays: a catching-up slave, 551-599 MB/s with it against 403-435 without, interleaved
-on one host (tests/perf/README.md, "The commitlog is written by pwrite"), and small appends
+on one host (docs/performance/history.md, "The commitlog is written by pwrite"), and small appends
 (single sends), which are copies into the mapping that fault each fresh page in under the GIL
 (SYNC_FLUSH sequential sends: p99 1.42-1.48 ms with it against 1.62-1.78 without in one set of
 pairs, within the noise in another). Where it does not:

@@ -41,7 +41,7 @@ class FlushWait:
       may flush for the whole group itself, so a lone putter needs no hand-off;
     - `await flush_wait`, on an event loop, awaits a completion that the service thread
       resolves (`submit`; Completion.wait_async carries it to the loop). A loop does not flush
-      itself: a flush there stalls every call the node serves (tests/perf/README).
+      itself: a flush there stalls every call the node serves (docs/performance/history.md).
 
     Made for one put and waited for once; nothing in it changes."""
     __slots__ = ("_group", "_result", "_timeout_s", "_answer")

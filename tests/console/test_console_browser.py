@@ -2,7 +2,7 @@
 Selenium): against a real local cluster, the controller's page shows the master, the master is
 killed, and the page shows the new master within the failover time; a message is found by key
 through the page's lookup form. Screenshots go to the test's folder, and into
-cluster/console/screenshots/ with RMQSTORE_UPDATE_SCREENSHOTS=1 (the README's)."""
+docs/assets/console/ with RMQSTORE_UPDATE_SCREENSHOTS=1 (the docs' console page)."""
 from __future__ import annotations
 
 import os
@@ -10,70 +10,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
-import pytest
+from tests.console.browser import open_console, text
+from tests.integration.harness import ROOT, wait_until
 
-from tests.integration.harness import ROOT, LocalCluster, wait_until
-
-SCREENSHOTS = os.path.join(ROOT, "cluster", "console", "screenshots")
+SCREENSHOTS = os.path.join(ROOT, "docs", "assets", "console")
 FAILOVER_S = 3.0  # the local cluster's controllerFailoverTimeoutMillis default
-
-
-@pytest.fixture
-def browser(tmp_path):
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not driver_path:
-        pytest.fail("chromium and chromium-driver are needed (scripts/setup installs them as "
-                    "root with apt-get)")
-    from selenium import webdriver
-    # Chromium leaves its process-singleton folder in TMPDIR after quit: give it a TMPDIR of
-    # its own, removed below. A short one: the socket inside must fit a Unix socket path
-    # (108 bytes), which a folder under the test's tmp_path does not.
-    scratch = tempfile.mkdtemp(prefix="chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                "--window-size=1500,1100", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
-        options.add_argument(arg)
-    service = webdriver.ChromeService(executable_path=driver_path,
-                                      env={**os.environ, "TMPDIR": scratch})
-    try:
-        driver = webdriver.Chrome(options=options, service=service)
-        try:
-            yield driver
-        finally:
-            driver.quit()
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    c = LocalCluster(str(tmp_path / "cluster"))
-    try:
-        c.wait_for("Ctrl-C stops everything", timeout=90)
-        yield c
-    finally:
-        c.kill_all()
-
-
-def open_console(browser, cluster) -> None:
-    info = cluster.info()
-    with open(info["token_file"], encoding="utf-8") as fh:
-        token = fh.read().strip()
-    browser.get(f"http://{info['controller']['metrics']}/")
-    browser.find_element("id", "token").send_keys(token)
-    browser.find_element("id", "save-token").click()
-
-
-def text(browser, element_id: str) -> str:
-    # One script call reads the element atomically: the page re-renders every refresh, and an
-    # element found first and read after can be replaced in between (stale element reference).
-    return browser.execute_script(
-        "const e = document.getElementById(arguments[0]); return e ? e.innerText : '';",
-        element_id) or ""
 
 
 def shot(browser, tmp_path, name: str) -> None:

@@ -2,7 +2,8 @@
 under a project name of its own, send and receive through the RocketMQ 5 API from the host, kill
 the master container and see a slave take over and serve, then `down -v` whatever happened. The
 official RocketMQ 5 Python client sends and receives from the host too, and the commitlog
-archive answers, and Prometheus scrapes every process. Every port serves TLS
+archive answers, and Prometheus scrapes every process (HTTPS, with the CA) and evaluates the
+alert rules without an error or a firing alert. Every port serves TLS
 with the CA the project's `certs` service made in deploy/secrets/tls: the host's clients trust
 it (the official client through GRPC_DEFAULT_SSL_ROOTS_FILE_PATH), a plaintext client is
 refused. ACL is on: an unsigned producer is refused, the host's commands sign as the admin user
@@ -120,6 +121,21 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
                 return json.load(resp)["data"]["result"]
         # exactly one node reports a master role (scraped every 5 s)
         wait_until(lambda: len(masters_seen()) == 1, 30, "one master in Prometheus", interval=1)
+        # ... over HTTPS trusting the cluster's CA, and it evaluates deploy/conf/alerts.yml
+        # without an error; the healthy cluster fires none of them
+        with urllib.request.urlopen("http://127.0.0.1:9090/api/v1/targets", timeout=5) as resp:
+            urls = [t["scrapeUrl"] for t in json.load(resp)["data"]["activeTargets"]]
+        assert all(u.startswith("https://") for u in urls), urls
+        def rule_groups() -> list:
+            with urllib.request.urlopen("http://127.0.0.1:9090/api/v1/rules",
+                                        timeout=5) as resp:
+                return json.load(resp)["data"]["groups"]
+        wait_until(lambda: all(r["health"] == "ok" for g in rule_groups() for r in g["rules"]),
+                   20, "every alert rule evaluated", interval=1)  # "unknown" until then
+        assert {g["name"] for g in rule_groups()} >= {"rmqstore-masters", "rmqstore-archive"}
+        with urllib.request.urlopen("http://127.0.0.1:9090/api/v1/alerts", timeout=5) as resp:
+            alerts = json.load(resp)["data"]["alerts"]
+        assert not [a for a in alerts if a["state"] == "firing"], alerts
         # ACL on: an unsigned client is refused, the admin user of plain_acl.yml is not
         out = _cli("produce", "--address", ENDPOINTS, "--topic", "Compose", "--count", "1",
                    ok=False)

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from cluster.client.admin_client import AdminClient
 from cluster.client.controller_client import ControllerClient
@@ -403,10 +403,16 @@ def pid_gone(pid: int) -> bool:
         return True
 
 
-def cluster_cli(*argv: str) -> subprocess.CompletedProcess:
+# The command line of this checkout; an installed one (tests/packaging) passes its own command,
+# environment and working folder to cluster_cli and LocalCluster.
+CLI = (sys.executable, "-m", "cluster")
+
+
+def cluster_cli(*argv: str, command: Sequence[str] = CLI, env: dict[str, str] | None = None,
+                cwd: str = ROOT) -> subprocess.CompletedProcess:
     """`python -m cluster <argv>` as an operator runs it (output captured, 60 s at most)."""
-    return subprocess.run([sys.executable, "-m", "cluster", *argv], capture_output=True,
-                          text=True, cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": ROOT})
+    return subprocess.run([*command, *argv], capture_output=True, text=True, cwd=cwd, timeout=60,
+                          env=env or {**os.environ, "PYTHONPATH": ROOT})
 
 
 class LocalCluster:
@@ -415,18 +421,18 @@ class LocalCluster:
     group k's on P+100k..), its output read line by line; kill_all() reaps it and its
     processes."""
 
-    def __init__(self, root: str, *options: str, groups: int = 1) -> None:
+    def __init__(self, root: str, *options: str, command: Sequence[str] = CLI,
+                 env: dict[str, str] | None = None, cwd: str = ROOT, groups: int = 1) -> None:
         """`options`: more `cluster local` options (--tls)."""
         self.root = root
         self.base = free_base_port(groups)
         if groups > 1:
             options = (*options, "--groups", str(groups))
-        env = {**os.environ, "PYTHONPATH": ROOT}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cluster", "local", "--dir", root, "--base-port", str(self.base),
-             *options],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-            start_new_session=True, text=True)
+            [*command, "local", "--dir", root, "--base-port", str(self.base), *options],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=env or {**os.environ, "PYTHONPATH": ROOT}, cwd=cwd, start_new_session=True,
+            text=True)
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.output: list[str] = []
         threading.Thread(target=self._pump, daemon=True).start()

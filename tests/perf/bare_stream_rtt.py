@@ -7,7 +7,7 @@ The server echoes on a grpc.aio event loop, once with an `async` handler and onc
 generator handler (gRPC's own bridge runs it in its thread pool); the client is a synchronous
 stub fed by a queue, as a slave's ReplicationClient is. It prints p50 / p90 / p99 of each,
 next to which `bench_replication --only latency` shows what the store, the sessions and the
-node's threads add (tests/perf/README.md, "Where a SYNC_MASTER's time goes").
+node's threads add (docs/performance/history.md, "Where a SYNC_MASTER's time goes").
 """
 from __future__ import annotations
 

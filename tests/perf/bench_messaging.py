@@ -36,7 +36,7 @@ node's), and sequential raw unary calls to it (calls/s, p50/p99). Each scenario 
 baseline also print the share of CPU the host stole meanwhile (tests/perf/host_load.py).
 
 Not a test: nothing asserts on time. The machine is shared and noisy; compare figures measured
-side by side in one run, and runs with --compare (see tests/perf/README.md).
+side by side in one run, and runs with --compare (see docs/performance/benchmarks.md).
 """
 from __future__ import annotations
 

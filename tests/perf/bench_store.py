@@ -9,7 +9,7 @@ the repository's disk (never /dev/shm) and are removed afterwards.
 
 The machine is shared and noisy: absolute figures move between runs, so compare the ratios that
 are measured side by side in one run (put / raw ceiling, mmap / pwrite), and use --compare to put
-two runs' JSON next to each other. See tests/perf/README.md.
+two runs' JSON next to each other. See docs/performance/benchmarks.md.
 """
 from __future__ import annotations
 

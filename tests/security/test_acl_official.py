@@ -5,7 +5,7 @@ missing permission, a wrong secret is UNAUTHORIZED, a reload of the ACL file tak
 a restart, and a slave forwards the caller's identity to its master.
 
 The client signs x-mq-date-time with its LOCAL time and a "Z": the tests run it with TZ=UTC, as
-the README tells operators to."""
+the security page of the docs tells operators to."""
 from __future__ import annotations
 
 import os

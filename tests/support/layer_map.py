@@ -1,9 +1,10 @@
-"""The layer picture of ARCHITECTURE.md, drawn from the import-linter contracts in pyproject.toml.
+"""The layer picture of the architecture page (docs/concepts/architecture.md), drawn from the
+import-linter contracts in pyproject.toml.
 
 The contracts are the map (tests/test_layers.py runs them); this module renders their layers,
 top to bottom, with each package's one-line summary (the first sentence of its `__init__`
 docstring), so the picture cannot say something the contracts do not. `python -m
-tests.support.layer_map` rewrites the block between the markers in ARCHITECTURE.md;
+tests.support.layer_map` rewrites the block between the markers on that page;
 tests/test_layers.py fails while the block differs from the rendering.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BEGIN = "<!-- layers: drawn by `python -m tests.support.layer_map` from pyproject.toml -->"
 END = "<!-- /layers -->"
 SUMMARY_WIDTH = 76
+PAGE = ROOT / "docs" / "concepts" / "architecture.md"
 
 
 def contracts(root: Path = ROOT) -> dict[str, dict]:
@@ -70,7 +72,7 @@ def current_block(text: str) -> str | None:
 
 
 def main() -> int:
-    path = ROOT / "ARCHITECTURE.md"
+    path = PAGE
     text = path.read_text()
     old = current_block(text)
     if old is None:
