@@ -24,51 +24,67 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16proto/controller.proto\x12\x16rmqstore.controller.v1\"_\n\nGroupRange\x12\x14\n\x0c\x62roker_group\x18\x01 \x01(\t\x12\x1d\n\x15\x66irst_store_timestamp\x18\x02 \x01(\x03\x12\x1c\n\x14last_store_timestamp\x18\x03 \x01(\x03\"\x98\x01\n\x13\x41rchiveAnnouncement\x12\x12\n\narchive_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x14\n\x0chttp_address\x18\x03 \x01(\t\x12\x32\n\x06groups\x18\x04 \x03(\x0b\x32\".rmqstore.controller.v1.GroupRange\x12\x12\n\ntoken_file\x18\x05 \x01(\t\"\x18\n\x16\x41rchiveAnnouncementAck\"\x15\n\x13ListArchivesRequest\"L\n\x0b\x41rchiveList\x12=\n\x08\x61rchives\x18\x01 \x03(\x0b\x32+.rmqstore.controller.v1.ArchiveAnnouncement\"\x88\x04\n\rNodeHeartbeat\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x0f\n\x07node_id\x18\x03 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x04 \x01(\t\x12\x0c\n\x04role\x18\x05 \x01(\t\x12\r\n\x05\x65poch\x18\x06 \x01(\x05\x12\x12\n\nmax_offset\x18\x07 \x01(\x03\x12\x16\n\x0e\x63onfirm_offset\x18\x08 \x01(\x03\x12\x0f\n\x07healthy\x18\t \x01(\x08\x12\x18\n\x10unhealthy_reason\x18\n \x01(\t\x12\x0f\n\x07in_sync\x18\x0b \x03(\t\x12\x10\n\x08priority\x18\x0c \x01(\x05\x12\x16\n\x0epreferred_role\x18\r \x01(\t\x12\x11\n\tfollowing\x18\x0e \x01(\t\x12\x18\n\x10master_connected\x18\x0f \x01(\x08\x12L\n\x0cmember_notes\x18\x10 \x03(\x0b\x32\x36.rmqstore.controller.v1.NodeHeartbeat.MemberNotesEntry\x12\x1c\n\x14min_in_sync_replicas\x18\x11 \x01(\x05\x12.\n\x04load\x18\x12 \x01(\x0b\x32 .rmqstore.controller.v1.NodeLoad\x1a\x32\n\x10MemberNotesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xbc\x02\n\x08NodeLoad\x12\x12\n\nstarted_ms\x18\x01 \x01(\x03\x12\x15\n\rsent_messages\x18\x02 \x01(\x03\x12\x1a\n\x12\x64\x65livered_messages\x18\x03 \x01(\x03\x12G\n\x0c\x63onsumer_lag\x18\x04 \x03(\x0b\x32\x31.rmqstore.controller.v1.NodeLoad.ConsumerLagEntry\x12\x1a\n\x12\x63onsumer_lag_known\x18\x05 \x01(\x08\x12\x17\n\x0f\x64isk_used_ratio\x18\x06 \x01(\x01\x12\x1a\n\x12\x64isk_warning_ratio\x18\x07 \x01(\x01\x12\x1b\n\x13\x64isk_max_used_ratio\x18\x08 \x01(\x01\x1a\x32\n\x10\x43onsumerLagEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xbf\x01\n\nAssignment\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x16\n\x0emaster_address\x18\x02 \x01(\t\x12\x11\n\tmaster_id\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x05\x12\x16\n\x0esync_state_set\x18\x05 \x03(\t\x12\x18\n\x10sync_state_epoch\x18\x06 \x01(\x03\x12\x0c\n\x04note\x18\x07 \x01(\t\x12\x10\n\x08lease_ms\x18\x08 \x01(\x03\x12\x17\n\x0fgroup_addresses\x18\t \x03(\t\"\x12\n\x10GetGroupsRequest\"\xd4\x01\n\x08NodeView\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x05\x12\x12\n\nmax_offset\x18\x05 \x01(\x03\x12\x0f\n\x07healthy\x18\x06 \x01(\x08\x12\x18\n\x10unhealthy_reason\x18\x07 \x01(\t\x12\x1d\n\x15last_heartbeat_age_ms\x18\x08 \x01(\x03\x12\x19\n\x11in_sync_state_set\x18\t \x01(\x08\x12\x10\n\x08priority\x18\n \x01(\x05\"g\n\x08\x45lection\x12\r\n\x05\x61t_ms\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x11\n\tmaster_id\x18\x03 \x01(\t\x12\x1a\n\x12previous_master_id\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\"j\n\x0fSyncStateChange\x12\r\n\x05\x61t_ms\x18\x01 \x01(\x03\x12\x18\n\x10sync_state_epoch\x18\x02 \x01(\x03\x12\x0f\n\x07node_id\x18\x03 \x01(\t\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x04 \x01(\x08\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\xda\x02\n\tGroupView\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x11\n\tmaster_id\x18\x02 \x01(\t\x12\x16\n\x0emaster_address\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x05\x12\x16\n\x0esync_state_set\x18\x05 \x03(\t\x12\x18\n\x10sync_state_epoch\x18\x06 \x01(\x03\x12\x13\n\x0bmaster_role\x18\x07 \x01(\t\x12\x0c\n\x04note\x18\x08 \x01(\t\x12/\n\x05nodes\x18\t \x03(\x0b\x32 .rmqstore.controller.v1.NodeView\x12\x33\n\telections\x18\n \x03(\x0b\x32 .rmqstore.controller.v1.Election\x12\x43\n\x12sync_state_changes\x18\x0b \x03(\x0b\x32\'.rmqstore.controller.v1.SyncStateChange\"[\n\nGroupsView\x12\x31\n\x06groups\x18\x01 \x03(\x0b\x32!.rmqstore.controller.v1.GroupView\x12\x1a\n\x12\x63ontroller_address\x18\x02 \x01(\t\";\n\x13SwitchMasterRequest\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t2\xf1\x03\n\nController\x12V\n\tHeartbeat\x12%.rmqstore.controller.v1.NodeHeartbeat\x1a\".rmqstore.controller.v1.Assignment\x12Y\n\tGetGroups\x12(.rmqstore.controller.v1.GetGroupsRequest\x1a\".rmqstore.controller.v1.GroupsView\x12^\n\x0cSwitchMaster\x12+.rmqstore.controller.v1.SwitchMasterRequest\x1a!.rmqstore.controller.v1.GroupView\x12n\n\x0f\x41nnounceArchive\x12+.rmqstore.controller.v1.ArchiveAnnouncement\x1a..rmqstore.controller.v1.ArchiveAnnouncementAck\x12`\n\x0cListArchives\x12+.rmqstore.controller.v1.ListArchivesRequest\x1a#.rmqstore.controller.v1.ArchiveListb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16proto/controller.proto\x12\x16rmqstore.controller.v1\"\x9e\x02\n\nTopicRoute\x12\x12\n\ntopic_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\r\n\x05order\x18\x05 \x01(\x08\x12\x19\n\x11topic_filter_type\x18\x06 \x01(\t\x12\x16\n\x0etopic_sys_flag\x18\x07 \x01(\x05\x12\x46\n\nattributes\x18\x08 \x03(\x0b\x32\x32.rmqstore.controller.v1.TopicRoute.AttributesEntry\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x91\x01\n\x11TopicRegistration\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x11\n\tendpoints\x18\x04 \x03(\t\x12\x32\n\x06topics\x18\x05 \x03(\x0b\x32\".rmqstore.controller.v1.TopicRoute\"(\n\x0fRegistrationAck\x12\x15\n\rroute_version\x18\x01 \x01(\t\"\x15\n\x13\x43lusterRouteRequest\"\xcd\x01\n\nGroupRoute\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x11\n\tmaster_id\x18\x02 \x01(\t\x12\x16\n\x0emaster_address\x18\x03 \x01(\t\x12\x0c\n\x04note\x18\x04 \x01(\t\x12\x11\n\tendpoints\x18\x05 \x03(\t\x12\x12\n\nregistered\x18\x06 \x01(\x08\x12\x32\n\x06topics\x18\x07 \x03(\x0b\x32\".rmqstore.controller.v1.TopicRoute\x12\x16\n\x0etopics_version\x18\x08 \x01(\t\"S\n\x0c\x43lusterRoute\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x32\n\x06groups\x18\x02 \x03(\x0b\x32\".rmqstore.controller.v1.GroupRoute\"_\n\nGroupRange\x12\x14\n\x0c\x62roker_group\x18\x01 \x01(\t\x12\x1d\n\x15\x66irst_store_timestamp\x18\x02 \x01(\x03\x12\x1c\n\x14last_store_timestamp\x18\x03 \x01(\x03\"\x98\x01\n\x13\x41rchiveAnnouncement\x12\x12\n\narchive_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x14\n\x0chttp_address\x18\x03 \x01(\t\x12\x32\n\x06groups\x18\x04 \x03(\x0b\x32\".rmqstore.controller.v1.GroupRange\x12\x12\n\ntoken_file\x18\x05 \x01(\t\"\x18\n\x16\x41rchiveAnnouncementAck\"\x15\n\x13ListArchivesRequest\"L\n\x0b\x41rchiveList\x12=\n\x08\x61rchives\x18\x01 \x03(\x0b\x32+.rmqstore.controller.v1.ArchiveAnnouncement\"\x88\x04\n\rNodeHeartbeat\x12\x14\n\x0c\x63luster_name\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12\x0f\n\x07node_id\x18\x03 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x04 \x01(\t\x12\x0c\n\x04role\x18\x05 \x01(\t\x12\r\n\x05\x65poch\x18\x06 \x01(\x05\x12\x12\n\nmax_offset\x18\x07 \x01(\x03\x12\x16\n\x0e\x63onfirm_offset\x18\x08 \x01(\x03\x12\x0f\n\x07healthy\x18\t \x01(\x08\x12\x18\n\x10unhealthy_reason\x18\n \x01(\t\x12\x0f\n\x07in_sync\x18\x0b \x03(\t\x12\x10\n\x08priority\x18\x0c \x01(\x05\x12\x16\n\x0epreferred_role\x18\r \x01(\t\x12\x11\n\tfollowing\x18\x0e \x01(\t\x12\x18\n\x10master_connected\x18\x0f \x01(\x08\x12L\n\x0cmember_notes\x18\x10 \x03(\x0b\x32\x36.rmqstore.controller.v1.NodeHeartbeat.MemberNotesEntry\x12\x1c\n\x14min_in_sync_replicas\x18\x11 \x01(\x05\x12.\n\x04load\x18\x12 \x01(\x0b\x32 .rmqstore.controller.v1.NodeLoad\x1a\x32\n\x10MemberNotesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xbc\x02\n\x08NodeLoad\x12\x12\n\nstarted_ms\x18\x01 \x01(\x03\x12\x15\n\rsent_messages\x18\x02 \x01(\x03\x12\x1a\n\x12\x64\x65livered_messages\x18\x03 \x01(\x03\x12G\n\x0c\x63onsumer_lag\x18\x04 \x03(\x0b\x32\x31.rmqstore.controller.v1.NodeLoad.ConsumerLagEntry\x12\x1a\n\x12\x63onsumer_lag_known\x18\x05 \x01(\x08\x12\x17\n\x0f\x64isk_used_ratio\x18\x06 \x01(\x01\x12\x1a\n\x12\x64isk_warning_ratio\x18\x07 \x01(\x01\x12\x1b\n\x13\x64isk_max_used_ratio\x18\x08 \x01(\x01\x1a\x32\n\x10\x43onsumerLagEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xf9\x01\n\nAssignment\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x16\n\x0emaster_address\x18\x02 \x01(\t\x12\x11\n\tmaster_id\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x05\x12\x16\n\x0esync_state_set\x18\x05 \x03(\t\x12\x18\n\x10sync_state_epoch\x18\x06 \x01(\x03\x12\x0c\n\x04note\x18\x07 \x01(\t\x12\x10\n\x08lease_ms\x18\x08 \x01(\x03\x12\x17\n\x0fgroup_addresses\x18\t \x03(\t\x12!\n\x19registered_topics_version\x18\n \x01(\t\x12\x15\n\rroute_version\x18\x0b \x01(\t\"\x12\n\x10GetGroupsRequest\"\xd4\x01\n\x08NodeView\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x05\x12\x12\n\nmax_offset\x18\x05 \x01(\x03\x12\x0f\n\x07healthy\x18\x06 \x01(\x08\x12\x18\n\x10unhealthy_reason\x18\x07 \x01(\t\x12\x1d\n\x15last_heartbeat_age_ms\x18\x08 \x01(\x03\x12\x19\n\x11in_sync_state_set\x18\t \x01(\x08\x12\x10\n\x08priority\x18\n \x01(\x05\"g\n\x08\x45lection\x12\r\n\x05\x61t_ms\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\x12\x11\n\tmaster_id\x18\x03 \x01(\t\x12\x1a\n\x12previous_master_id\x18\x04 \x01(\t\x12\x0e\n\x06reason\x18\x05 \x01(\t\"j\n\x0fSyncStateChange\x12\r\n\x05\x61t_ms\x18\x01 \x01(\x03\x12\x18\n\x10sync_state_epoch\x18\x02 \x01(\x03\x12\x0f\n\x07node_id\x18\x03 \x01(\t\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x04 \x01(\x08\x12\x0e\n\x06reason\x18\x05 \x01(\t\"\xda\x02\n\tGroupView\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x11\n\tmaster_id\x18\x02 \x01(\t\x12\x16\n\x0emaster_address\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x05\x12\x16\n\x0esync_state_set\x18\x05 \x03(\t\x12\x18\n\x10sync_state_epoch\x18\x06 \x01(\x03\x12\x13\n\x0bmaster_role\x18\x07 \x01(\t\x12\x0c\n\x04note\x18\x08 \x01(\t\x12/\n\x05nodes\x18\t \x03(\x0b\x32 .rmqstore.controller.v1.NodeView\x12\x33\n\telections\x18\n \x03(\x0b\x32 .rmqstore.controller.v1.Election\x12\x43\n\x12sync_state_changes\x18\x0b \x03(\x0b\x32\'.rmqstore.controller.v1.SyncStateChange\"\x90\x01\n\nGroupsView\x12\x31\n\x06groups\x18\x01 \x03(\x0b\x32!.rmqstore.controller.v1.GroupView\x12\x1a\n\x12\x63ontroller_address\x18\x02 \x01(\t\x12\x33\n\x05route\x18\x03 \x01(\x0b\x32$.rmqstore.controller.v1.ClusterRoute\";\n\x13SwitchMasterRequest\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t2\xbd\x05\n\nController\x12V\n\tHeartbeat\x12%.rmqstore.controller.v1.NodeHeartbeat\x1a\".rmqstore.controller.v1.Assignment\x12Y\n\tGetGroups\x12(.rmqstore.controller.v1.GetGroupsRequest\x1a\".rmqstore.controller.v1.GroupsView\x12^\n\x0cSwitchMaster\x12+.rmqstore.controller.v1.SwitchMasterRequest\x1a!.rmqstore.controller.v1.GroupView\x12n\n\x0f\x41nnounceArchive\x12+.rmqstore.controller.v1.ArchiveAnnouncement\x1a..rmqstore.controller.v1.ArchiveAnnouncementAck\x12`\n\x0cListArchives\x12+.rmqstore.controller.v1.ListArchivesRequest\x1a#.rmqstore.controller.v1.ArchiveList\x12\x64\n\x0eRegisterTopics\x12).rmqstore.controller.v1.TopicRegistration\x1a\'.rmqstore.controller.v1.RegistrationAck\x12\x64\n\x0fGetClusterRoute\x12+.rmqstore.controller.v1.ClusterRouteRequest\x1a$.rmqstore.controller.v1.ClusterRouteb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'proto.controller_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_TOPICROUTE_ATTRIBUTESENTRY']._loaded_options = None
+  _globals['_TOPICROUTE_ATTRIBUTESENTRY']._serialized_options = b'8\001'
   _globals['_NODEHEARTBEAT_MEMBERNOTESENTRY']._loaded_options = None
   _globals['_NODEHEARTBEAT_MEMBERNOTESENTRY']._serialized_options = b'8\001'
   _globals['_NODELOAD_CONSUMERLAGENTRY']._loaded_options = None
   _globals['_NODELOAD_CONSUMERLAGENTRY']._serialized_options = b'8\001'
-  _globals['_GROUPRANGE']._serialized_start=50
-  _globals['_GROUPRANGE']._serialized_end=145
-  _globals['_ARCHIVEANNOUNCEMENT']._serialized_start=148
-  _globals['_ARCHIVEANNOUNCEMENT']._serialized_end=300
-  _globals['_ARCHIVEANNOUNCEMENTACK']._serialized_start=302
-  _globals['_ARCHIVEANNOUNCEMENTACK']._serialized_end=326
-  _globals['_LISTARCHIVESREQUEST']._serialized_start=328
-  _globals['_LISTARCHIVESREQUEST']._serialized_end=349
-  _globals['_ARCHIVELIST']._serialized_start=351
-  _globals['_ARCHIVELIST']._serialized_end=427
-  _globals['_NODEHEARTBEAT']._serialized_start=430
-  _globals['_NODEHEARTBEAT']._serialized_end=950
-  _globals['_NODEHEARTBEAT_MEMBERNOTESENTRY']._serialized_start=900
-  _globals['_NODEHEARTBEAT_MEMBERNOTESENTRY']._serialized_end=950
-  _globals['_NODELOAD']._serialized_start=953
-  _globals['_NODELOAD']._serialized_end=1269
-  _globals['_NODELOAD_CONSUMERLAGENTRY']._serialized_start=1219
-  _globals['_NODELOAD_CONSUMERLAGENTRY']._serialized_end=1269
-  _globals['_ASSIGNMENT']._serialized_start=1272
-  _globals['_ASSIGNMENT']._serialized_end=1463
-  _globals['_GETGROUPSREQUEST']._serialized_start=1465
-  _globals['_GETGROUPSREQUEST']._serialized_end=1483
-  _globals['_NODEVIEW']._serialized_start=1486
-  _globals['_NODEVIEW']._serialized_end=1698
-  _globals['_ELECTION']._serialized_start=1700
-  _globals['_ELECTION']._serialized_end=1803
-  _globals['_SYNCSTATECHANGE']._serialized_start=1805
-  _globals['_SYNCSTATECHANGE']._serialized_end=1911
-  _globals['_GROUPVIEW']._serialized_start=1914
-  _globals['_GROUPVIEW']._serialized_end=2260
-  _globals['_GROUPSVIEW']._serialized_start=2262
-  _globals['_GROUPSVIEW']._serialized_end=2353
-  _globals['_SWITCHMASTERREQUEST']._serialized_start=2355
-  _globals['_SWITCHMASTERREQUEST']._serialized_end=2414
-  _globals['_CONTROLLER']._serialized_start=2417
-  _globals['_CONTROLLER']._serialized_end=2914
+  _globals['_TOPICROUTE']._serialized_start=51
+  _globals['_TOPICROUTE']._serialized_end=337
+  _globals['_TOPICROUTE_ATTRIBUTESENTRY']._serialized_start=288
+  _globals['_TOPICROUTE_ATTRIBUTESENTRY']._serialized_end=337
+  _globals['_TOPICREGISTRATION']._serialized_start=340
+  _globals['_TOPICREGISTRATION']._serialized_end=485
+  _globals['_REGISTRATIONACK']._serialized_start=487
+  _globals['_REGISTRATIONACK']._serialized_end=527
+  _globals['_CLUSTERROUTEREQUEST']._serialized_start=529
+  _globals['_CLUSTERROUTEREQUEST']._serialized_end=550
+  _globals['_GROUPROUTE']._serialized_start=553
+  _globals['_GROUPROUTE']._serialized_end=758
+  _globals['_CLUSTERROUTE']._serialized_start=760
+  _globals['_CLUSTERROUTE']._serialized_end=843
+  _globals['_GROUPRANGE']._serialized_start=845
+  _globals['_GROUPRANGE']._serialized_end=940
+  _globals['_ARCHIVEANNOUNCEMENT']._serialized_start=943
+  _globals['_ARCHIVEANNOUNCEMENT']._serialized_end=1095
+  _globals['_ARCHIVEANNOUNCEMENTACK']._serialized_start=1097
+  _globals['_ARCHIVEANNOUNCEMENTACK']._serialized_end=1121
+  _globals['_LISTARCHIVESREQUEST']._serialized_start=1123
+  _globals['_LISTARCHIVESREQUEST']._serialized_end=1144
+  _globals['_ARCHIVELIST']._serialized_start=1146
+  _globals['_ARCHIVELIST']._serialized_end=1222
+  _globals['_NODEHEARTBEAT']._serialized_start=1225
+  _globals['_NODEHEARTBEAT']._serialized_end=1745
+  _globals['_NODEHEARTBEAT_MEMBERNOTESENTRY']._serialized_start=1695
+  _globals['_NODEHEARTBEAT_MEMBERNOTESENTRY']._serialized_end=1745
+  _globals['_NODELOAD']._serialized_start=1748
+  _globals['_NODELOAD']._serialized_end=2064
+  _globals['_NODELOAD_CONSUMERLAGENTRY']._serialized_start=2014
+  _globals['_NODELOAD_CONSUMERLAGENTRY']._serialized_end=2064
+  _globals['_ASSIGNMENT']._serialized_start=2067
+  _globals['_ASSIGNMENT']._serialized_end=2316
+  _globals['_GETGROUPSREQUEST']._serialized_start=2318
+  _globals['_GETGROUPSREQUEST']._serialized_end=2336
+  _globals['_NODEVIEW']._serialized_start=2339
+  _globals['_NODEVIEW']._serialized_end=2551
+  _globals['_ELECTION']._serialized_start=2553
+  _globals['_ELECTION']._serialized_end=2656
+  _globals['_SYNCSTATECHANGE']._serialized_start=2658
+  _globals['_SYNCSTATECHANGE']._serialized_end=2764
+  _globals['_GROUPVIEW']._serialized_start=2767
+  _globals['_GROUPVIEW']._serialized_end=3113
+  _globals['_GROUPSVIEW']._serialized_start=3116
+  _globals['_GROUPSVIEW']._serialized_end=3260
+  _globals['_SWITCHMASTERREQUEST']._serialized_start=3262
+  _globals['_SWITCHMASTERREQUEST']._serialized_end=3321
+  _globals['_CONTROLLER']._serialized_start=3324
+  _globals['_CONTROLLER']._serialized_end=4025
 # @@protoc_insertion_point(module_scope)

@@ -59,6 +59,16 @@ class ControllerStub:
                 request_serializer=proto_dot_controller__pb2.ListArchivesRequest.SerializeToString,
                 response_deserializer=proto_dot_controller__pb2.ArchiveList.FromString,
                 _registered_method=True)
+        self.RegisterTopics = channel.unary_unary(
+                '/rmqstore.controller.v1.Controller/RegisterTopics',
+                request_serializer=proto_dot_controller__pb2.TopicRegistration.SerializeToString,
+                response_deserializer=proto_dot_controller__pb2.RegistrationAck.FromString,
+                _registered_method=True)
+        self.GetClusterRoute = channel.unary_unary(
+                '/rmqstore.controller.v1.Controller/GetClusterRoute',
+                request_serializer=proto_dot_controller__pb2.ClusterRouteRequest.SerializeToString,
+                response_deserializer=proto_dot_controller__pb2.ClusterRoute.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -102,6 +112,25 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RegisterTopics(self, request, context):
+        """A group's master registers its group's endpoints and topic table (member-only, purpose
+        "/rmqstore.controller.v1.Controller/RegisterTopics"). Refused (FAILED_PRECONDITION) from a
+        node the controller has not made the group's master, INVALID_ARGUMENT for a bad topic;
+        a refused registration changes nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetClusterRoute(self, request, context):
+        """The cluster's route: every group's endpoints, master and topics (member-only, purpose
+        "/rmqstore.controller.v1.Controller/GetClusterRoute"). Operators read the same route in
+        GetGroups.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -129,6 +158,16 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.ListArchives,
                     request_deserializer=proto_dot_controller__pb2.ListArchivesRequest.FromString,
                     response_serializer=proto_dot_controller__pb2.ArchiveList.SerializeToString,
+            ),
+            'RegisterTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.RegisterTopics,
+                    request_deserializer=proto_dot_controller__pb2.TopicRegistration.FromString,
+                    response_serializer=proto_dot_controller__pb2.RegistrationAck.SerializeToString,
+            ),
+            'GetClusterRoute': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetClusterRoute,
+                    request_deserializer=proto_dot_controller__pb2.ClusterRouteRequest.FromString,
+                    response_serializer=proto_dot_controller__pb2.ClusterRoute.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -266,6 +305,60 @@ class Controller:
             '/rmqstore.controller.v1.Controller/ListArchives',
             proto_dot_controller__pb2.ListArchivesRequest.SerializeToString,
             proto_dot_controller__pb2.ArchiveList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RegisterTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.controller.v1.Controller/RegisterTopics',
+            proto_dot_controller__pb2.TopicRegistration.SerializeToString,
+            proto_dot_controller__pb2.RegistrationAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetClusterRoute(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rmqstore.controller.v1.Controller/GetClusterRoute',
+            proto_dot_controller__pb2.ClusterRouteRequest.SerializeToString,
+            proto_dot_controller__pb2.ClusterRoute.FromString,
             options,
             channel_credentials,
             insecure,

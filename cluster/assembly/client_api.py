@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from common.clock import Clock
     from store.message_store import MessageStore
 
+    from cluster.config.cluster_route import ClusterRoute
     from cluster.config.live_config import LiveConfig
     from cluster.config.node_role import Role
 
@@ -46,11 +47,15 @@ log = logging.getLogger(__name__)
 def build_messaging(role: "Role", store: "MessageStore", live: "LiveConfig", clock: "Clock",
                     advertised_address: Callable[[], str],
                     receipt_key: bytes | None = None,
-                    group_members: Callable[[], Sequence[str]] = tuple) -> MessagingService:
+                    group_members: Callable[[], Sequence[str]] = tuple,
+                    cluster_route: Callable[[], "ClusterRoute | None"] = lambda: None
+                    ) -> MessagingService:
     """The client API of a node. `receipt_key`: the broker group's shared key of receipt
     handles and transaction ids (cluster/consume/handle_mac.py; the node derives it from the
     cluster secret). Without one, a random key: handles then hold only on this node until it
-    stops. AccessControl raises when the ACL is on without a valid file."""
+    stops. `group_members` and `cluster_route`: what the controller last said of the group's
+    addresses and of every group's route (QueryRoute). AccessControl raises when the ACL is on
+    without a valid file."""
     c = live.current
     key = receipt_key
     if not key:
@@ -94,4 +99,4 @@ def build_messaging(role: "Role", store: "MessageStore", live: "LiveConfig", clo
         relay=TelemetryRelay(lambda: role.followed_address, telemetry, forwarder),
         consumers=consumers, tables=TableService([consumers.table, topics.table.replicated]),
         consumer_router=router, limits=limits, conversion=conversion,
-        group_members=group_members)
+        group_members=group_members, cluster_route=cluster_route)

@@ -2,6 +2,11 @@
 answer handed to the node, which carries it out (cluster/assembly/assignment_plan.py decides what
 that means). An answer also renews a master's write lease from the moment its heartbeat was
 sent (master/write_lease.py), so a master that cannot reach the controller stops on time.
+After the answer is carried out, the route registry's part (route_sync.py) on the same
+controller: a master registers its group's topics when the answer shows another version than
+its own, and a node fetches the cluster's route when the answer names another version than the
+one it holds. Either failing is logged once and tried again after the next answer (the
+versions still differ).
 
 Several controllers (`controllerAddr=a:p;b:p`, controllers sharing their state in etcd): only
 the active one answers; a standby refuses with FAILED_PRECONDITION naming the active one. The
@@ -26,9 +31,13 @@ from common.clock import Clock
 from common.service import Service
 
 from cluster.controller.election import Assignment
+from cluster.controller.route_wire import route_from_pb
 from .controller_choice import ControllerChoice
-from cluster.security.member_proof import MembershipRefused
+from .route_sync import RouteSync
+from cluster.security.member_proof import (CONTROLLER_HEARTBEAT, GET_CLUSTER_ROUTE,
+                                           REGISTER_TOPICS, MembershipRefused)
 from cluster.security.tls import TlsSettings, open_channel
+from cluster.v2.v2_status import V2Error
 
 log = logging.getLogger(__name__)
 # A controller that was down reconnects within a second, not gRPC's default backoff (up to
@@ -45,20 +54,22 @@ def assignment_from_pb(a: pb.Assignment) -> Assignment:
                       master_address=a.master_address, master_id=a.master_id, epoch=a.epoch,
                       sync_state_set=frozenset(a.sync_state_set),
                       sync_state_epoch=a.sync_state_epoch, note=a.note, lease_ms=a.lease_ms,
-                      group_addresses=tuple(a.group_addresses))
+                      group_addresses=tuple(a.group_addresses),
+                      registered_topics_version=a.registered_topics_version,
+                      route_version=a.route_version)
 
 
 class ControllerLink(Service):
     """Owns a channel per controller, which one is current, and what the controllers last said
     (`_lock` guards the latter two: status reads them from other threads). The node's callbacks
-    run on this service's thread."""
+    and the route registry's calls (`routes`, its RouteSync) run on this service's thread."""
     name = "controller-link"
 
     def __init__(self, addresses: list[str] | str, interval_ms: int, clock: Clock,
                  report: Callable[[], pb.NodeHeartbeat],
                  apply: Callable[[Assignment, float], None],
-                 credentials: Callable[[grpc.Channel, float], Sequence[tuple[str, str]]],
-                 tls: TlsSettings | None = None) -> None:
+                 credentials: Callable[[grpc.Channel, str, float], Sequence[tuple[str, str]]],
+                 tls: TlsSettings | None = None, routes: RouteSync | None = None) -> None:
         super().__init__()
         self.choice = ControllerChoice(addresses.split(";") if isinstance(addresses, str)
                                        else addresses)
@@ -66,7 +77,9 @@ class ControllerLink(Service):
         self.clock = clock
         self._report = report
         self._apply = apply
-        self._credentials = credentials  # (channel, timeout): proves membership for one beat
+        self._credentials = credentials  # (channel, purpose, timeout): proof for one call
+        self.routes = routes
+        self._route_problem = ""
         self._channels = {a: open_channel(a, tls, CHANNEL_OPTIONS)
                           for a in self.choice.addresses}
         self._stubs = {a: pb_grpc.ControllerStub(c) for a, c in self._channels.items()}
@@ -89,7 +102,8 @@ class ControllerLink(Service):
             try:
                 # the challenge shares the heartbeat's timeout: a hung controller must not
                 # delay moving on to the next one
-                metadata = self._credentials(self._channels[address], timeout)
+                metadata = self._credentials(self._channels[address], CONTROLLER_HEARTBEAT,
+                                             timeout)
                 answer = self._stubs[address].Heartbeat(heartbeat, timeout=timeout,
                                                         metadata=metadata)
             except MembershipRefused as e:  # not a member: the next controller may be one
@@ -122,6 +136,40 @@ class ControllerLink(Service):
             self._last_contact = self.clock.monotonic()
             self._note = assignment.note
         self._apply(assignment, sent_at)
+        if self.routes is not None:
+            self._sync_routes(address, assignment)
+
+    def _sync_routes(self, address: str, assignment: Assignment) -> None:
+        """RegisterTopics and GetClusterRoute as the answer calls for (the module docstring)."""
+        routes, channel, stub = self.routes, self._channels[address], self._stubs[address]
+        assert routes is not None
+        timeout = max(1.0, 2 * self.interval_ms / 1000)
+        route_version = assignment.route_version
+        problem = ""
+        try:
+            own = routes.registration_version()
+            if routes.must_register(own, assignment.registered_topics_version):
+                assert own is not None
+                ack = stub.RegisterTopics(routes.registration(own), timeout=timeout,
+                                          metadata=self._credentials(channel, REGISTER_TOPICS,
+                                                                     timeout))
+                route_version = ack.route_version
+                log.info("registered the group's topics with the controller at %s (%s)",
+                         address, own)
+            if routes.wants(route_version):
+                answer = stub.GetClusterRoute(pb.ClusterRouteRequest(), timeout=timeout,
+                                              metadata=self._credentials(
+                                                  channel, GET_CLUSTER_ROUTE, timeout))
+                routes.take(route_from_pb(answer))
+        except grpc.RpcError as e:
+            code = e.code() if hasattr(e, "code") else None
+            problem = f"{code.name if code else '?'}: {e.details() if hasattr(e, 'details') else e}"
+        except (MembershipRefused, ValueError, V2Error) as e:
+            problem = str(e)  # ValueError: a route we cannot read; V2Error: our own table
+        if problem and problem != self._route_problem:
+            log.warning("route registry at %s: %s (tried again after the next answer)",
+                        address, problem)
+        self._route_problem = problem
 
     def wait_interval(self) -> float:
         return self.interval_ms / 1000.0

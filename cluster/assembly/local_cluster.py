@@ -1,4 +1,6 @@
-"""`python -m cluster local`: a controller, a master and two slaves as processes on 127.0.0.1.
+"""`python -m cluster local`: a controller, a master and two slaves as processes on 127.0.0.1
+(`--groups N`: N broker groups of a master and two slaves, broker-a, broker-b, ..., under the
+one controller, which routes every group's queues: cluster/controller/route_registry.py).
 
 Data lives under one folder (default data/cluster): one store per node, the controller's state,
 the configs everything was started with, a shared admin token and cluster secret (both mode
@@ -14,7 +16,8 @@ then one node exiting stops the others.
 Ports: the nodes listen on base, base+10 and base+20; the controller on base+30; each serves
 Prometheus metrics on its port + 5 (cluster/metrics/); with
 `--archive` an archive server on base+40 (cluster/assembly/local_archive.py: the short retention
-demo).
+demo). Group k's nodes (k >= 1) listen on base + 100k, +10, +20 and are named b-master,
+b-slave1, b-slave2 (c-..., ...): local_layout.py.
 
 `--tls`: a throwaway CA and a certificate per node, for the controller and for the operator's
 tools are made (or reused) in <dir>/tls/ (cluster/security/cert_authority.py), every port
@@ -31,27 +34,31 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from typing import Any
 
+from common.config_values import ConfigError
 from store.broker_role import BrokerRole
 from store.layout import ADMIN_TOKEN_FILE
 
 from cluster.admin.admin_token import ensure_token_file, read_token_file
 from cluster.client.admin_client import AdminClient
 from . import local_archive
+from .local_layout import (CONTROLLER_PORT_OFFSET, METRICS_PORT_OFFSET, LocalNode,
+                           check_groups, group_names, layout)
+from .local_layout import free_base_port  # noqa: F401 - the tests' and drills' import
 from cluster.security.cert_authority import ensure_ca, ensure_leaf, target_names
 from cluster.security.acl_file import read_acl_file
 from cluster.security.tls import ClientTls
 
-# {"token_file": path, "nodes": [{"name", "address", ...}], "controller": {...},
+# {"token_file": path, "groups": [brokerName, ...] (in order),
+#  "nodes": [{"name", "group", "address", ...}], "controller": {...},
 #  "tls": {"ca_file", "cert_file", "key_file"} (only with --tls: what operator tools use)}
+# A folder written before groups existed has neither "groups" nor "group": one group.
 CLUSTER_INFO_FILE = "cluster.json"
 TLS_DIR = "tls"
 
@@ -71,6 +78,26 @@ def read_cluster_info(cluster_dir: str) -> dict:
         raise ClusterFolderError(f"cannot read {path}: {e}") from None
 
 
+def cluster_groups(info: dict) -> list[str]:
+    """The broker groups of a cluster.json, in order (one, unnamed "", in an old folder)."""
+    groups = info.get("groups")
+    if groups:
+        return list(groups)
+    return list(dict.fromkeys(n.get("group", "") for n in info.get("nodes", []))) or [""]
+
+
+def nodes_of_group(info: dict, group: str | None = None) -> list[dict]:
+    """The node entries of one group of a cluster.json (None: the first group); a node
+    without "group" (an old folder) is of the first group. ClusterFolderError for a group the
+    folder does not have."""
+    groups = cluster_groups(info)
+    wanted = groups[0] if group is None else group
+    if wanted not in groups:
+        raise ClusterFolderError(f"no broker group {group!r} in the cluster folder (groups: "
+                                 f"{', '.join(groups)})")
+    return [n for n in info.get("nodes", []) if n.get("group", groups[0]) == wanted]
+
+
 def cluster_tls(info: dict) -> ClientTls | None:
     """What a client of the cluster folder's nodes uses for TLS (None: plaintext)."""
     tls = info.get("tls")
@@ -80,15 +107,17 @@ def cluster_tls(info: dict) -> ClientTls | None:
 
 
 def ensure_tls(root: str, names: list[str],
-               node_addresses: list[str]) -> tuple[str, dict[str, list[str]]]:
+               group_addresses: list[list[str]]) -> tuple[str, dict[str, list[str]]]:
     """The CA path and the tls* config lines per name (every node, the controller, the
     operator), certificates made or reused in <root>/tls for 127.0.0.1 and for clients given
-    several of `node_addresses` at once (a slave's route lists its master too)."""
+    several addresses of one group at once (`group_addresses`, per group: a route lists every
+    node of the group)."""
     folder = os.path.abspath(os.path.join(root, TLS_DIR))
     ca = ensure_ca(folder, "LocalCluster")
+    dns = tuple(name for addresses in group_addresses for name in target_names(addresses))
     lines = {}
     for name in names:
-        leaf = ensure_leaf(folder, name, ca, dns=target_names(node_addresses))
+        leaf = ensure_leaf(folder, name, ca, dns=dns)
         lines[name] = ["tlsEnable=true", f"tlsServerCertPath={leaf.cert_path}",
                        f"tlsServerKeyPath={leaf.key_path}",
                        f"tlsServerTrustCertPath={ca.cert_path}"]
@@ -113,53 +142,11 @@ def _pids_restarted_by_others(cluster_dir: str, own: set[int]) -> list[int]:
     return [e["pid"] for e in entries if e.get("pid") and e["pid"] not in own]
 
 
-NODES = (("master", 0), ("slave1", 1), ("slave2", 2))
-CONTROLLER_PORT_OFFSET = 30
-METRICS_PORT_OFFSET = 5  # each process's Prometheus /metrics: its gRPC port + 5
 CLUSTER_SECRET_FILE = "cluster.secret"
 # Under a controller a failover waits for silent slaves to leave the sync state set: heartbeat
 # every second and drop a slave that has not caught up for 3 s (RocketMQ: 5 s and 15 s).
 CONTROLLED_HA_KEYS = ("haSendHeartbeatInterval=1000", "haMaxTimeSlaveNotCatchup=3000",
                       "haHousekeepingInterval=5000")
-
-
-def free_base_port() -> int:
-    """A base port whose whole layout is free now: the nodes (+0, +10, +20), the controller
-    (+30), the archive (+40) and each one's metrics (+5). Chosen below the kernel's ephemeral
-    range: a port there is never taken by an outgoing connection, so a node that a drill
-    kills can restart on its ports (an ephemeral base port lost that race now and then), and
-    above the ports the compose cluster publishes on the host (9090-10936) and those of a
-    `cluster local` on its default base port (10911-10956), which may be up at the same time
-    (the tests run on two workers)."""
-    offsets = [port + metrics for port in (0, 10, 20, CONTROLLER_PORT_OFFSET,
-                                           local_archive.ARCHIVE_PORT_OFFSET)
-               for metrics in (0, METRICS_PORT_OFFSET)]
-    low, high = 11000, _ephemeral_low()
-    if high - low < 1000:  # an unusual range: anywhere below 60000 then
-        high = 60000
-    for _ in range(200):
-        base = random.randrange(low, high - max(offsets))
-        socks: list[socket.socket] = []
-        try:
-            for offset in offsets:
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", base + offset))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free base port found")
-
-
-def _ephemeral_low() -> int:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768  # Linux's default
 
 
 def ensure_cluster_secret(root: str) -> str:
@@ -172,35 +159,43 @@ def ensure_cluster_secret(root: str) -> str:
 
 def write_configs(root: str, base_port: int, role: str, token_file: str,
                   controller_address: str = "",
-                  tls: dict[str, list[str]] | None = None) -> list[tuple[str, str, str]]:
-    """(name, config path, address) per node; `tls`: more lines per node name (ensure_tls's,
-    and the ACL's)."""
-    master_address = f"127.0.0.1:{base_port}"
-    secret_file = ensure_cluster_secret(root)
-    out = []
-    for i, (name, broker_id) in enumerate(NODES):
-        address = f"127.0.0.1:{base_port + 10 * i}"
-        lines = [
-            "brokerClusterName=LocalCluster", "brokerName=broker-a", f"brokerId={broker_id}",
-            f"brokerRole={role if broker_id == 0 else BrokerRole.SLAVE}",
-            f"storePathRootDir={os.path.abspath(os.path.join(root, name))}",
-            "brokerIP1=127.0.0.1", f"listenPort={base_port + 10 * i}",
-            f"adminTokenFile={os.path.abspath(token_file)}",
-            f"clusterSecretFile={secret_file}",
-            f"metricsListenAddress=127.0.0.1:{base_port + 10 * i + METRICS_PORT_OFFSET}",
-            # small files so a demo shows rolling; production keeps RocketMQ's 1 GiB
-            f"mappedFileSizeCommitLog={64 * 1024 * 1024}",
-        ]
-        if controller_address:
-            lines += [f"controllerAddr={controller_address}", *CONTROLLED_HA_KEYS]
-        elif broker_id:
-            lines.append(f"haMasterAddress={master_address}")
-        lines += (tls or {}).get(name, [])
-        path = os.path.join(root, f"{name}.conf")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-        out.append((name, path, address))
-    return out
+                  tls: dict[str, list[str]] | None = None,
+                  groups: int = 1) -> list[tuple[str, str, str]]:
+    """(name, config path, address) per node of `groups` groups (local_layout.py); `tls`:
+    more lines per node name (ensure_tls's, and the ACL's)."""
+    nodes = layout(base_port, groups)
+    masters = {n.group: n.address for n in nodes if n.broker_id == 0}
+    return [(node.name, write_node_config(root, node, role, token_file, controller_address,
+                                          masters[node.group], (tls or {}).get(node.name, [])),
+             node.address)
+            for node in nodes]
+
+
+def write_node_config(root: str, node: LocalNode, role: str, token_file: str,
+                      controller_address: str, master_address: str, more: list[str]) -> str:
+    """<root>/<name>.conf of one node (`master_address`: its group's first master, followed
+    without a controller); its path."""
+    lines = [
+        "brokerClusterName=LocalCluster", f"brokerName={node.group}",
+        f"brokerId={node.broker_id}",
+        f"brokerRole={role if node.broker_id == 0 else BrokerRole.SLAVE}",
+        f"storePathRootDir={os.path.abspath(os.path.join(root, node.name))}",
+        "brokerIP1=127.0.0.1", f"listenPort={node.port}",
+        f"adminTokenFile={os.path.abspath(token_file)}",
+        f"clusterSecretFile={ensure_cluster_secret(root)}",
+        f"metricsListenAddress=127.0.0.1:{node.port + METRICS_PORT_OFFSET}",
+        # small files so a demo shows rolling; production keeps RocketMQ's 1 GiB
+        f"mappedFileSizeCommitLog={64 * 1024 * 1024}",
+    ]
+    if controller_address:
+        lines += [f"controllerAddr={controller_address}", *CONTROLLED_HA_KEYS]
+    elif node.broker_id:
+        lines.append(f"haMasterAddress={master_address}")
+    lines += more
+    path = os.path.join(root, f"{node.name}.conf")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
 
 
 def _start(argv: list[str], log_path: str, what: str,
@@ -271,24 +266,34 @@ def acl_lines(acl_file: str) -> list[str]:
 
 
 def run_local(root: str, base_port: int, role: str, controller: bool = True,
-              tls: bool = False, acl_file: str = "", archive: bool = False) -> int:
+              tls: bool = False, acl_file: str = "", archive: bool = False,
+              groups: int = 1) -> int:
+    check_groups(groups)
+    if groups > 1 and not controller:
+        raise ConfigError("--groups needs the controller: it routes every group's queues "
+                          "(drop --no-controller)")
     acl = acl_lines(acl_file) if acl_file else []
     os.makedirs(root, exist_ok=True)
     token_file = os.path.join(root, ADMIN_TOKEN_FILE)
     ensure_token_file(token_file)
     controller_address = f"127.0.0.1:{base_port + CONTROLLER_PORT_OFFSET}" if controller else ""
+    planned = layout(base_port, groups)
+    names = group_names(groups)
     ca_file, tls_lines = ensure_tls(
-        root, [name for name, _ in NODES] + ["controller", "operator", "archive"],
-        [f"127.0.0.1:{base_port + 10 * i}" for i in range(len(NODES))]) if tls else ("", {})
+        root, [n.name for n in planned] + ["controller", "operator", "archive"],
+        [[n.address for n in planned if n.group == g] for g in names]) if tls else ("", {})
     demo = local_archive.node_archive_lines(base_port) if archive else []
-    node_lines = {name: [*tls_lines.get(name, []), *acl, *demo] for name, _ in NODES}
-    nodes = write_configs(root, base_port, role, token_file, controller_address, node_lines)
+    node_lines = {n.name: [*tls_lines.get(n.name, []), *acl, *demo] for n in planned}
+    nodes = write_configs(root, base_port, role, token_file, controller_address, node_lines,
+                          groups)
+    group_of = {n.name: n.group for n in planned}
     procs: list[tuple[str, subprocess.Popen]] = []
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        cluster_info: dict = {"token_file": os.path.abspath(token_file), "nodes": []}
+        cluster_info: dict = {"token_file": os.path.abspath(token_file), "groups": names,
+                              "nodes": []}
         if tls:
             operator = os.path.join(os.path.dirname(ca_file), "operator")
             cluster_info["tls"] = {"ca_file": ca_file, "cert_file": operator + ".pem",
@@ -317,7 +322,8 @@ def run_local(root: str, base_port: int, role: str, controller: bool = True,
             log_path = os.path.abspath(os.path.join(root, f"{name}.log"))
             proc, ready = start_node(conf, log_path)
             procs.append((name, proc))
-            cluster_info["nodes"].append({"name": name, "address": ready["address"],
+            cluster_info["nodes"].append({"name": name, "group": group_of[name],
+                                          "address": ready["address"],
                                           "pid": ready["pid"], "role": ready["role"],
                                           "metrics": ready.get("metrics", ""),
                                           "config": os.path.abspath(conf), "log": log_path})
@@ -325,17 +331,20 @@ def run_local(root: str, base_port: int, role: str, controller: bool = True,
         if controller:
             _wait_for_roles(cluster_info, token_file)
         print(f"local cluster up (data under {os.path.abspath(root)}):")
+        width = max(7, *(len(n["name"]) for n in cluster_info["nodes"]))
+
+        def row(name: str, group: str, role: str, entry: dict) -> str:
+            column = f"{group:<9} " if groups > 1 else ""  # one group: as it always was
+            return (f"  {name:<{width}} {column}{role:<14} {entry['address']:<16} "
+                    f"pid {entry['pid']}  log {entry['log']}")
         if controller:
-            c = cluster_info["controller"]
-            print(f"  {'ctrl':<7} {'CONTROLLER':<14} {c['address']:<16} pid {c['pid']}  "
-                  f"log {c['log']}")
+            print(row("ctrl", "", "CONTROLLER", cluster_info["controller"]))
         for n in cluster_info["nodes"]:
-            print(f"  {n['name']:<7} {n['role']:<14} {n['address']:<16} pid {n['pid']}  "
-                  f"log {n['log']}")
+            print(row(n["name"], n["group"], n["role"], n))
         if archive:
             a = cluster_info["archive"]
-            print(f"  {'archive':<7} {'ARCHIVE':<14} {a['address']:<16} pid {a['pid']}  "
-                  f"log {a['log']}  (HTTP {a['http']}, token {a['token_file']})")
+            print(f"{row('archive', '', 'ARCHIVE', a)}  (HTTP {a['http']}, token "
+                  f"{a['token_file']})")
             print("  each 8 MiB commitlog file goes to the archive as soon as it is sealed, "
                   "then retention deletes it: .venv/bin/python -m cluster history query ...")
         metrics = [e.get("metrics") for e in [cluster_info.get("controller", {}),
@@ -351,6 +360,10 @@ def run_local(root: str, base_port: int, role: str, controller: bool = True,
                   f"{os.path.dirname(ca_file)})")
             print(f"official clients (tls_enable=True): "
                   f"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={ca_file}")
+        if groups > 1:
+            print(f"groups:      {', '.join(names)} (one route: python -m cluster topic route "
+                  f"NAME --cluster-dir {root}; topics across groups: python -m cluster topic "
+                  f"create NAME --groups all --cluster-dir {root})")
         if acl:
             print(f"ACL:         {acl[1].partition('=')[2]} (clients sign as its users: "
                   f"--access-key/--secret-key, or Credentials(...) in the official clients)")

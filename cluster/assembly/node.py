@@ -56,6 +56,7 @@ from cluster.messaging.v2_access import V2AccessInterceptor
 from cluster.controller.election import Assignment
 from .assignment_plan import plan_assignment
 from .controller_link import ControllerLink
+from .route_sync import RouteSync
 from cluster.serving.grpc_server import AioGrpcServer
 from cluster.consume.handle_mac import handle_key
 from cluster.config.client_limits import server_options
@@ -71,7 +72,7 @@ from cluster.security.member_gate import (
     Refusal,
     resolve_cluster_secret,
 )
-from cluster.security.member_proof import CONTROLLER_HEARTBEAT, REPLICATION_STREAM
+from cluster.security.member_proof import REPLICATION_STREAM
 from cluster.security.tls import open_channel
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,10 @@ class Node:
         # The group's advertised addresses as the controller last listed them (QueryRoute's
         # endpoints, cluster/messaging/messaging_service.py); () before its first answer.
         self.group_members: tuple[str, ...] = ()
+        # The cluster's route from the controller's registry (every group's queues in
+        # QueryRoute), and this node's registration while it leads (route_sync.py).
+        self.routes = RouteSync(config.broker_name, config.node_id, self.role,
+                                lambda: self.messaging)
         self.live.subscribe(self._on_config_change)
 
     def _ships_now(self) -> bool:
@@ -167,7 +172,8 @@ class Node:
         self.messaging = build_messaging(self.role, self.store, self.live, self.clock,
                                          self.advertised_address,
                                          handle_key(secret or token.encode()),
-                                         group_members=lambda: self.group_members)
+                                         group_members=lambda: self.group_members,
+                                         cluster_route=lambda: self.routes.route)
         self.messaging.start()
         admin = AdminNode(node_id=c.node_id, role=self.role, store=self.store, config=self.live,
                           topics=self.messaging.topics, consumers=self.messaging.consumers,
@@ -214,8 +220,8 @@ class Node:
         if self.controlled:
             self.link = ControllerLink(c.controller_addresses, c.controller_heartbeat_interval_ms,
                                        self.clock, self.heartbeat_report, self.apply_assignment,
-                                       lambda channel, timeout: self.credentials.metadata(
-                                           channel, CONTROLLER_HEARTBEAT, timeout), tls=c.tls)
+                                       self.credentials.metadata, tls=c.tls,
+                                       routes=self.routes)
             self.link.start()
         log.info("node %s listening on %s:%d%s as %s (admin token: %s)", c.node_id,
                  c.store.broker_ip1, self.port, " with TLS" if c.tls.enabled else "",

@@ -4,7 +4,7 @@
     python -m cluster controller --config controller.conf [--set key=value ...]
     python -m cluster archive --config archive.conf [--set key=value ...]
     python -m cluster local [--dir D] [--base-port P] [--role R] [--no-controller] [--tls]
-                            [--acl PLAIN_ACL_YML] [--archive]
+                            [--acl PLAIN_ACL_YML] [--archive] [--groups N]
 
 `node`, `controller` and `archive` run until SIGTERM or Ctrl-C, then stop cleanly, and print one JSON line
 when they serve, for the scripts and tests that start them:
@@ -23,9 +23,10 @@ from typing import Callable
 from common import failpoints
 from store.broker_role import BrokerRole
 from store.config import parse_properties
-from common.config_values import ConfigError
+from common.config_values import ConfigError, arg_int
 from store.errors import StoreError
 
+from cluster.assembly.local_layout import MAX_GROUPS
 from cluster.cli.log_setup import ProcessContext, add_log_format_arg, setup_logging
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,12 @@ def register(sub) -> None:
     local.add_argument("--acl", default="", metavar="PLAIN_ACL_YML",
                        help="ACL on: every client call is signed by a user of this RocketMQ "
                             "plain_acl.yml and holds its PUB/SUB permissions (docs: Security)")
+    local.add_argument("--groups", type=arg_int(1, MAX_GROUPS), default=1, metavar="N",
+                       help=f"N broker groups (1..{MAX_GROUPS}) of a master and two slaves, "
+                            f"broker-a, broker-b, ..., under the one controller (default 1). "
+                            f"Group k's nodes b-master, b-slave1, b-slave2 (c-..., ...) listen "
+                            f"on base+100k, +10, +20; group a keeps master, slave1, slave2 on "
+                            f"base, +10, +20; the controller stays on base+30")
     local.add_argument("--archive", action="store_true",
                        help="also run a commitlog archive, with a short retention demo: each "
                             "sealed 8 MiB commitlog file is archived, then deleted (docs: "
@@ -159,7 +166,7 @@ def _run_local(args) -> int:
     try:
         return run_local(args.dir, args.base_port, args.role,
                          controller=not args.no_controller, tls=args.tls, acl_file=args.acl,
-                         archive=args.archive)
-    except ConfigError as e:  # a bad --acl file: nothing was started
+                         archive=args.archive, groups=args.groups)
+    except ConfigError as e:  # a bad --acl file, --groups without a controller: nothing ran
         print(f"cluster local: {e}", file=sys.stderr)
         return 2

@@ -1,5 +1,8 @@
-"""`python -m cluster status`: the nodes and the replication table of a cluster, and the
-controller's view of each broker group when the cluster has one."""
+"""`python -m cluster status`: the nodes and the replication table of a cluster (every broker
+group's: node ids are <brokerName>:<brokerId>), and the controller's view of each broker group
+when the cluster has one: its master, sync state set, recent elections, and the route the
+controller's registry gives clients (the group's endpoints, how many topics its master
+registered, and whether it has a master now)."""
 from __future__ import annotations
 
 import grpc
@@ -61,6 +64,13 @@ def print_controller(address: str, token: str, tls: ClientTls | None = None) -> 
         for c in list(g.sync_state_changes)[:4]:
             print(f"  {fmt_ms(c.at_ms)}  sync state set {'+' if c.added else '-'}{c.node_id}: "
                   f"{c.reason}")
+    route = view.route
+    if route.groups:
+        print(f"\nroute (version {route.version}): what every node answers QueryRoute with")
+        table(("group", "master", "endpoints", "topics"),
+              [(g.broker_name, g.master_address or "NONE: read-only", ",".join(g.endpoints),
+                len(g.topics) if g.registered else "not registered yet")
+               for g in route.groups], indent="  ")
 
 
 def _state(sl) -> str:

@@ -1,8 +1,8 @@
 """Which node a command talks to, and with which token: `--address` + `--token-file`, or a
 `python -m cluster local` folder (`--cluster-dir`, whose cluster.json lists the nodes and the
 token file) with `--node NAME`. `--node @master` (the default of commands that change
-something) is whichever node of the folder is the master now: after a failover that is not the
-node named "master".
+something) is whichever node of the folder's first broker group is the master now: after a
+failover that is not the node named "master"; `--node @master:broker-b` is broker-b's.
 
 TLS: nodes serving TLS need the CA that issued their certificates: `--tls-ca FILE` (and
 `--tls-cert`/`--tls-key` for nodes that need client certificates), or, for the nodes of a
@@ -23,6 +23,7 @@ from cluster.assembly.local_cluster import (
     CLUSTER_INFO_FILE,
     ClusterFolderError,
     cluster_tls,
+    nodes_of_group,
     read_cluster_info,
 )
 from cluster.security.tls import ClientTls
@@ -58,15 +59,21 @@ def add_target_args(p: argparse.ArgumentParser, default_node: str | None) -> Non
                    help=f"a `python -m cluster local` folder (default {DEFAULT_CLUSTER_DIR})")
     p.add_argument("--node", default=default_node,
                    help=f"node name in <cluster-dir>/cluster.json, or {CURRENT_MASTER} for the "
-                        f"current master (default {default_node})")
+                        f"current master of the first broker group ({CURRENT_MASTER}:GROUP: of "
+                        f"that group; default {default_node})")
     add_tls_args(p)
 
 
 def _node_address(parser: argparse.ArgumentParser, info: dict, cluster_dir: str,
                   node: str, tls: ClientTls | None = None) -> str:
     nodes = {n["name"]: n["address"] for n in info.get("nodes", [])}
-    if node == CURRENT_MASTER:
-        return _current_master(parser, info, nodes, tls)
+    if node == CURRENT_MASTER or node.startswith(CURRENT_MASTER + ":"):
+        group = node.partition(":")[2] or None
+        try:
+            members = {n["name"]: n["address"] for n in nodes_of_group(info, group)}
+        except ClusterFolderError as e:
+            parser.error(str(e))
+        return _current_master(parser, info, members, tls)
     if node not in nodes:
         parser.error(f"no node {node!r} in {os.path.join(cluster_dir, CLUSTER_INFO_FILE)} "
                      f"(nodes: {', '.join(nodes)})")

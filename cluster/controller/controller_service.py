@@ -17,20 +17,28 @@ reads every group afresh, the same path as a restart: each group starts its sett
 counts its nodes alive for a failover timeout, so no master is failed over before its
 heartbeats reach the new controller. A save refused by the store (NotActiveController: the
 lease is gone) steps the controller down and drops its groups before anything is answered.
+
+The cluster's route (route_registry.py, in memory only) is fed here too, under the same lock:
+each group's serving master and node addresses after every heartbeat, tick and switch, and the
+masters' registrations; every Assignment carries the registry's version of the group's
+registration and of the route. A reload (start, takeover) starts an empty registry.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Iterable, Protocol
 
 from common.clock import Clock
-from store.json_config import JsonConfigFile
+from store.json_config import JsonConfigFile, TopicConfig
 
+from cluster.config.cluster_route import ClusterRoute
 from cluster.controller.active_gate import ALWAYS_ACTIVE, ActiveGate, NotActiveController
 from cluster.controller.election import (Assignment, ElectionConfig, GroupElection, GroupRecord,
                                          NodeReport)
+from cluster.controller.route_registry import RouteRegistry
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +71,10 @@ class GroupSnapshot:
 
 
 class ControllerService:
-    """Owns the groups' elections and their persistence. `_lock` guards both: every input is
-    handled and persisted under it, before its answer leaves. Every input first asks `gate`
-    whether this controller is the active one (NotActiveController if not)."""
+    """Owns the groups' elections, their persistence and the route registry. `_lock` guards
+    all three: every input is handled and persisted under it, before its answer leaves. Every
+    input first asks `gate` whether this controller is the active one (NotActiveController if
+    not)."""
 
     def __init__(self, store: StateStore, config: ElectionConfig, clock: Clock,
                  gate: ActiveGate = ALWAYS_ACTIVE) -> None:
@@ -75,6 +84,7 @@ class ControllerService:
         self.gate = gate
         self._lock = threading.Lock()
         self._groups: dict[str, GroupElection] = {}
+        self._registry = RouteRegistry()
         if gate is ALWAYS_ACTIVE:  # alone: the state is ours from the start
             self.reload()
 
@@ -84,6 +94,9 @@ class ControllerService:
             now = self.clock.monotonic()
             self._groups = {name: GroupElection(record, self.config, now)
                             for name, record in self.store.load().items()}
+            self._registry = RouteRegistry()
+            for name, group in self._groups.items():
+                self._observe_locked(name, group)
 
     def heartbeat(self, broker_name: str, report: NodeReport) -> Assignment:
         with self._lock:
@@ -97,7 +110,10 @@ class ControllerService:
                          report.node_id)
             answer = group.heartbeat(report, self.clock.monotonic(), self.clock.now_ms())
             self._persist_locked()
-            return answer
+            self._observe_locked(broker_name, group)
+            return dataclasses.replace(
+                answer, registered_topics_version=self._registry.registered_version(broker_name),
+                route_version=self._registry.version)
 
     def tick(self) -> None:
         with self._lock:
@@ -111,7 +127,9 @@ class ControllerService:
             try:
                 self._persist_locked()
             except NotActiveController:
-                pass  # stepped down (logged by the gate); nobody waits for this answer
+                return  # stepped down (logged by the gate); nobody waits for this answer
+            for name, group in self._groups.items():
+                self._observe_locked(name, group)
 
     def switch_master(self, broker_name: str, node_id: str) -> GroupSnapshot:
         """Raises KeyError for an unknown group, SwitchRefused when the node may not lead."""
@@ -120,7 +138,24 @@ class ControllerService:
             group = self._groups[broker_name]
             group.switch_master(node_id, self.clock.monotonic(), self.clock.now_ms())
             self._persist_locked()
+            self._observe_locked(broker_name, group)
             return self._snapshot_locked(group)
+
+    def register_topics(self, broker_name: str, node_id: str, version: str,
+                        endpoints: Iterable[str], topics: Iterable[TopicConfig]) -> str:
+        """A master's registration of its group (RouteRegistry.register: KeyError for an
+        unknown group, RegistrationRefused from a node that is not its serving master,
+        ValueError for bad input); the route's version after it."""
+        with self._lock:
+            self.gate.check_active()
+            group = self._groups[broker_name]
+            self._observe_locked(broker_name, group)
+            return self._registry.register(broker_name, node_id, version, endpoints, topics)
+
+    def cluster_route(self) -> ClusterRoute:
+        with self._lock:
+            self.gate.check_active()
+            return self._registry.route()
 
     def snapshots(self) -> list[GroupSnapshot]:
         with self._lock:
@@ -142,9 +177,17 @@ class ControllerService:
             # Another controller holds the state now: what we hold is stale, answer nothing.
             self.gate.step_down(str(e), e.active_address)
             self._groups = {}
+            self._registry = RouteRegistry()
             raise
         for g in dirty:
             g.dirty = False
+
+    def _observe_locked(self, broker_name: str, group: GroupElection) -> None:
+        """The registry takes the election's view of the group."""
+        master = group.serving_master()
+        address = group.record.addresses.get(master, "") if master else ""
+        self._registry.observe(broker_name, master, address,
+                               group.note or group.lost_reason, group.addresses())
 
     def _snapshot_locked(self, group: GroupElection) -> GroupSnapshot:
         now = self.clock.monotonic()

@@ -1,8 +1,8 @@
 """gRPC adapter of the controller (proto/controller.proto): maps messages to the service's plain
 objects and back. Heartbeats come only from members (MemberGate: a proof over the cluster
-secret, for the node id the heartbeat names), and so do archives' announcements; GetGroups,
-SwitchMaster and ListArchives need the admin token (BearerTokenInterceptor, see
-cluster/assembly/controller_process.py)."""
+secret, for the node id the heartbeat names), and so do archives' announcements, the masters'
+topic registrations and the nodes' route fetches; GetGroups, SwitchMaster and ListArchives need
+the admin token (BearerTokenInterceptor, see cluster/assembly/controller_process.py)."""
 from __future__ import annotations
 
 import logging
@@ -20,8 +20,11 @@ from cluster.controller.archive_directory import ArchiveDirectory
 from cluster.controller.controller_service import ControllerService, GroupSnapshot
 from cluster.controller.election import Assignment, NodeReport, SwitchRefused
 from cluster.controller.node_load import NodeLoad
+from cluster.controller.route_registry import RegistrationRefused
+from cluster.controller.route_wire import route_to_pb, topics_from_pb
 from cluster.security.member_gate import MemberGate
-from cluster.security.member_proof import ARCHIVE_ANNOUNCE, CONTROLLER_HEARTBEAT
+from cluster.security.member_proof import (ARCHIVE_ANNOUNCE, CONTROLLER_HEARTBEAT,
+                                           GET_CLUSTER_ROUTE, REGISTER_TOPICS)
 
 log = logging.getLogger(__name__)
 SERVICE = "rmqstore.controller.v1.Controller"
@@ -53,7 +56,9 @@ def assignment_to_pb(a: Assignment) -> pb.Assignment:
                          master_address=a.master_address, master_id=a.master_id, epoch=a.epoch,
                          sync_state_set=sorted(a.sync_state_set),
                          sync_state_epoch=a.sync_state_epoch, note=a.note, lease_ms=a.lease_ms,
-                         group_addresses=list(a.group_addresses))
+                         group_addresses=list(a.group_addresses),
+                         registered_topics_version=a.registered_topics_version,
+                         route_version=a.route_version)
 
 
 def group_to_pb(g: GroupSnapshot) -> pb.GroupView:
@@ -121,10 +126,41 @@ class ControllerServicer(pb_grpc.ControllerServicer):
     def GetGroups(self, request, context):  # noqa: N802
         try:
             groups = self.service.snapshots()
+            route = self.service.cluster_route()
         except NotActiveController as e:
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
         return pb.GroupsView(groups=[group_to_pb(g) for g in groups],
-                             controller_address=self.address)
+                             controller_address=self.address, route=route_to_pb(route))
+
+    def RegisterTopics(self, request, context):  # noqa: N802
+        member_id = self.gate.admit(context, REGISTER_TOPICS)
+        if request.node_id != member_id:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                          f"the registration names {request.node_id!r} but the peer proved "
+                          f"membership as {member_id!r}")
+        try:
+            version = self.service.register_topics(
+                request.broker_name, request.node_id, request.version, request.endpoints,
+                topics_from_pb(request.topics))
+        except KeyError:
+            context.abort(grpc.StatusCode.NOT_FOUND,
+                          f"no broker group {request.broker_name!r} has reported to this "
+                          f"controller")
+        except ValueError as e:  # ConfigError too
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"bad registration of {request.broker_name!r}: {e}")
+        except (RegistrationRefused, NotActiveController) as e:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+        log.info("group %s: %s registered %d topic(s) (version %s)", request.broker_name,
+                 request.node_id, len(request.topics), request.version)
+        return pb.RegistrationAck(route_version=version)
+
+    def GetClusterRoute(self, request, context):  # noqa: N802
+        self.gate.admit(context, GET_CLUSTER_ROUTE)
+        try:
+            return route_to_pb(self.service.cluster_route())
+        except NotActiveController as e:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
 
     def SwitchMaster(self, request, context):  # noqa: N802
         log.warning("SwitchMaster by %s: %s to %s", context.peer(), request.broker_name,

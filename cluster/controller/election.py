@@ -107,7 +107,8 @@ class NodeReport:
 class Assignment:
     """The controller's answer to one heartbeat: the role the node takes (None: wait, no
     master), its master, the epoch, the sync state set and its epoch, a note, how long
-    a master's lease lasts, and the advertised addresses of the group's nodes."""
+    a master's lease lasts, the advertised addresses of the group's nodes, and the route
+    registry's versions of the group's registration and of the cluster's route."""
 
     role: BrokerRole | None  # None: wait (no master)
     master_address: str = ""
@@ -118,6 +119,9 @@ class Assignment:
     note: str = ""
     lease_ms: int = 0
     group_addresses: tuple[str, ...] = ()
+    # the route registry's (route_registry.py), added by the controller service
+    registered_topics_version: str = ""
+    route_version: str = ""
 
 
 @dataclass(frozen=True)
@@ -249,13 +253,25 @@ class GroupElection:
         rec = self.record
         common = dict(master_id=rec.master_id, epoch=rec.epoch, note=self.note,
                       sync_state_set=rec.sync_state_set, sync_state_epoch=rec.sync_state_epoch,
-                      group_addresses=tuple(sorted({a for a in rec.addresses.values() if a})))
+                      group_addresses=self.addresses())
         if not rec.master_id or (node_id == rec.master_id and self.master_may_run):
             return Assignment(None, **common)  # wait: no master, or it must rejoin the election
         if node_id == rec.master_id:
             return Assignment(rec.master_role, lease_ms=self.config.lease_ms, **common)
         return Assignment(BrokerRole.SLAVE, master_address=rec.addresses.get(rec.master_id, ""),
                           **common)
+
+    def addresses(self) -> tuple[str, ...]:
+        """The advertised address of every node of the group heard of, sorted."""
+        return tuple(sorted({a for a in self.record.addresses.values() if a}))
+
+    def serving_master(self) -> str:
+        """The master the group has now; "" while it has none (never elected, lost and not
+        replaced, or out of its term and not elected again)."""
+        rec = self.record
+        if not rec.master_id or self.lost_reason or self.master_may_run:
+            return ""
+        return rec.master_id
 
     def alive_ids(self, now: float) -> list[str]:
         return sorted(n for n in self.seen if self._alive(n, now))

@@ -162,7 +162,8 @@ class DrillCluster(GroupViews):
 
     @classmethod
     def attach(cls, cluster_dir: str) -> "DrillCluster":
-        """The running cluster of a `python -m cluster local` folder (it needs its controller)."""
+        """The running cluster of a `python -m cluster local` folder (it needs its controller;
+        of a folder with several broker groups, the first group)."""
         info = local_cluster.read_cluster_info(cluster_dir)
         if "controller" not in info:
             raise local_cluster.ClusterFolderError(
@@ -172,7 +173,7 @@ class DrillCluster(GroupViews):
                                   c["address"], local_cluster.start_controller)
         controller.adopt(c["pid"])
         nodes = []
-        for n in info["nodes"]:
+        for n in local_cluster.nodes_of_group(info):  # a drill runs on one (the first) group
             proc = DrillProcess(n["name"], "node", n["config"], n["log"], n["address"],
                                 local_cluster.start_node)
             proc.adopt(n["pid"])

@@ -27,6 +27,27 @@ pick_first tries the next address; the clients sort the list). A list of this no
 a master without a controller would answer, pins the client to it until its route refresh
 (30 s): measured, that was the 6-10 s client-view gaps after a master kill.
 `advertisedAddress` defaults to brokerIP1 and the listening port.
+
+Several broker groups under one controller: the node holds the cluster's route (every group's
+endpoints, master and topics, fetched from the controller's route registry:
+cluster/assembly/route_sync.py), and QueryRoute answers with the queues of every group that has
+the topic (cluster/messaging/route.py: each group's queues name it and list its endpoints, a
+group without a master has them without PERM_WRITE, the groups' queues interleaved). This
+node's own group's part comes from its own topic table as above (the registry's copy may lag),
+the others' from the route. An unknown topic is auto-created only when no group has it, in this
+node's group (RocketMQ's rule: the broker that got the first route query or send creates it).
+QueryAssignment spreads the readable queues of every group the same way.
+
+Why the client is routed to each group's endpoints instead of this node forwarding to the
+owning group: no extra hop per call (a send, receive or ack goes straight to a node of the
+group that stores the message and holds its consumer state, offsets, FIFO locks and
+transactions); the client's own machinery then works per group as it does in RocketMQ: one
+channel per group (its endpoints), its retry of a failed send on another queue (the Java
+client isolates the endpoints and picks another broker name; the Python client's round robin
+lands on another group's queue, route.interleaved), its heartbeats and telemetry (settings,
+transaction check-backs) to every group's endpoints. A forwarding node would hide a dead group
+behind a live one, turning the client's quick retry elsewhere into a timeout, and would carry
+every other group's traffic through itself.
 """
 from __future__ import annotations
 
@@ -39,7 +60,7 @@ from store.errors import StoreError
 
 from cluster.config.node_role import Forward, NotMaster
 from cluster.consume.settle_calls import ConsumeSettings
-from cluster.messaging.route import config_from_route, endpoints, message_queues
+from cluster.messaging.route import config_from_route, endpoints, interleaved, message_queues
 from cluster.messaging.transaction_records import check_transactional_send
 from cluster.serving.execution import in_pool
 from cluster.v2.convert import (SendLimits, check_group_resource, check_topic_resource,
@@ -49,6 +70,8 @@ from cluster.v2.v2_status import V2Error, v2_route
 if TYPE_CHECKING:
     from common.clock import Clock
     from store.json_config import TopicConfig
+
+    from cluster.config.cluster_route import ClusterRoute, GroupRoute
 
     from cluster.consume.consumer_service import ConsumerService
     from cluster.consume.conversion_process import ConversionProcess
@@ -95,8 +118,9 @@ class MessagingService:
     clock and its advertised address; the topic registry, the consumer service and its router,
     the transaction service and its checker, the sender, the reader, the telemetry hub and its
     relay, the forwarder to the master, the replicated tables' service and the access control
-    (checked by v2_access.V2AccessInterceptor before a call reaches the servicer). Owns their
-    lifecycle (`start`, `close`); holds no state of its own but the send limits' cache."""
+    (checked by v2_access.V2AccessInterceptor before a call reaches the servicer), and the
+    node's copy of the cluster's route (`cluster_route`). Owns their lifecycle (`start`,
+    `close`); holds no state of its own but the send limits' cache."""
 
     def __init__(self, role: "Role", config: "LiveConfig", clock: "Clock",
                  advertised_address: Callable[[], str], *, access: AccessControl,
@@ -106,12 +130,14 @@ class MessagingService:
                  relay: TelemetryRelay, consumers: ConsumerService, tables: TableService,
                  consumer_router: ConsumerRouter, limits: CurrentSendLimits,
                  conversion: ConversionProcess | None,
-                 group_members: Callable[[], Sequence[str]] = tuple) -> None:
+                 group_members: Callable[[], Sequence[str]] = tuple,
+                 cluster_route: Callable[[], "ClusterRoute | None"] = lambda: None) -> None:
         self.role = role
         self.live = config
         self.clock = clock
         self.advertised_address = advertised_address
         self.group_members = group_members  # the controller's list of the group's addresses
+        self.cluster_route = cluster_route  # every group's route (None: no controller's yet)
         self.access = access
         self.topics = topics
         self.telemetry = telemetry
@@ -163,21 +189,37 @@ class MessagingService:
                           ) -> s.QueryRouteResponse:
         try:
             topic = check_topic_resource(request.topic)
+            others = self._other_groups(topic)
             try:
-                target = self.role.route(forwarded=forwarded)
-            except NotMaster:
-                target = None  # a slave asked by another node, or a node between roles
-            if isinstance(target, Forward):
-                config = await self._route_from_master(target.address, request, topic, timeout,
-                                                       client_id)
-            elif target is not None:
-                config = self.topics.get_or_create(topic)
-            else:
-                config = self._known_topic(topic)
+                own = await self._own_topic(request, topic, create=not others,
+                                            forwarded=forwarded, timeout=timeout,
+                                            client_id=client_id)
+            except V2Error as e:
+                if not others:
+                    raise
+                if e.code != d.TOPIC_NOT_FOUND:  # e.g. a slave whose master is gone
+                    log.info("route of %s without this group's queues: %s", topic, e.message)
+                own = None  # the other groups' queues are still routed
         except V2Error as e:
             return s.QueryRouteResponse(status=e.status())
         return s.QueryRouteResponse(status=d.Status(code=d.OK, message="OK"),
-                                    message_queues=self._queues(request.topic, config))
+                                    message_queues=self._queues(request.topic, own, others))
+
+    async def _own_topic(self, request: s.QueryRouteRequest, topic: str, *, create: bool,
+                         forwarded: bool, timeout: float | None, client_id: str
+                         ) -> "TopicConfig":
+        """The topic in this node's group: the master's table (auto-created when `create`),
+        a slave's master's answer, or this node's copy of the table."""
+        try:
+            target = self.role.route(forwarded=forwarded)
+        except NotMaster:
+            target = None  # a slave asked by another node, or a node between roles
+        if isinstance(target, Forward):
+            return await self._route_from_master(target.address, request, topic, timeout,
+                                                 client_id)
+        if target is not None and create:
+            return self.topics.get_or_create(topic)
+        return self._known_topic(topic)
 
     def _known_topic(self, topic: str) -> "TopicConfig":
         config = self.topics.get(topic)
@@ -185,10 +227,38 @@ class MessagingService:
             raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
         return config
 
-    def _queues(self, topic: d.Resource, config: "TopicConfig") -> list[d.MessageQueue]:
-        """The topic's queues as this broker group serves them, with its endpoints."""
-        return message_queues(topic, config, self.config.broker_name,
-                              endpoints(self.group_addresses()))
+    def _other_groups(self, topic: str) -> list[tuple["GroupRoute", "TopicConfig"]]:
+        """The other broker groups that have `topic` (the cluster's route), with its config
+        there."""
+        route = self.cluster_route()
+        if route is None:
+            return []
+        own = self.config.broker_name
+        return [(g, c) for g, c in route.holding(topic) if g.broker_name != own]
+
+    def _own_group_writable(self) -> bool:
+        """This node's group has a master now: this node leads, or the cluster's route says
+        so (without a route, as without a controller: yes)."""
+        if self.role.master is not None:
+            return True
+        route = self.cluster_route()
+        group = route.group(self.config.broker_name) if route is not None else None
+        return group is None or group.has_master
+
+    def _queues(self, topic: d.Resource, own: "TopicConfig | None",
+                others: list[tuple["GroupRoute", "TopicConfig"]]) -> list[d.MessageQueue]:
+        """The topic's queues in every group that has it (this node's group from `own`, with
+        its endpoints), by broker name, interleaved (route.py)."""
+        parts: list[tuple[str, list[d.MessageQueue]]] = []
+        if own is not None:
+            name = self.config.broker_name
+            parts.append((name, message_queues(topic, own, name, endpoints(self.group_addresses()),
+                                               writable=self._own_group_writable())))
+        for group, config in others:
+            parts.append((group.broker_name, message_queues(
+                topic, config, group.broker_name, endpoints(group.endpoints),
+                writable=group.has_master)))
+        return interleaved([queues for _, queues in sorted(parts, key=lambda p: p[0])])
 
     async def _route_from_master(self, address: str, request: s.QueryRouteRequest, topic: str,
                                  timeout: float | None, client_id: str):
@@ -199,9 +269,12 @@ class MessagingService:
                                                s.QueryRouteRequest(topic=request.topic), limit,
                                                client_id)
             if answer.status.code == d.OK:
-                config = config_from_route(topic, answer.message_queues)
-                if config is not None:
-                    return config
+                config = config_from_route(topic, answer.message_queues,
+                                           self.config.broker_name)
+                if config is None:  # only other groups have it
+                    raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} is not in broker group "
+                                                     f"{self.config.broker_name}")
+                return config
             elif answer.status.code in (d.TOPIC_NOT_FOUND, d.ILLEGAL_TOPIC, d.NOT_IMPLEMENTED):
                 raise V2Error(answer.status.code, answer.status.message)
             problem = V2Error(answer.status.code, f"the master answered: {answer.status.message}")
@@ -216,18 +289,21 @@ class MessagingService:
         return config
 
     def query_assignment(self, request: s.QueryAssignmentRequest) -> s.QueryAssignmentResponse:
-        """QueryAssignment (push consumers): one assignment per readable queue of the topic,
-        each with the group's endpoints: every queue is consumed through ReceiveMessage on
-        this broker group."""
+        """QueryAssignment (push consumers): one assignment per readable queue of the topic in
+        every group that has it, each with its group's endpoints: the consumer receives each
+        queue through ReceiveMessage on the group that owns it."""
         try:
             topic = check_topic_resource(request.topic)
             if not check_group_resource(request.group):
                 raise V2Error(d.ILLEGAL_CONSUMER_GROUP, "the consumer group is required")
-            config = self._known_topic(topic)
+            others = self._other_groups(topic)
+            own = self.topics.get(topic)
+            if own is None and not others:
+                raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} does not exist")
         except V2Error as e:
             return s.QueryAssignmentResponse(status=e.status())
         answer = s.QueryAssignmentResponse(status=d.Status(code=d.OK, message="OK"))
-        for mq in self._queues(request.topic, config):
+        for mq in self._queues(request.topic, own, others):
             if mq.permission in (d.READ, d.READ_WRITE):
                 answer.assignments.append(d.Assignment(message_queue=mq))
         return answer

@@ -14,16 +14,28 @@ and queue counts, the message types NORMAL, FIFO, DELAY and TRANSACTION, and End
 IPv4) with the advertised address of every node of the group (`groupAddresses`). The clients
 sort those addresses and gRPC stays on the first one that answers, so every node accepts
 writes (a slave forwards them to its master) and serves reads.
+
+Several broker groups (the controller's route registry, cluster/config/cluster_route.py): a
+topic's route has the queues of every group that has the topic, each naming its group and
+listing that group's endpoints, so a client sends, receives, acks and heartbeats to the nodes
+of the group that owns the queue (the messaging service's docstring says why). A group without
+a master now has its queues without PERM_WRITE (`message_queues(writable=False)`,
+cluster_route.routed_config): the official
+producers send only to writable queues of broker id 0, its consumers keep reading them.
+`interleaved` orders the groups' queues a0, b0, a1, b1, ...: the official Python producer
+retries a failed send on the next queue of its round robin (it has no isolation of endpoints),
+which is then another group's.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, Sequence, TypeVar
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.errors import StoreError
 from store.json_config import PERM_READ, PERM_WRITE, TopicConfig
 
+from cluster.config.cluster_route import routed_config
 from cluster.v2.v2_status import RECORDING_TOPIC, V2Error
 from cluster.metadata.topic_table import TopicTable
 from cluster.config.node_role import NotMaster
@@ -132,7 +144,10 @@ def endpoints(addresses: Iterable[str]) -> d.Endpoints:
 
 
 def message_queues(topic: d.Resource, config: TopicConfig, broker_name: str,
-                   broker_endpoints: d.Endpoints) -> list[d.MessageQueue]:
+                   broker_endpoints: d.Endpoints, writable: bool = True) -> list[d.MessageQueue]:
+    """The topic's queues in one group; `writable` false (the group has no master now) takes
+    PERM_WRITE away from every queue."""
+    config = routed_config(config, writable)
     broker = d.Broker(name=broker_name, id=0, endpoints=broker_endpoints)
     count = max(config.read_queue_nums, config.write_queue_nums)
     return [d.MessageQueue(topic=d.Resource(name=topic.name,
@@ -142,11 +157,23 @@ def message_queues(topic: d.Resource, config: TopicConfig, broker_name: str,
             for i in range(count)]
 
 
-def config_from_route(topic: str, queues: Iterable[d.MessageQueue]) -> TopicConfig | None:
-    """The topic config a route describes (a slave learning it from its master); None for a
-    route without queues."""
+def interleaved(groups: Sequence[Sequence[d.MessageQueue]]) -> list[d.MessageQueue]:
+    """The queues of several groups (each group's in queue order, the groups in the order
+    given), taken by turns: the first of each group, then the second of each, ..."""
+    out: list[d.MessageQueue] = []
+    for i in range(max((len(g) for g in groups), default=0)):
+        out.extend(g[i] for g in groups if i < len(g))
+    return out
+
+
+def config_from_route(topic: str, queues: Iterable[d.MessageQueue],
+                      broker_name: str) -> TopicConfig | None:
+    """The topic config a route describes for group `broker_name` (a slave learning it from its
+    master); None for a route without queues of that group."""
     count = read = write = 0
     for q in queues:
+        if q.broker.name != broker_name:
+            continue
         count = max(count, q.id + 1)
         if q.permission in (d.READ, d.READ_WRITE):
             read = max(read, q.id + 1)

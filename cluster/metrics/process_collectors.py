@@ -7,6 +7,9 @@ Controller (`rmqstore_controller_` prefix):
     group_sync_state_epoch{group}      +1 per change of the sync state set (increase() counts
                                        them; the reasons are in `status` and the log)
     node_heartbeat_age_seconds{group,node}, node_healthy{group,node}
+    group_routed_writable{group}       1 while the route gives the group's queues PERM_WRITE (it
+                                       has a serving master), 0 while producers skip the group
+    group_routed_topics{group}         topics its master registered with this controller
     archives_announced                 archives that announced themselves within 60 s
 Archive (`rmqstore_archive_` prefix):
     files{group}, bytes{group}, messages{group}, unindexed_files{group}
@@ -52,9 +55,10 @@ class ControllerCollector:
         p = self.process
         try:
             groups = p.service.snapshots() if p.service is not None else []
+            routed = p.service.cluster_route().groups if p.service is not None else ()
             active = 1
         except NotActiveController:
-            groups, active = [], 0
+            groups, routed, active = [], (), 0
         yield family(GaugeMetricFamily, C + "active", "1 while this controller is the active "
                      "one", [], [((), active)])
         g_labels = ["group"]
@@ -72,6 +76,12 @@ class ControllerCollector:
         yield family(GaugeMetricFamily, C + "group_sync_state_epoch", "The sync state set's "
                      "epoch: one more per change", g_labels,
                      [((g.record.broker_name,), g.record.sync_state_epoch) for g in groups])
+        yield family(GaugeMetricFamily, C + "group_routed_writable", "1 while the route gives "
+                     "the group's queues write permission (it has a serving master)", g_labels,
+                     [((r.broker_name,), 1 if r.has_master else 0) for r in routed])
+        yield family(GaugeMetricFamily, C + "group_routed_topics", "Topics the group's master "
+                     "registered with this controller", g_labels,
+                     [((r.broker_name,), len(r.topics)) for r in routed])
         n_labels = ["group", "node"]
         reports = [((g.record.broker_name, node), r) for g in groups
                    for node, r in sorted(g.reports.items())]

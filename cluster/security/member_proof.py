@@ -34,8 +34,10 @@ REPLICATION_STREAM = "/rmqstore.replication.v1.Replication/Stream"
 CONTROLLER_HEARTBEAT = "/rmqstore.controller.v1.Controller/Heartbeat"
 ARCHIVE_SHIP = "/rmqstore.archive.v1.Archive/ShipFile"  # also FileStatus, its resume question
 ARCHIVE_ANNOUNCE = "/rmqstore.controller.v1.Controller/AnnounceArchive"
+REGISTER_TOPICS = "/rmqstore.controller.v1.Controller/RegisterTopics"
+GET_CLUSTER_ROUTE = "/rmqstore.controller.v1.Controller/GetClusterRoute"
 PURPOSES = (REPLICATION_STREAM, CONTROLLER_HEARTBEAT, ARCHIVE_SHIP,
-            ARCHIVE_ANNOUNCE)  # the member-only calls
+            ARCHIVE_ANNOUNCE, REGISTER_TOPICS, GET_CLUSTER_ROUTE)  # the member-only calls
 VERSION = "v1"
 NONCE_TTL_S = 30.0
 MAX_OUTSTANDING = 4096  # challenges nobody answered are dropped oldest first beyond this

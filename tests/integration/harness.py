@@ -417,14 +417,17 @@ def cluster_cli(*argv: str, command: Sequence[str] = CLI, env: dict[str, str] | 
 
 class LocalCluster:
     """`python -m cluster local --dir <root>` in a subprocess (three nodes and a controller on
-    a base port with P, P+10, P+20, P+30 free), its output read line by line; kill_all() reaps
-    it and its processes."""
+    a base port with P, P+10, P+20, P+30 free; `groups` broker groups of three nodes each,
+    group k's on P+100k..), its output read line by line; kill_all() reaps it and its
+    processes."""
 
     def __init__(self, root: str, *options: str, command: Sequence[str] = CLI,
-                 env: dict[str, str] | None = None, cwd: str = ROOT) -> None:
+                 env: dict[str, str] | None = None, cwd: str = ROOT, groups: int = 1) -> None:
         """`options`: more `cluster local` options (--tls)."""
         self.root = root
-        self.base = free_base_port()
+        self.base = free_base_port(groups)
+        if groups > 1:
+            options = (*options, "--groups", str(groups))
         self.proc = subprocess.Popen(
             [*command, "local", "--dir", root, "--base-port", str(self.base), *options],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

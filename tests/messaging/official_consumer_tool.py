@@ -6,15 +6,24 @@ Reads JSON from stdin, runs the steps in order, writes JSON to stdout:
     in:  {"endpoint": "127.0.0.1:P", "tls": false, "steps": [
             {"op": "send", "topic": "T", "messages": [{"body": "...", "tag": "a", "keys": ["k"],
                                                        "delay_ms": 2000}]},
+            {"op": "send", "topic": "T", "for_s": 15, "interval_s": 0.05, "prefix": "f"},
             {"op": "receive", "group": "G", "topic": "T", "tags": "*", "count": 3,
              "invisible_s": 10, "ack": true, "within_s": 20, "await_s": 2},
             {"op": "push", "group": "P", "topic": "T", "count": 4, "fail_once": ["x"]}]}
-    out: {"client_version": "5.1.2", "steps": [{"sent": [{"message_id": ..., "sent_at_ms": ...} | {"error": ...}]} |
+    out: {"client_version": "5.1.2", "steps": [{"sent": [{"message_id": ..., "sent_at_ms": ...,
+                                                          "body", "broker", "queue_id"} |
+                                                         {"body", "error": ...}]} |
                     {"received": [{"body", "tag", "keys", "message_id", "delivery_attempt",
-                                   "properties", "received_at_ms"}], "ack_errors": [...]}]}
+                                   "properties", "received_at_ms", "endpoints"}],
+                     "ack_errors": [...]}]}
 
-A receive step calls SimpleConsumer.receive until `count` messages arrived or `within_s`
-passed (then returns what it has; the test asserts). One consumer per (group, topic, tags),
+A send step with "for_s" sends one message after another (bodies <prefix>0, <prefix>1, ...,
+`interval_s` apart) until that many seconds passed; "broker" and "queue_id" are the queue the
+client's receipt names (after its retries), "endpoints" the addresses a message came from.
+
+A receive step calls SimpleConsumer.receive until `count` messages arrived (with "distinct":
+true, `count` distinct bodies: a redelivery does not count) or `within_s` passed (then returns
+what it has; the test asserts). One consumer per (group, topic, tags),
 kept across steps; everything is shut down at the end. With "errors_end_step": true a receive
 step whose consumer cannot start or receive ends there, its error in ack_errors ("startup: ..."
 or "receive: ..."), instead of failing the tool. "tls": true opens the client's channels
@@ -66,6 +75,30 @@ def push(config, step: dict) -> dict:
         return {"received": list(seen), "ack_errors": []}
 
 
+def outgoing(step: dict):
+    """The messages of a send step: its list, or (with "for_s") generated until time is up."""
+    if "for_s" not in step:
+        yield from step["messages"]
+        return
+    deadline, i = time.monotonic() + step["for_s"], 0
+    while time.monotonic() < deadline:
+        yield {"body": f"{step.get('prefix', 'm')}{i}"}
+        i += 1
+        time.sleep(step.get("interval_s", 0.05))
+
+
+def send(producer, topic: str, m: dict) -> dict:
+    """One send; the receipt's message id and queue, or the error."""
+    try:
+        receipt = producer.send(to_message(topic, m))
+    except Exception as e:  # reported to the test
+        return {"body": m["body"], "error": f"{type(e).__name__}: {e}"}
+    queue = str(receipt.message_queue)  # "<broker name>.<topic>.<queue id>"
+    return {"body": m["body"], "message_id": receipt.message_id,
+            "sent_at_ms": int(time.time() * 1000), "broker": queue.split(".", 1)[0],
+            "queue_id": int(queue.rsplit(".", 1)[1])}
+
+
 def main() -> int:
     from rocketmq import FilterExpression, Producer, SimpleConsumer
 
@@ -83,15 +116,8 @@ def main() -> int:
                     producer = producers[step["topic"]] = Producer(config, (step["topic"],),
                                                                    tls_enable=tls)
                     producer.startup()
-                sent = []
-                for m in step["messages"]:
-                    try:
-                        receipt = producer.send(to_message(step["topic"], m))
-                        sent.append({"message_id": receipt.message_id,
-                                     "sent_at_ms": int(time.time() * 1000)})
-                    except Exception as e:  # reported to the test
-                        sent.append({"error": f"{type(e).__name__}: {e}"})
-                out.append({"sent": sent})
+                out.append({"sent": [send(producer, step["topic"], m)
+                                     for m in outgoing(step)]})
             elif step["op"] == "receive":
                 key = (step["group"], step["topic"], step.get("tags", "*"))
                 consumer = consumers.get(key)
@@ -110,9 +136,13 @@ def main() -> int:
                     consumers[key] = consumer
                 received, ack_errors = [], []
                 deadline = time.monotonic() + step.get("within_s", 20)
-                while len(received) < step["count"] and time.monotonic() < deadline:
+
+                def missing() -> int:
+                    got = {m["body"] for m in received} if step.get("distinct") else received
+                    return step["count"] - len(got)
+                while missing() > 0 and time.monotonic() < deadline:
                     try:
-                        batch = consumer.receive(step["count"] - len(received),
+                        batch = consumer.receive(missing(),
                                                  step.get("invisible_s", 10)) or []
                     except Exception as e:  # reported to the test (e.g. an ACL refusal)
                         if step.get("errors_end_step"):
@@ -124,7 +154,8 @@ def main() -> int:
                             "body": m.body.decode(), "tag": m.tag, "keys": list(m.keys or []),
                             "message_id": m.message_id, "delivery_attempt": m.delivery_attempt,
                             "properties": dict(m.properties or {}),
-                            "received_at_ms": int(time.time() * 1000)})
+                            "received_at_ms": int(time.time() * 1000),
+                            "endpoints": str(m.endpoints)})
                         if step.get("ack", True):
                             try:
                                 consumer.ack(m)

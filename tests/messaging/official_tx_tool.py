@@ -3,9 +3,10 @@
 Runs as a script in its own process (the client's generated modules clash with ours in one
 process). Reads JSON from stdin, writes JSON to stdout:
 
-    in:  {"endpoint": "127.0.0.1:P", "topic": "T", "wait_check_s": 20}
+    in:  {"endpoint": "127.0.0.1:P", "topic": "T", "wait_check_s": 20, "orphans": 0}
     out: {"client_version": "5.1.2",
-          "sent": {"<body>": {"message_id": ..., "transaction_id": ...} | {"error": ...}},
+          "sent": {"<body>": {"message_id": ..., "transaction_id": ..., "broker": ...} |
+                             {"error": ...}},
           "ended": {"<body>": "ok" | "<error>"},
           "checked": [{"body": ..., "message_id": ..., "topic": ...}, ...]}
 
@@ -13,7 +14,9 @@ Three transactions with one Producer (and its TransactionChecker): "tx-commit" i
 "tx-rollback" rolled back, "tx-orphan" left open; the server's check-back reaches the checker,
 which answers COMMIT for "tx-orphan" (ROLLBACK for anything else, which must never be asked).
 The tool waits until the checker saw "tx-orphan", gives the client's asynchronous
-EndTransaction a moment, and shuts the producer down.
+EndTransaction a moment, and shuts the producer down. With "orphans": N, N transactions
+"tx-orphan-0" ... are all left open instead (the checker commits each), and the tool waits
+until it saw every one; "broker" is the group whose queue took the half message.
 """
 from __future__ import annotations
 
@@ -29,6 +32,10 @@ def main() -> int:
     from rocketmq import Producer, TransactionChecker, TransactionResolution
 
     spec = json.loads(sys.stdin.read())
+    n = spec.get("orphans", 0)
+    plan = [(f"tx-orphan-{i}", None) for i in range(n)] if n else \
+        [("tx-commit", "commit"), ("tx-rollback", "rollback"), ("tx-orphan", None)]
+    orphans = [body for body, action in plan if action is None]
     checked: list[dict] = []
     orphan_checked = threading.Event()
 
@@ -37,8 +44,9 @@ def main() -> int:
             body = message.body.decode()
             checked.append({"body": body, "message_id": message.message_id,
                             "topic": message.topic})
-            if body == "tx-orphan":
-                orphan_checked.set()
+            if body.startswith("tx-orphan"):
+                if {c["body"] for c in checked} >= set(orphans):
+                    orphan_checked.set()
                 return TransactionResolution.COMMIT
             return TransactionResolution.ROLLBACK
 
@@ -46,14 +54,14 @@ def main() -> int:
     producer.startup()
     sent, ended = {}, {}
     try:
-        for body, action in (("tx-commit", "commit"), ("tx-rollback", "rollback"),
-                             ("tx-orphan", None)):
+        for body, action in plan:
             transaction = producer.begin_transaction()
             try:
                 receipt = producer.send(to_message(spec["topic"], {"body": body, "tag": "tx",
                                                                    "keys": [body]}), transaction)
                 sent[body] = {"message_id": receipt.message_id,
-                              "transaction_id": receipt.transaction_id}
+                              "transaction_id": receipt.transaction_id,
+                              "broker": str(receipt.message_queue).split(".", 1)[0]}
             except Exception as e:  # reported to the test
                 sent[body] = {"error": f"{type(e).__name__}: {e}"}
                 continue

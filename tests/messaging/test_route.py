@@ -8,7 +8,7 @@ import os
 import pytest
 
 from cluster.messaging.route import (ACCEPTED_MESSAGE_TYPES, config_from_route, endpoints,
-                                     message_queues)
+                                     interleaved, message_queues)
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 from store.json_config import PERM_READ, TopicConfig
 from store.layout import CONFIG_DIR, TOPICS_FILE
@@ -66,8 +66,25 @@ def test_message_queues_of_a_route():
         assert (q.broker.name, q.broker.id) == ("broker-a", 0)
         assert q.broker.endpoints == eps and q.topic.name == "T"
         assert tuple(q.accept_message_types) == ACCEPTED_MESSAGE_TYPES
-    assert config_from_route("T", queues) == config
+    assert config_from_route("T", queues, "broker-a") == config
+    assert config_from_route("T", queues, "broker-b") is None
     read_only = TopicConfig(topic_name="T", read_queue_nums=2, write_queue_nums=2, perm=PERM_READ)
     again = message_queues(d.Resource(name="T"), read_only, "b", eps)
     assert {q.permission for q in again} == {d.READ}
-    assert config_from_route("T", again) == read_only
+    assert config_from_route("T", again, "b") == read_only
+
+
+def test_a_group_without_master_is_routed_read_only_and_groups_take_turns():
+    eps = endpoints(["127.0.0.1:1"])
+    config = TopicConfig(topic_name="T", read_queue_nums=2, write_queue_nums=2)
+    assert {q.permission for q in message_queues(d.Resource(name="T"), config, "a", eps,
+                                                  writable=False)} == {d.READ}
+    write_only = TopicConfig(topic_name="T", read_queue_nums=2, write_queue_nums=2, perm=2)
+    assert {q.permission for q in message_queues(d.Resource(name="T"), write_only, "a", eps,
+                                                  writable=False)} == {d.NONE}
+    a = message_queues(d.Resource(name="T"), config, "a", eps)
+    b = message_queues(d.Resource(name="T"), TopicConfig(topic_name="T", read_queue_nums=3,
+                                                         write_queue_nums=3), "b", eps)
+    assert [(q.broker.name, q.id) for q in interleaved([a, b])] == [
+        ("a", 0), ("b", 0), ("a", 1), ("b", 1), ("b", 2)]
+    assert interleaved([]) == []

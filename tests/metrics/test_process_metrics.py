@@ -20,6 +20,10 @@ def test_controller_metrics(group):
                                                   ("node", "broker-a:0")))] == 1
     assert m[("rmqstore_controller_node_heartbeat_age_seconds", (("group", "broker-a"),
                                                                 ("node", "broker-a:0")))] < 5
+    assert m[("rmqstore_controller_group_routed_writable", (("group", "broker-a"),))] == 1
+    # the master registers its (empty) table at its next heartbeat: a known count, 0 topics
+    wait_until(lambda: scrape(controller).get(
+        ("rmqstore_controller_group_routed_topics", (("group", "broker-a"),))) == 0, 10)
 
 
 def test_archive_metrics(group, tmp_path):
