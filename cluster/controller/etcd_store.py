@@ -25,10 +25,6 @@ from cluster.controller.election import GroupRecord
 from cluster.controller.etcd_client import (EtcdClient, compare_lease, compare_mod, put_op,
                                             range_op)
 
-# etcd refuses a transaction of more than 128 operations by default (--max-txn-ops).
-MAX_PUTS_PER_TXN = 100
-
-
 class LostLeadership(NotActiveController):
     """A save was refused by etcd's compare: this controller no longer holds the leader lease,
     or a group's record changed under it. Nothing of that save was written."""
@@ -40,8 +36,9 @@ def leader_key(prefix: str) -> bytes:
 
 class EtcdStateStore:
     """The StateStore (controller_service.py) on etcd. Owns the mod_revision and the bytes of
-    every group key as this controller last read or wrote them. Not thread-safe: the controller
-    service calls it under its lock."""
+    every group key as this controller last read or wrote them: each group's entries are
+    touched only by that group's saves (under the group's lock in the controller service);
+    `load` runs before any group is served."""
 
     def __init__(self, client: EtcdClient, prefix: str, lease: Callable[[], int]) -> None:
         """`lease()` is this controller's current leader lease, 0 when it holds none."""
@@ -68,21 +65,18 @@ class EtcdStateStore:
             self._written[name] = kv.value
         return groups
 
-    def save(self, groups: dict[str, GroupRecord]) -> None:
-        """Write the groups whose record changed since the last load or save, each only if
-        nobody else wrote it since and this controller still leads. Raises LostLeadership
-        when a compare fails, EtcdError when etcd cannot be reached."""
+    def save_group(self, name: str, record: GroupRecord) -> None:
+        """Write one group's record if it changed since the last load or save, only if nobody
+        else wrote it since and this controller still leads. Raises LostLeadership when a
+        compare fails, EtcdError when etcd cannot be reached. Groups save side by side (the
+        controller service holds each group's own lock); each touches only its own entries
+        of `_revisions` and `_written`."""
         lease = self._lease()
         if not lease:
             raise LostLeadership("", "this controller holds no leader lease")
-        changed = {}
-        for name, record in sorted(groups.items()):
-            data = json.dumps(record.to_json(), sort_keys=True, separators=(",", ":")).encode()
-            if data != self._written.get(name):
-                changed[name] = data
-        names = list(changed)
-        for start in range(0, len(names), MAX_PUTS_PER_TXN):
-            self._save_chunk(lease, {n: changed[n] for n in names[start:start + MAX_PUTS_PER_TXN]})
+        data = json.dumps(record.to_json(), sort_keys=True, separators=(",", ":")).encode()
+        if data != self._written.get(name):
+            self._save_chunk(lease, {name: data})
 
     def _save_chunk(self, lease: int, chunk: dict[str, bytes]) -> None:
         compare = [compare_lease(self.leader_key, lease)]

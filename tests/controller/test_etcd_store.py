@@ -31,9 +31,11 @@ def test_save_and_load_round_trip_and_only_changed_groups_are_written(etcd):
     lease = lead(client)
     store = EtcdStateStore(client, PREFIX, lambda: lease)
     assert store.load() == {}
-    store.save({"a": record("a", 1), "b": record("b", 1)})
+    store.save_group("a", record("a", 1))
+    store.save_group("b", record("b", 1))
     b_rev = client.get(store.group_key("b")).mod_revision
-    store.save({"a": record("a", 2), "b": record("b", 1)})
+    store.save_group("a", record("a", 2))
+    store.save_group("b", record("b", 1))
     assert client.get(store.group_key("b")).mod_revision == b_rev  # unchanged: not rewritten
     loaded = EtcdStateStore(client, PREFIX, lambda: lease).load()
     assert loaded["a"].to_json() == record("a", 2).to_json()
@@ -46,9 +48,9 @@ def test_a_stale_revision_is_refused(etcd):
     mine, other = (EtcdStateStore(client, PREFIX, lambda: lease) for _ in range(2))
     mine.load()
     other.load()
-    other.save({"a": record("a", 5)})
+    other.save_group("a", record("a", 5))
     with pytest.raises(LostLeadership, match="changed in etcd"):
-        mine.save({"a": record("a", 3)})
+        mine.save_group("a", record("a", 3))
     assert json.loads(client.get(b"/t/groups/a").value)["epoch"] == 5
 
 
@@ -57,17 +59,19 @@ def test_without_the_leader_lease_nothing_is_written(etcd):
     old = lead(client, "127.0.0.1:1")
     deposed = EtcdStateStore(client, PREFIX, lambda: old)
     deposed.load()
-    deposed.save({"a": record("a", 1)})
+    deposed.save_group("a", record("a", 1))
     client.revoke(old)  # its lease expired: another controller takes over
     new = lead(client, "127.0.0.1:2")
     successor = EtcdStateStore(client, PREFIX, lambda: new)
     successor.load()
-    successor.save({"a": record("a", 2)})
+    successor.save_group("a", record("a", 2))
+    with pytest.raises(LostLeadership):
+        deposed.save_group("b", record("b", 1))  # a group it never wrote: the lease decides
     with pytest.raises(LostLeadership) as e:
-        deposed.save({"a": record("a", 1), "b": record("b", 1)})
+        deposed.save_group("a", record("a", 3))
     assert e.value.active_address == "127.0.0.1:2"
     assert "the active one is 127.0.0.1:2" in str(e.value)
     assert json.loads(client.get(b"/t/groups/a").value)["epoch"] == 2
     assert client.get(b"/t/groups/b") is None
     with pytest.raises(LostLeadership):
-        EtcdStateStore(client, PREFIX, lambda: 0).save({"a": record("a", 9)})
+        EtcdStateStore(client, PREFIX, lambda: 0).save_group("a", record("a", 9))
