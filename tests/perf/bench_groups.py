@@ -18,7 +18,11 @@ Design (issue 47):
   round-robins over the route's writable queues (interleaved a0, b0, a1, ...) and sends its
   `send_batch` to the endpoints of the queue's group. (cluster/client's Connection talks to the
   endpoints it was given and uses routes only for queue lists, so the bench does the per-queue
-  routing itself.) The same threads (--producers, 4) drive both figures.
+  routing itself.) `--producers` threads (4) per group driven: 4 for broker-a alone, 8 for
+  both, so each group sees the same number of sends in flight alone and together, as when
+  clients grow with the groups. With the same 4 threads for both, each group of the pair would
+  get half the concurrency: smaller replication batches, a higher CPU per message that is not a
+  cost of sharing (`--same-threads` measures that variant).
 - Rounds alternate the order (alone first, then together first, ...) so the host's drift hits
   both alike; a warm-up of both groups runs first, unmeasured.
 - Per figure: total msg/s, each master's CPU µs per message of its own group (CpuWindow on the
@@ -72,8 +76,9 @@ CPU_TOLERANCE = 0.10  # each master's CPU per message against broker-a's alone
 class Plan:
     seconds: float  # each measured window
     rounds: int  # pairs of (alone, together)
-    producers: int
+    producers: int  # threads per group driven (same_threads: in all)
     batch: int
+    same_threads: bool = False
 
 
 QUICK = dict(seconds=3.0, rounds=2)
@@ -106,9 +111,16 @@ class Run:
     steal: float | None
     loadavg: float
     pids: dict[str, int] = field(default_factory=dict)
+    idle: dict[str, float] = field(default_factory=dict)  # cores busy with no load (idle_cores)
 
     def cpu_us(self, name: str, group: str) -> float:
         return self.cpu[name] / max(self.per_group.get(group, 0), 1) * 1e6
+
+    def net_us(self, name: str, group: str) -> float:
+        """CPU per message beyond what the process burns with no load (its timers, heartbeats,
+        metrics) over the same wall time: what a message adds."""
+        spent = self.cpu[name] - self.idle.get(name, 0.0) * self.wall
+        return spent / max(self.per_group.get(group, 0), 1) * 1e6
 
     def busy(self, name: str) -> float:
         return self.cpu[name] / self.wall
@@ -181,10 +193,11 @@ class Cluster:
 
 
 def drive(route: Route, plan: Plan, pids: dict[str, int], warmup: float = 0.5) -> Run:
-    """`plan.producers` threads, each round-robining over the route's queues (starting at its
-    own index) and sending send_batch(plan.batch) to the queue's group; the window of
-    `plan.seconds` after `warmup` is measured: messages per group, CPU of `pids` and of this
-    process, every call's latency that ended in it."""
+    """`plan.producers` threads per group of the route (plan.same_threads: in all), each
+    round-robining over the route's queues (starting at its own index) and sending
+    send_batch(plan.batch) to the queue's group; the window of `plan.seconds` after `warmup` is
+    measured: messages per group, CPU of `pids` and of this process, every call's latency that
+    ended in it."""
     conns = {g: load.connect(ep) for g, ep in route.endpoints.items()}
     stop, lock = threading.Event(), threading.Lock()
     window = [float("inf"), float("inf")]  # measured [start, end) in perf_counter time
@@ -216,8 +229,8 @@ def drive(route: Route, plan: Plan, pids: dict[str, int], warmup: float = 0.5) -
     try:
         for c in conns.values():  # connect before the clock
             Producer(c).send(Message(TOPIC, load.BODY))
-        workers = [threading.Thread(target=run, args=(t,), daemon=True)
-                   for t in range(plan.producers)]
+        threads = plan.producers * (1 if plan.same_threads else len(conns))
+        workers = [threading.Thread(target=run, args=(t,), daemon=True) for t in range(threads)]
         for w in workers:
             w.start()
         time.sleep(warmup)
@@ -238,9 +251,17 @@ def drive(route: Route, plan: Plan, pids: dict[str, int], warmup: float = 0.5) -
                len(errors), str(errors[0]) if errors else "", steal.share, loadavg, pids)
 
 
+def idle_cores(pids: dict[str, int], seconds: float) -> dict[str, float]:
+    """Cores each process keeps busy with no load at all (a window of `seconds`)."""
+    with CpuWindow(pids) as cpu:
+        time.sleep(seconds)
+    return {name: used / cpu.wall for name, used in cpu.used.items()}
+
+
 def bench_scenario(ctx: Context, scenario: str, plan: Plan) -> None:
     role, title = SCENARIOS[scenario]
-    print(f"\n{title}: send_batch({plan.batch}) x {plan.producers} threads, broker-a alone "
+    per = "in all" if plan.same_threads else "per group"
+    print(f"\n{title}: send_batch({plan.batch}) x {plan.producers} threads {per}, broker-a alone "
           f"(broker-b idle) / both groups, {plan.rounds} rounds of {plan.seconds:.0f} s each",
           flush=True)
     root = ctx.tmpdir(scenario)
@@ -253,8 +274,10 @@ def bench_scenario(ctx: Context, scenario: str, plan: Plan) -> None:
         drive(route, plan, pids)  # warm-up, not measured: fresh files and caches
         runs: dict[str, list[Run]] = {"alone": [], "together": []}
         for r in range(plan.rounds):
+            idle = idle_cores(pids, min(3.0, plan.seconds))
             for kind in (("alone", "together") if r % 2 == 0 else ("together", "alone")):
                 run = drive(alone if kind == "alone" else route, plan, pids)
+                run.idle = idle
                 runs[kind].append(run)
                 print_run(r + 1, kind, run)
     except BaseException:
@@ -317,6 +340,19 @@ def report(ctx: Context, scenario: str, runs: dict[str, list[Run]]) -> None:
                     ratio, "x", 1 + CPU_TOLERANCE, higher_is_better=False)
         if ratio < 1 - CPU_TOLERANCE:  # "within 10%": cheaper together is odd too
             r.note = "more than 10% cheaper together: check the window's load"
+    base_net = _mean([x.net_us("broker-a master", "broker-a") for x in a])
+    ctx.add(f"{scenario}_cpu_master_net_alone", f"{p}broker-a master CPU per message beyond "
+            f"idle, one group", base_net, "us", higher_is_better=False,
+            note=f"idle, with no load: {_mean([x.idle['broker-a master'] for x in a]):.3f} cores")
+    ctx.add(f"{scenario}_idle_master", f"{p}a master's CPU with no load, % of one core",
+            100 * _mean([x.idle[f"{g} master"] for x in a for g in GROUPS]), "%",
+            higher_is_better=False)
+    for g in GROUPS:
+        v = _mean([x.net_us(f"{g} master", g) for x in t])
+        ctx.add(f"{scenario}_cpu_master_net_{g}_together", f"{p}{g} master CPU per message "
+                f"beyond idle, two groups", v, "us", higher_is_better=False)
+        ctx.add(f"{scenario}_cpu_master_net_{g}_ratio", f"{p}  {g} together / broker-a alone, "
+                f"beyond idle", v / base_net, "x", 1 + CPU_TOLERANCE, higher_is_better=False)
     pair("cpu_slave", "slave CPU per message of its group (mean)", "us",
          lambda x: _mean([x.cpu[k] / max(x.per_group[k.split()[0]], 1) * 1e6
                           for k in x.cpu if " slave" in k and x.per_group[k.split()[0]]]),
@@ -355,11 +391,18 @@ def print_side_by_side(ctx: Context, scenarios: list[str]) -> None:
                     "cpu_client", "cpu_total", "latency_p50", "latency_p99", "steal", "loadavg"):
             one, two = get(f"{fig}_alone"), get(f"{fig}_together")
             if fig == "cpu_master":
+                net = get("cpu_master_net_alone")
                 for g in GROUPS:
-                    two = get(f"cpu_master_{g}_together")
+                    alone = g == "broker-a"
                     row(f"{g} master CPU per message", "µs",
-                        fmt_value(one.value, "us") if g == "broker-a" else "(idle)",
-                        fmt_value(two.value, "us"), get(f"cpu_master_{g}_ratio"))
+                        fmt_value(one.value, "us") if alone else "(idle)",
+                        fmt_value(get(f"cpu_master_{g}_together").value, "us"),
+                        get(f"cpu_master_{g}_ratio"))
+                    row("  beyond its idle CPU", "µs", fmt_value(net.value, "us") if alone
+                        else "(idle)", fmt_value(get(f"cpu_master_net_{g}_together").value, "us"),
+                        get(f"cpu_master_net_{g}_ratio"))
+                row("a master's CPU with no load", "% core", fmt_value(get("idle_master").value,
+                                                                     "%"), "", None)
                 continue
             label = one.label.partition(": ")[2].rsplit(", one group", 1)[0]
             unit = {"us": "µs"}.get(one.unit, one.unit)
@@ -391,7 +434,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="3 s windows, 2 rounds (~2 min)")
     p.add_argument("--rounds", type=int, help="pairs of (one group, two groups) windows")
     p.add_argument("--only", default="sync", help="subset of sync,async (default sync)")
-    p.add_argument("--producers", type=int, default=4, help="producer threads")
+    p.add_argument("--producers", type=int, default=4, help="producer threads per group driven")
+    p.add_argument("--same-threads", action="store_true",
+                   help="--producers threads in all for both figures (each group of the pair "
+                        "gets half the concurrency)")
     p.add_argument("--batch", type=int, default=128, help="messages per send_batch")
     p.add_argument("--seconds", type=float, help="each measured window")
     p.add_argument("--json", metavar="OUT")
@@ -404,12 +450,14 @@ def main(argv: list[str] | None = None) -> int:
         sizes["rounds"] = args.rounds
     if args.seconds:
         sizes["seconds"] = args.seconds
-    plan = Plan(producers=args.producers, batch=args.batch, **sizes)
+    plan = Plan(producers=args.producers, batch=args.batch, same_threads=args.same_threads,
+                **sizes)
     logging.basicConfig(level=logging.WARNING)
     root = tempfile.mkdtemp(prefix=".bench-groups-", dir=os.path.join(REPO_ROOT, "tests", "perf"))
     ctx = Context(plan, root, False, 0)  # type: ignore[arg-type]  (any dataclass of sizes)
     print(f"bench_groups: {'quick' if args.quick else 'full'} run of {', '.join(selected)}; "
-          f"{plan.producers} threads, batches of {plan.batch}, 1 KiB bodies; "
+          f"{plan.producers} threads {'in all' if plan.same_threads else 'per group'}, "
+          f"batches of {plan.batch}, 1 KiB bodies; "
           f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at the start",
           flush=True)
     t0 = time.perf_counter()
