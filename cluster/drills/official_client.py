@@ -15,7 +15,7 @@ these sends and receives with the workload's own.
                         "stop" (or end of input): everything ends
     stdout:             {"ready": true} once every client started, then one JSON line per
                         event: {"kind": "send", "key", "seq", "started", "finished", "ok",
-                        "message_id", "queue_id", "offset", "detail"} |
+                        "message_id", "queue_id", "offset", "broker", "detail"} |
                         {"kind": "receive", "key", "message_id", "attempt", "at"} |
                         {"kind": "ack", "key", "message_id", "ok", "at", "detail"}
 
@@ -108,13 +108,16 @@ def _produce(index: int, producer, spec: dict[str, Any], stop: threading.Event,
         line: dict[str, Any] = {"kind": "send", "key": key, "seq": seq, "started": started}
         try:
             receipt = producer.send(msg)
+            queue = str(receipt.message_queue)
             line.update(ok=True, message_id=receipt.message_id or "",
+                        broker=queue.split(".")[0],  # the group that stored it
                         # the client's MessageQueue shows its id only as "broker.topic.id"
                         queue_id=int(str(receipt.message_queue).rpartition(".")[2]),
                         offset=receipt.offset,
                         detail="")
         except Exception as e:  # noqa: BLE001 - every failure is a recorded outcome
             line.update(ok=False, message_id=msg.message_id or "", queue_id=-1, offset=-1,
+                        broker="",  # the client does not say which queue its last try used
                         detail=f"{type(e).__name__}: {e}"[:300])
         line["finished"] = time.monotonic()
         emit(line)
