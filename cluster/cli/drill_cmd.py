@@ -284,7 +284,8 @@ def _run_drills(args, names, parent, timing, workload, controller_props, compose
             shutil.rmtree(root)
         print(f"drill {name}: {drill.about} (data under {root})", file=sys.stderr, flush=True)
         run_ = run_drill(drill, DrillOptions(
-            root=root, base_port=args.base_port or free_base_port(), timing=timing,
+            root=root, base_port=args.base_port or free_base_port(args.groups), timing=timing,
+            groups=args.groups, fault_group=args.fault_group,
             workload=workload, controller_props=controller_props,
             target_dir=args.cluster_dir, compose=compose, node_props=node_props,
             gray_workload=_gray_workload(GRAY_WORKLOAD, workload)))
@@ -301,6 +302,7 @@ def _run_drills(args, names, parent, timing, workload, controller_props, compose
                            "client_gaps_s": {c: list(g) for c, g
                                              in r.result.client_gaps.items()},
                            "stored_duplicates": r.result.stored_duplicates,
+                           "copies_in_other_groups": r.result.copies_in_other_groups,
                            "groups": group_rows(r.result),
                            "phases": [{"fault": fp.fault, "windows": phase_rows(fp)}
                                       for fp in r.result.phases],

@@ -16,7 +16,8 @@ these sends and receives with the workload's own.
     stdout:             {"ready": true} once every client started, then one JSON line per
                         event: {"kind": "send", "key", "seq", "started", "finished", "ok",
                         "message_id", "queue_id", "offset", "broker", "detail"} |
-                        {"kind": "receive", "key", "message_id", "attempt", "at"} |
+                        {"kind": "receive", "key", "message_id", "attempt", "at",
+                         "endpoints"} |
                         {"kind": "ack", "key", "message_id", "ok", "at", "detail"}
 
 The consumers are SimpleConsumers (receive up to 16, long polling 1 s; ack each), given the
@@ -78,7 +79,9 @@ def _consume(consumer, spec: dict[str, Any], stop: threading.Event, emit: Emit) 
         now = time.monotonic()
         for m in got:
             emit({"kind": "receive", "key": key_of(m.body), "message_id": m.message_id or "",
-                  "attempt": m.delivery_attempt or 1, "at": now})
+                  "attempt": m.delivery_attempt or 1, "at": now,
+                  # the endpoints of the group that delivered it ("h:p,h:p")
+                  "endpoints": str(m.endpoints or "")})
         for m in got:
             try:
                 consumer.ack(m)

@@ -98,6 +98,9 @@ def render_client_view(name: str, r: DrillResult) -> str:
                             for v in r.client_resumed.get(client, ()))
         lines.append(f"  {name}:   its end, from the new master seen ({who}): {resumed} s")
     lines.append(f"  {name}: duplicates stored: {r.stored_duplicates}")
+    if r.per_group:
+        lines.append(f"  {name}: stored in two groups (a client's resend to another group "
+                     f"after a lost answer): {r.copies_in_other_groups}")
     return "\n".join(lines)
 
 

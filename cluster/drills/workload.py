@@ -260,11 +260,19 @@ class Workload:
             elif r["kind"] == "receive":
                 self.history.record_receive(Receive(
                     key=r["key"], topic=topic, group=group, queue_id=-1, queue_offset=-1,
-                    message_id=r["message_id"], delivery_attempt=r["attempt"], at=r["at"]))
+                    message_id=r["message_id"], delivery_attempt=r["attempt"], at=r["at"],
+                    broker=self._broker_of(r.get("endpoints", ""))))
             elif r["kind"] == "ack":
                 self.history.record_ack(Ack(key=r["key"], group=group,
                                             message_id=r["message_id"], ok=r["ok"], at=r["at"],
                                             detail=r["detail"]))
+
+    def _broker_of(self, endpoints: str) -> str:
+        """The broker group whose nodes `endpoints` ("h:p,h:p" or "h:p;h:p") name ("" with
+        one group, or none matching)."""
+        named = set(endpoints.replace(";", ",").split(","))
+        return next((g for g, addresses in (self.groups or {}).items()
+                     if named & set(addresses)), "")
 
     def _tell_official(self, command: str, last: bool = False) -> None:
         """Write a command line to the official client's process (`last`: then close its

@@ -55,14 +55,19 @@ def test_a_failed_send_in_the_other_group_fails_the_drill() -> None:
                for f in r.failures), r.failures
 
 
-def test_same_queue_and_offset_in_two_groups_is_two_records() -> None:
-    """One key stored in both groups at the same queue id and offset: a stored duplicate."""
+def test_a_copy_in_another_group_is_told_apart_from_a_stored_duplicate() -> None:
+    """One key in both groups at the same queue id and offset: a copy in another group (a
+    resend there), not a duplicate within a group; two offsets in one group are one."""
     h = History()
     h.record_send(Send("k0", TOPIC, None, 0, 0.0, 0.01, OK, message_id="id-k0",
                        group="broker-a"))
     for broker in GROUPS:
         h.record_receive(Receive("k0", TOPIC, GROUP, 0, 0, "id-k0", 1, 1.0, broker=broker))
-    assert check(h, EXPECT).stored_duplicates == 1
+    r = check(h, EXPECT)
+    assert (r.stored_duplicates, r.copies_in_other_groups) == (0, 1) and r.passed
+    h.record_receive(Receive("k0", TOPIC, GROUP, 0, 1, "id-k0", 1, 2.0, broker="broker-a"))
+    r = check(h, EXPECT)
+    assert (r.stored_duplicates, r.copies_in_other_groups) == (1, 1) and not r.passed
 
 
 def test_group_fields_survive_save_and_load() -> None:
