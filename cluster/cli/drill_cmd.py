@@ -18,6 +18,9 @@ drains and prints the checker's table. Exit status 0 when every drill passed.
                                               slow-controller)
     python -m cluster drill slow-slave --node-set haMaxSlaveAckLatency=0   (slow-member
                                       detection off: the drill must fail its rate target)
+    python -m cluster drill kill-master --groups 2   (two broker groups under one controller,
+                                      load on both, the fault in broker-a: broker-b must not
+                                      see a failed send)
     python -m cluster drill cleanup          (firewall rules and CPU quota groups a killed
                                               drill left behind)
 """
@@ -88,6 +91,14 @@ def register(sub) -> None:
     p.add_argument("--unsafe", action="store_true",
                    help="allow unclean elections (enableElectUncleanMaster=true): shows what the "
                         "protection prevents")
+    p.add_argument("--groups", type=int, default=1, metavar="N",
+                   help="broker groups under the one controller (default 1); with N > 1 the "
+                        "workload's topics are created in every group, the load spreads over "
+                        "every group's queues and the fault hits --fault-group only (drills "
+                        "that support it: see the message for others)")
+    p.add_argument("--fault-group", default="", metavar="NAME",
+                   help="with --groups: the broker group the fault hits (default: the first, "
+                        "broker-a)")
     p.add_argument("--markdown", action="store_true", help="print the table as markdown")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     p.set_defaults(run=run)
@@ -96,6 +107,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from cluster.drills import partition
     from cluster.drills.compose_cluster import ComposeProject, DockerError
+    from cluster.drills.runner import NotTargetable
     from cluster.drills.scenarios import DRILLS, Timing
     from cluster.drills.workload import WorkloadConfig
 
@@ -131,7 +143,7 @@ def run(args) -> int:
         print(f"unknown drill(s): {', '.join(unknown)} (see: python -m cluster drill list)",
               file=sys.stderr)
         return 2
-    refusal = _target_refusal(args, names, DRILLS)
+    refusal = _target_refusal(args, names, DRILLS) or _groups_refusal(args, names, DRILLS)
     if refusal:
         print(refusal, file=sys.stderr)
         return 2
@@ -177,6 +189,9 @@ def run(args) -> int:
     except DockerError as e:  # a service missing from the project, docker refusing a step
         print(f"drill --target compose: {e}", file=sys.stderr)
         return 1
+    except NotTargetable as e:  # e.g. --cluster-dir with fewer groups than --groups
+        print(f"drill: {e}", file=sys.stderr)
+        return 2
     finally:
         if compose is not None and args.up:
             compose.down()
@@ -226,10 +241,37 @@ def _target_refusal(args, names: list[str], drills) -> str:
     return ""
 
 
+def _groups_refusal(args, names: list[str], drills) -> str:
+    """Why --groups/--fault-group cannot run these drills ("" when they can)."""
+    from cluster.assembly.local_layout import MAX_GROUPS, group_names
+
+    if not 1 <= args.groups <= MAX_GROUPS:
+        return f"--groups {args.groups}: want 1..{MAX_GROUPS} broker groups"
+    if args.groups == 1:
+        return "--fault-group goes with --groups N (N > 1)" if args.fault_group else ""
+    if args.target == "compose":
+        return ("--groups with --target compose: the compose target does not tell its "
+                "services' groups apart yet (one group)")
+    unsupported = [n for n in names if not drills[n].groups]
+    if unsupported:
+        supported = ", ".join(d.name for d in drills.values() if d.groups)
+        return (f"drill(s) {', '.join(unsupported)} do not run with several broker groups "
+                f"(the fault is not inside one group, or nodes are set up by name); "
+                f"--groups supports {supported}")
+    if args.fault_group and not args.cluster_dir:
+        known = group_names(args.groups)
+        wanted = args.fault_group if args.fault_group in known else f"broker-{args.fault_group}"
+        if wanted not in known:
+            return (f"--fault-group {args.fault_group!r}: not one of {', '.join(known)}")
+        args.fault_group = wanted
+    return ""
+
+
 def _run_drills(args, names, parent, timing, workload, controller_props, compose,
                 node_props) -> int:
-    from cluster.drills.report import (phase_rows, render_client_view, render_detail,
-                                       render_phases, render_table, summary_row)
+    from cluster.drills.report import (group_rows, phase_rows, render_client_view,
+                                       render_detail, render_groups, render_phases,
+                                       render_table, summary_row)
     from cluster.drills.runner import GRAY_WORKLOAD, DrillOptions, run_drill
     from cluster.drills.scenarios import DRILLS
     from cluster.assembly.local_cluster import free_base_port
@@ -242,7 +284,8 @@ def _run_drills(args, names, parent, timing, workload, controller_props, compose
             shutil.rmtree(root)
         print(f"drill {name}: {drill.about} (data under {root})", file=sys.stderr, flush=True)
         run_ = run_drill(drill, DrillOptions(
-            root=root, base_port=args.base_port or free_base_port(), timing=timing,
+            root=root, base_port=args.base_port or free_base_port(args.groups), timing=timing,
+            groups=args.groups, fault_group=args.fault_group,
             workload=workload, controller_props=controller_props,
             target_dir=args.cluster_dir, compose=compose, node_props=node_props,
             gray_workload=_gray_workload(GRAY_WORKLOAD, workload)))
@@ -259,6 +302,8 @@ def _run_drills(args, names, parent, timing, workload, controller_props, compose
                            "client_gaps_s": {c: list(g) for c, g
                                              in r.result.client_gaps.items()},
                            "stored_duplicates": r.result.stored_duplicates,
+                           "copies_in_other_groups": r.result.copies_in_other_groups,
+                           "groups": group_rows(r.result),
                            "phases": [{"fault": fp.fault, "windows": phase_rows(fp)}
                                       for fp in r.result.phases],
                            "seconds": round(r.seconds, 1)}
@@ -269,6 +314,9 @@ def _run_drills(args, names, parent, timing, workload, controller_props, compose
             for note in r.notes:
                 print(f"  {r.drill.name}: {note}")
             print(render_client_view(r.drill.name, r.result))
+            by_group = render_groups(r.drill.name, r.result, markdown=args.markdown)
+            if by_group:
+                print(by_group)
             if r.drill.gray:
                 print(render_phases(r.drill.name, r.result, markdown=args.markdown))
             if not r.result.passed:

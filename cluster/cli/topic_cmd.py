@@ -29,8 +29,9 @@ from cluster.cli.commands import answer, command, group
 from cluster.cli.output import print_json, refused, table, to_dict
 from cluster.cli.targets import (CURRENT_MASTER, DEFAULT_CLUSTER_DIR, add_tls_args,
                                  controller_target, operator)
+from cluster.assembly.group_topics import (GroupCallError, GroupTopicError, create_in_groups,
+                                           parse_groups)
 from cluster.assembly.local_cluster import ClusterFolderError, read_cluster_info
-from cluster.client.admin_client import AdminClient
 from cluster.client.controller_client import ControllerClient
 from cluster.config.cluster_route import ClusterRoute, routed_config
 from cluster.controller.route_wire import route_from_pb
@@ -244,31 +245,16 @@ def _create_in_groups(args) -> int:
         names = parse_groups(args.groups, known)
     except ValueError as e:
         args.parser.error(str(e))
-    masterless = [n for n in names if not route.group(n).has_master]
-    if masterless:
-        print(f"topic create: {', '.join(masterless)} has no master now "
-              f"({'; '.join(route.group(n).note for n in masterless)}): nothing created",
-              file=sys.stderr)
-        return 1
     _, token, tls = controller_target(args.parser, args.cluster_dir, args.controller,
                                       args.token_file, args)
-    clients = {n: AdminClient(route.group(n).master_address, token, timeout=30,
-                              operator=operator(), tls=tls) for n in names}
     try:
-        for n, client in clients.items():  # every group is checked before any is changed
-            if _has_topic(client, args.name):
-                print(f"topic create: {args.name} exists in {n} already (topic update "
-                      f"--node @master:{n} changes it): nothing created",
-                      file=sys.stderr)
-                return 1
-        created = []
-        for n, client in clients.items():
-            created.append((n, client.create_topic(args.name, **_fields(args))))
-    except grpc.RpcError as e:
-        return refused(f"topic create in {n}", e)
-    finally:
-        for client in clients.values():
-            client.close()
+        created = create_in_groups(route, names, token, args.name, _fields(args), tls=tls,
+                                   operator=operator())
+    except GroupTopicError as e:
+        print(f"topic create: {e}: nothing created", file=sys.stderr)
+        return 1
+    except GroupCallError as e:
+        return refused(f"topic create in {e.group}", e.error)
     if args.json:
         print_json({"topic": args.name, "groups": {n: to_dict(t) for n, t in created}})
         return 0
@@ -277,33 +263,6 @@ def _create_in_groups(args) -> int:
           [(n, t.name, t.read_queue_nums, t.write_queue_nums, t.perm_name, t.order)
            for n, t in created])
     return 0
-
-
-def parse_groups(spec: str, known: list[str]) -> list[str]:
-    """`all`, or a comma list of broker names (broker-a) or their suffixes (a); ValueError
-    naming an unknown one."""
-    if spec.strip() == "all":
-        if not known:
-            raise ValueError("the controller knows no broker group yet")
-        return known
-    out = []
-    for raw in (part.strip() for part in spec.split(",")):
-        name = raw if raw in known else f"broker-{raw}"
-        if not raw or name not in known:
-            raise ValueError(f"--groups: no broker group {raw!r} (the controller knows "
-                             f"{', '.join(known) or 'none'})")
-        if name not in out:
-            out.append(name)
-    return out
-
-
-def _has_topic(client: AdminClient, name: str) -> bool:
-    try:
-        return bool(client.list_topics(topic=name).topics)
-    except grpc.RpcError as e:
-        if e.code() is grpc.StatusCode.NOT_FOUND:
-            return False
-        raise
 
 
 def _show_changed(verb: str):

@@ -17,6 +17,18 @@ The client-view gap of a fault is what a producer's application feels: per clien
 project's own, the official one), the longest stretch between two successive acknowledgements
 from the last one before the fault up to the first one after it was healed.
 
+Several broker groups (`Expectation.broker_groups`): per group, the sends it stored (acked),
+those it answered with a failure or not at all (failed, unknown: the group of the send's last
+attempt) and the attempts it refused that the client moved to another group (moved away). A
+fault in one group (`fault_group`) must not show in another: any failed, unknown or moved-away
+send of another group fails the drill. A send whose group is not known (the official client
+does not say which queue its last failed attempt used) is counted under UNATTRIBUTED.
+A message stored in two groups (`copies_in_other_groups`) is reported apart from the stored
+duplicates and does not fail the drill: the official clients resend a send whose answer was
+lost to another group's queue (same message id), and one group's duplicate window cannot know
+another's messages (RocketMQ's at-least-once across broker groups); the project's own
+RoutedProducer never moves a send of unknown outcome, so its messages show none.
+
 The write rate and p99 send latency before, during and after each fault are phases.py's; a
 drill may require the rate during a fault to stay at a share of the rate before it
 (`min_rate_ratio`: a slow replica must not slow the group down).
@@ -55,13 +67,38 @@ class Expectation:
     # before it (None: not judged; the phases are reported either way).
     min_rate_ratio: float | None = None
     grace_s: float = 5.0
+    broker_groups: tuple[str, ...] = ()   # several broker groups: their names (else empty)
+    fault_group: str = ""                 # the group the fault hits (with broker_groups)
 
     def __post_init__(self) -> None:
+        if self.fault_group and self.fault_group not in self.broker_groups:
+            raise ValueError(f"fault group {self.fault_group!r} is not one of "
+                             f"{', '.join(self.broker_groups) or 'no groups'}")
         missing = [g for g in self.groups if g not in self.topics_of_group]
         if missing:
             raise ValueError(f"no topic for consumer group(s) {', '.join(missing)}")
         # Read-only copy: the dataclass is frozen, its mapping must not change under the checker.
         object.__setattr__(self, "topics_of_group", MappingProxyType(dict(self.topics_of_group)))
+
+
+UNATTRIBUTED = "?"   # per-group figures of sends whose group is not known
+
+
+@dataclass(frozen=True)
+class GroupSends:
+    """One broker group's share of the sends: stored there (acked), failed or unknown there
+    (the last attempt's group), refused there and moved to another group by the client
+    (moved_away), and acked there after another group refused them (moved_in)."""
+    acked: int = 0
+    failed: int = 0
+    unknown: int = 0
+    moved_away: int = 0
+    moved_in: int = 0
+
+    @property
+    def troubled(self) -> int:
+        """Sends this group did not serve: failed, unknown or moved away."""
+        return self.failed + self.unknown + self.moved_away
 
 
 @dataclass(frozen=True)
@@ -93,6 +130,10 @@ class DrillResult:
     client_resumed: Mapping[str, tuple[float | None, ...]] = field(
         default_factory=lambda: MappingProxyType({}))
     phases: tuple[FaultPhases, ...] = ()           # per fault: rate and p99 before/during/after
+    # several broker groups: broker name (or UNATTRIBUTED) -> its sends; the faulted group
+    per_group: Mapping[str, GroupSends] = field(default_factory=lambda: MappingProxyType({}))
+    fault_group: str = ""
+    copies_in_other_groups: int = 0   # a message stored in two groups (not a failure: above)
 
     @property
     def passed(self) -> bool:
@@ -114,7 +155,7 @@ def check(history: History, expect: Expectation) -> DrillResult:
     phantom = _phantom(receives, sends_of)
     deliveries_of = _deliveries(receives)
     duplicates = _duplicates(deliveries_of, acks)
-    stored = _stored_duplicates(deliveries_of)
+    stored, across = _stored_duplicates(deliveries_of)
     order = _order_violations(deliveries_of, sends_of, expect.fifo_groups)
     recovery = tuple(_recovery(sends, fault) for fault in faults)
     delivered_anywhere = set().union(*received_keys.values())
@@ -144,6 +185,9 @@ def check(history: History, expect: Expectation) -> DrillResult:
     if expect.min_rate_ratio is not None:
         failures += rate_failures(phases, expect.min_rate_ratio)
 
+    per_group = group_sends(sends, expect.broker_groups) if expect.broker_groups else {}
+    failures += _other_group_failures(per_group, expect.fault_group)
+
     outcomes = Counter(s.outcome for s in sends)
     views = _client_views(sends, acks, faults, expect.consumer_views)
     return DrillResult(
@@ -158,7 +202,36 @@ def check(history: History, expect: Expectation) -> DrillResult:
         fifo_checked=bool(expect.fifo_groups), stored_duplicates=stored,
         client_gaps=MappingProxyType({c: tuple(g for g, _ in v) for c, v in views.items()}),
         client_resumed=MappingProxyType({c: tuple(r for _, r in v) for c, v in views.items()}),
-        phases=phases)
+        phases=phases, per_group=MappingProxyType(per_group),
+        fault_group=expect.fault_group, copies_in_other_groups=across)
+
+
+def group_sends(sends: list[Send], groups: tuple[str, ...]) -> dict[str, GroupSends]:
+    """Per broker group (in `groups`' order, then UNATTRIBUTED when any send has no known
+    group, or one outside `groups`), its GroupSends."""
+    counts: dict[str, Counter[str]] = {g: Counter() for g in groups}
+    for s in sends:
+        group = s.group if s.group in counts or s.group in groups else UNATTRIBUTED
+        c = counts.setdefault(group, Counter())
+        c[s.outcome.value] += 1
+        refused = s.refused_groups()
+        for g in refused:
+            counts.setdefault(g if g in groups else UNATTRIBUTED, Counter())["moved_away"] += 1
+        if refused and s.outcome is SendOutcome.OK:
+            c["moved_in"] += 1
+    return {g: GroupSends(acked=c[SendOutcome.OK.value], failed=c[SendOutcome.FAILED.value],
+                          unknown=c[SendOutcome.UNKNOWN.value], moved_away=c["moved_away"],
+                          moved_in=c["moved_in"])
+            for g, c in counts.items()}
+
+
+def _other_group_failures(per_group: Mapping[str, GroupSends], fault_group: str) -> list[str]:
+    if not fault_group:
+        return []
+    return [f"group {g} saw {n.troubled} failed sends during a fault in {fault_group} "
+            f"({n.failed} failed, {n.unknown} unknown, {n.moved_away} moved away)"
+            for g, n in per_group.items()
+            if g not in (fault_group, UNATTRIBUTED) and n.troubled]
 
 
 def first_of(items: list[str], sep: str = ", ") -> str:
@@ -226,20 +299,29 @@ def _duplicates(deliveries_of: Mapping[tuple[str, str], list[Receive]],
     return MappingProxyType({why: n for why, n in counts.items() if n})
 
 
-def _record(r: Receive) -> tuple[str, int, int, str]:
-    """Which stored record a delivery is: its queue and offset (a redelivery keeps both) and
-    message id (the official clients keep one id over their retries, the project's own
-    client's older versions did not)."""
-    return r.topic, r.queue_id, r.queue_offset, r.message_id
+def _record(r: Receive) -> tuple[str, str, int, int, str]:
+    """Which stored record a delivery is: its group, queue and offset (a redelivery keeps
+    them) and message id (the official clients keep one id over their retries, the project's
+    own client's older versions did not)."""
+    return r.broker, r.topic, r.queue_id, r.queue_offset, r.message_id
 
 
-def _stored_duplicates(deliveries_of: Mapping[tuple[str, str], list[Receive]]) -> int:
-    """Extra records of one message: per key, the most distinct records any one group read,
-    minus one (a late group reading the same two records does not make four)."""
-    most: dict[str, int] = {}
+def _stored_duplicates(deliveries_of: Mapping[tuple[str, str], list[Receive]]
+                       ) -> tuple[int, int]:
+    """Extra records of one message within one broker group (per key, the most distinct
+    records of one group any one consumer group read, minus one: a late group reading the
+    same two records does not make four), and copies in other broker groups (per key, the
+    groups holding it minus one: a client's retry in another group after a lost answer,
+    which no group's duplicate window can see)."""
+    within: dict[str, int] = {}
+    across: dict[str, int] = {}
     for (_group, key), deliveries in deliveries_of.items():
-        most[key] = max(most.get(key, 0), len({_record(d) for d in deliveries}))
-    return sum(n - 1 for n in most.values())
+        records: dict[str, set] = defaultdict(set)
+        for d in deliveries:
+            records[d.broker].add(_record(d))
+        within[key] = max(within.get(key, 0), max(len(r) for r in records.values()) - 1)
+        across[key] = max(across.get(key, 0), len(records) - 1)
+    return sum(within.values()), sum(across.values())
 
 
 View = tuple[float | None, float | None]   # (gap, when it ended after the heal)

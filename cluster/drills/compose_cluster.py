@@ -234,6 +234,9 @@ class ComposeCluster(GroupViews):
         self.etcd = ContainerProcess(ETCD, project.container_id(ETCD))
         self._controllers = [self._service(n, CONTROLLER_PORT) for n in CONTROLLERS]
         self.nodes = [self._service(n, port) for n, port in NODE_PORTS.items()]
+        # One broker group today. A project of several groups lists each group's containers
+        # here (by each service's brokerName) for `--groups N` (target.GroupTarget).
+        self.groups = {"broker-a": list(self.nodes)}
         self.by_name = {p.name: p for p in self.processes()}
         self._last_active = self._controllers[0]
         self._cuts: list[_Cut] = []

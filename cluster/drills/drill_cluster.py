@@ -21,8 +21,9 @@ from cluster.drills.cpu_quota import CpuQuota
 from cluster.drills.delay_proxy import ProxyProcess
 from cluster.drills.partition import (CgroupSet, Member, Partition, PartitionUnavailable,
                                       Redirect)
-from cluster.drills.target import MASTER_ROLES, GroupViews
+from cluster.drills.target import MASTER_ROLES, GroupViews, wait_groups_whole
 from cluster.assembly import local_cluster
+from cluster.assembly.local_layout import group_names, layout
 from store.layout import ADMIN_TOKEN_FILE
 
 __all__ = ["DrillCluster", "DrillProcess", "MASTER_ROLES"]
@@ -107,15 +108,18 @@ class DrillProcess:
 
 
 class DrillCluster(GroupViews):
-    """A controller (`controller`) and the nodes `master`, `slave1`, `slave2` under `root`.
-    The names are the starting roles; the controller moves roles around during a drill, so
-    `current_master()` asks the nodes. `fresh()` writes the configs and owns the processes
+    """A controller (`controller`) and the nodes `master`, `slave1`, `slave2` under `root`
+    (with several broker groups, also b-master, b-slave1, ...: `groups` lists each group's
+    nodes; `target.group_target` gives one group's view, whose `current_master()` is that
+    group's). The names are the starting roles; the controller moves roles around during a
+    drill, so `current_master()` asks the nodes. `fresh()` writes the configs and owns the processes
     (`close()` stops them); `attach()` drives a running `python -m cluster local` and leaves
     it running, with the pids of the processes it restarted written into its cluster.json."""
 
     def __init__(self, root: str, token_file: str, controller: DrillProcess,
                  nodes: list[DrillProcess], node_env: Mapping[str, Mapping[str, str]] | None = None,
-                 cgroups: CgroupSet | None = None, attached: bool = False) -> None:
+                 cgroups: CgroupSet | None = None, attached: bool = False,
+                 groups: Mapping[str, list[DrillProcess]] | None = None) -> None:
         self.root = root
         self.token_file = token_file
         self.token = read_token_file(token_file)
@@ -127,15 +131,19 @@ class DrillCluster(GroupViews):
         self._quotas: dict[str, CpuQuota] = {}  # process name -> its CPU quota
         self._links: list[tuple[Redirect, ProxyProcess]] = []
         self.by_name = {p.name: p for p in (self.controller, *self.nodes)}
+        # broker name -> its nodes; a cluster of one group: every node in broker-a
+        self.groups = {g: list(ps) for g, ps in groups.items()} if groups \
+            else {group_names(1)[0]: list(nodes)}
 
     @classmethod
     def fresh(cls, root: str, base_port: int, role: str = "SYNC_MASTER",
               controller_props: Mapping[str, str] | None = None,
               node_env: Mapping[str, Mapping[str, str]] | None = None,
               partitions: bool = False,
-              node_props: Mapping[str, str] | None = None) -> "DrillCluster":
-        """A new cluster in `root` on base_port.. (`python -m cluster local`'s configs, plus
-        `node_props` in every node's)."""
+              node_props: Mapping[str, str] | None = None,
+              groups: int = 1) -> "DrillCluster":
+        """A new cluster of `groups` broker groups in `root` on base_port.. (`python -m cluster
+        local --groups N`'s configs and ports, plus `node_props` in every node's)."""
         root = os.path.abspath(root)
         os.makedirs(root, exist_ok=True)
         token_file = os.path.join(root, ADMIN_TOKEN_FILE)
@@ -150,7 +158,7 @@ class DrillCluster(GroupViews):
                                   os.path.join(root, "controller.log"), f"127.0.0.1:{ctrl_port}",
                                   local_cluster.start_controller)
         configs = local_cluster.write_configs(root, base_port, role, token_file,
-                                              controller.address)
+                                              controller.address, groups=groups)
         for _, conf, _ in configs:
             if node_props:
                 with open(conf, "a", encoding="utf-8") as f:
@@ -158,12 +166,16 @@ class DrillCluster(GroupViews):
         nodes = [DrillProcess(name, "node", conf, os.path.join(root, f"{name}.log"), address,
                               local_cluster.start_node)
                  for name, conf, address in configs]
-        return cls(root, token_file, controller, nodes, node_env, cgroups)
+        group_of = {n.name: n.group for n in layout(base_port, groups)}
+        by_group: dict[str, list[DrillProcess]] = {}
+        for proc in nodes:
+            by_group.setdefault(group_of[proc.name], []).append(proc)
+        return cls(root, token_file, controller, nodes, node_env, cgroups, groups=by_group)
 
     @classmethod
     def attach(cls, cluster_dir: str) -> "DrillCluster":
-        """The running cluster of a `python -m cluster local` folder (it needs its controller;
-        of a folder with several broker groups, the first group)."""
+        """The running cluster of a `python -m cluster local` folder (it needs its controller),
+        every broker group of it."""
         info = local_cluster.read_cluster_info(cluster_dir)
         if "controller" not in info:
             raise local_cluster.ClusterFolderError(
@@ -172,14 +184,17 @@ class DrillCluster(GroupViews):
         controller = DrillProcess("controller", "controller", c["config"], c["log"],
                                   c["address"], local_cluster.start_controller)
         controller.adopt(c["pid"])
-        nodes = []
-        for n in local_cluster.nodes_of_group(info):  # a drill runs on one (the first) group
-            proc = DrillProcess(n["name"], "node", n["config"], n["log"], n["address"],
-                                local_cluster.start_node)
-            proc.adopt(n["pid"])
-            nodes.append(proc)
+        nodes, by_group = [], {}
+        for group in local_cluster.cluster_groups(info):
+            by_group[group] = []
+            for n in local_cluster.nodes_of_group(info, group):
+                proc = DrillProcess(n["name"], "node", n["config"], n["log"], n["address"],
+                                    local_cluster.start_node)
+                proc.adopt(n["pid"])
+                nodes.append(proc)
+                by_group[group].append(proc)
         cluster = cls(os.path.abspath(cluster_dir), info["token_file"], controller, nodes,
-                      attached=True)
+                      attached=True, groups=by_group)
         cluster.tls = local_cluster.cluster_tls(info)  # `cluster local --tls`: its CA
         return cluster
 
@@ -220,12 +235,11 @@ class DrillCluster(GroupViews):
         local_cluster.write_cluster_info(self.root, info)
 
     def start_all(self, timeout: float = 30.0) -> None:
-        """Start what is not running (all of a fresh cluster) and wait for a whole group."""
+        """Start what is not running (all of a fresh cluster) and wait for every group whole."""
         for proc in self.processes():
             if not proc.alive():
                 self.start(proc)
-        self.wait_for(lambda: self.current_master() is not None and self.in_sync_count() == 2,
-                      timeout, "a master with both slaves in sync")
+        wait_groups_whole(self, timeout)
 
     def close(self) -> None:
         self.heal_partitions()

@@ -38,6 +38,13 @@ class Send:
     detail: str = ""            # status name / exception text
     message_id: str = ""
     client: str = "own"         # who sent it: "own" (cluster/client) or "official"
+    # Several broker groups: the group (broker name) that stored it (OK) or that gave the last
+    # answer (not OK); "" when not known (one group, or an official client's failed send).
+    group: str = ""
+    refused_by: str = ""        # groups that refused it before, comma-separated (own client)
+
+    def refused_groups(self) -> tuple[str, ...]:
+        return tuple(g for g in self.refused_by.split(",") if g)
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,7 @@ class Receive:
     message_id: str
     delivery_attempt: int
     at: float                   # monotonic
+    broker: str = ""            # the broker group that delivered it ("": not known)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ these sends and receives with the workload's own.
                         "stop" (or end of input): everything ends
     stdout:             {"ready": true} once every client started, then one JSON line per
                         event: {"kind": "send", "key", "seq", "started", "finished", "ok",
-                        "message_id", "queue_id", "offset", "detail"} |
-                        {"kind": "receive", "key", "message_id", "attempt", "at"} |
+                        "message_id", "queue_id", "offset", "broker", "detail"} |
+                        {"kind": "receive", "key", "message_id", "attempt", "at",
+                         "endpoints"} |
                         {"kind": "ack", "key", "message_id", "ok", "at", "detail"}
 
 The consumers are SimpleConsumers (receive up to 16, long polling 1 s; ack each), given the
@@ -78,7 +79,9 @@ def _consume(consumer, spec: dict[str, Any], stop: threading.Event, emit: Emit) 
         now = time.monotonic()
         for m in got:
             emit({"kind": "receive", "key": key_of(m.body), "message_id": m.message_id or "",
-                  "attempt": m.delivery_attempt or 1, "at": now})
+                  "attempt": m.delivery_attempt or 1, "at": now,
+                  # the endpoints of the group that delivered it ("h:p,h:p")
+                  "endpoints": str(m.endpoints or "")})
         for m in got:
             try:
                 consumer.ack(m)
@@ -108,13 +111,16 @@ def _produce(index: int, producer, spec: dict[str, Any], stop: threading.Event,
         line: dict[str, Any] = {"kind": "send", "key": key, "seq": seq, "started": started}
         try:
             receipt = producer.send(msg)
+            queue = str(receipt.message_queue)
             line.update(ok=True, message_id=receipt.message_id or "",
+                        broker=queue.split(".")[0],  # the group that stored it
                         # the client's MessageQueue shows its id only as "broker.topic.id"
                         queue_id=int(str(receipt.message_queue).rpartition(".")[2]),
                         offset=receipt.offset,
                         detail="")
         except Exception as e:  # noqa: BLE001 - every failure is a recorded outcome
             line.update(ok=False, message_id=msg.message_id or "", queue_id=-1, offset=-1,
+                        broker="",  # the client does not say which queue its last try used
                         detail=f"{type(e).__name__}: {e}"[:300])
         line["finished"] = time.monotonic()
         emit(line)

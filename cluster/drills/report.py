@@ -7,7 +7,8 @@ from statistics import median
 
 from common.text_output import format_table
 
-from cluster.drills.checker import AFTER_ACK, NOT_ACKED, STORED_TWICE, DrillResult, first_of
+from cluster.drills.checker import (AFTER_ACK, NOT_ACKED, STORED_TWICE, UNATTRIBUTED,
+                                    DrillResult, first_of)
 from cluster.drills.phases import FaultPhases
 
 COLUMNS = ("drill", "acked", "failed", "unknown", "lost", "phantom", "duplicates", "order",
@@ -97,6 +98,9 @@ def render_client_view(name: str, r: DrillResult) -> str:
                             for v in r.client_resumed.get(client, ()))
         lines.append(f"  {name}:   its end, from the new master seen ({who}): {resumed} s")
     lines.append(f"  {name}: duplicates stored: {r.stored_duplicates}")
+    if r.per_group:
+        lines.append(f"  {name}: stored in two groups (a client's resend to another group "
+                     f"after a lost answer): {r.copies_in_other_groups}")
     return "\n".join(lines)
 
 
@@ -135,3 +139,28 @@ def render_phases(name: str, r: DrillResult, markdown: bool = False) -> str:
         head = f"{name}: {fp.fault}" + (f" ({', '.join(ratios)})" if ratios else "")
         blocks.append(head + "\n" + render_table(phase_rows(fp), markdown))
     return "\n".join(blocks)
+
+
+GROUP_COLUMNS = ("group", "acked", "failed", "unknown", "moved away", "moved in")
+
+
+def group_rows(r: DrillResult) -> list[dict[str, str]]:
+    """One row per broker group of a drill run with several (none with one group): the
+    faulted group marked, sends whose group is not known last."""
+    rows = []
+    for group, n in r.per_group.items():
+        name = "not known" if group == UNATTRIBUTED else group
+        if group == r.fault_group:
+            name += " (fault)"
+        rows.append(dict(zip(GROUP_COLUMNS, (name, str(n.acked), str(n.failed), str(n.unknown),
+                                             str(n.moved_away), str(n.moved_in)))))
+    return rows
+
+
+def render_groups(name: str, r: DrillResult, markdown: bool = False) -> str:
+    """The sends per broker group ("" for a run on one group): which group stored them, which
+    failed them, and which refused sends the client moved to another group."""
+    rows = group_rows(r)
+    if not rows:
+        return ""
+    return f"  {name}: sends per broker group\n" + render_table(rows, markdown=markdown)

@@ -322,6 +322,9 @@ class Drill:
     node_props: tuple[tuple[str, str], ...] = ()  # more keys in every node's config
     # the write rate during the fault (after the grace) must be this share of before's
     min_rate_ratio: float | None = None
+    # runs with several broker groups (--groups N): its fault stays inside one group (not the
+    # shared controller, not every process) and needs nothing set up per node name
+    groups: bool = False
 
     @property
     def targetable(self) -> bool:
@@ -333,13 +336,14 @@ class Drill:
 
 DRILLS = {d.name: d for d in (
     Drill("kill-master", kill_master, "kill -9 the master; it restarts and rejoins",
-          compose=True),
+          compose=True, groups=True),
     Drill("pause-master", pause_master, "SIGSTOP the master past the failover timeout, resume it",
-          compose=True),
+          compose=True, groups=True),
     Drill("partition-master", partition_master,
-          "cut the master from the controller and the slaves", partitions=True, compose=True),
+          "cut the master from the controller and the slaves", partitions=True, compose=True,
+          groups=True),
     Drill("partition-slave", partition_slave, "cut one slave from the master and controller",
-          partitions=True, compose=True),
+          partitions=True, compose=True, groups=True),
     Drill("kill-controller", kill_controller,
           "kill -9 the active controller: a standby takes over, the master stays",
           compose=True, local=False),
@@ -352,26 +356,27 @@ DRILLS = {d.name: d for d in (
     Drill("lagging-slave", lagging_slave_then_kill_master,
           "one slave down, one lagging, then kill the master: unavailable, not lossy",
           recovers=False, role="ASYNC_MASTER"),
-    Drill("metadata", metadata, "an 8-queue topic through two failovers"),
+    Drill("metadata", metadata, "an 8-queue topic through two failovers", groups=True),
     Drill("lost-answers", lost_answers,
           f"one stored send in {LOST_ANSWER_EVERY} answered as lost, and a master kill: "
           f"the official client's retries must not be stored twice",
           failpoints=f"{DROP_ANSWER}=every:{LOST_ANSWER_EVERY}", official_producers=2),
-    Drill("soak", soak, "kill the master every 30 s for 10 minutes"),
+    Drill("soak", soak, "kill the master every 30 s for 10 minutes", groups=True),
     Drill("slow-slave", gray_scenarios.slow_slave,
           "one slave at 5% of a CPU for 30 s: out of the sync state set, the rate back",
-          gray=True, min_rate_ratio=0.8, compose=True),
+          gray=True, min_rate_ratio=0.8, compose=True, groups=True),
     Drill("slow-disk-slave", gray_scenarios.slow_disk_slave,
           "one slave's disk writes 200 ms slower for 30 s: out, the rate back",
           gray=True, slow_disk=True, min_rate_ratio=0.8),
     Drill("slow-link-slave", gray_scenarios.slow_link_slave,
           "100 ms each way on one slave's link to the master for 30 s: out, the rate back",
-          gray=True, partitions=True, min_rate_ratio=0.8),
+          gray=True, partitions=True, min_rate_ratio=0.8, groups=True),
     Drill("slow-slave-strict", gray_scenarios.slow_slave_strict,
           "slow-slave with minInSyncReplicas=3: writes refused naming it, the set kept",
-          gray=True, node_props=(("minInSyncReplicas", "3"),)),
+          gray=True, node_props=(("minInSyncReplicas", "3"),), groups=True),
     Drill("slow-master", gray_scenarios.slow_master,
-          "the master at 5% of a CPU for 30 s: measured and reported", gray=True, compose=True),
+          "the master at 5% of a CPU for 30 s: measured and reported", gray=True, compose=True,
+          groups=True),
     Drill("slow-controller", gray_scenarios.slow_controller,
           "the controller at 5% of a CPU for 30 s: measured and reported", gray=True),
 )}

@@ -5,6 +5,13 @@
 started again; `DrillTarget` is the cluster. `GroupViews` holds what both clusters ask the
 nodes the same way (status over the Admin API, the current master, the sync state set), so
 the two only differ in how they start, stop and cut off processes.
+
+Several broker groups under one controller: a target lists its nodes per group in `groups`
+(broker name -> that group's nodes, in layout order; one entry for a cluster of one group)
+and `group_target(target, name)` is the DrillTarget a scenario faults: the target itself when
+it has one group, else a `GroupTarget`, whose master, slaves and sync state set are that
+group's, and which leaves the processes to the whole target. Any target that fills `groups`
+(local processes; compose once its services say their group) gets group drills this way.
 """
 from __future__ import annotations
 
@@ -44,7 +51,8 @@ class DrillTarget(Protocol):
     token: str
     tls: ClientTls | None  # how clients reach the nodes (None: plaintext)
     credentials: tuple[str, str]  # the ACL user clients sign with (("", ""): unsigned)
-    nodes: list
+    nodes: list  # every node of every group
+    groups: dict  # broker name -> its nodes (every node in exactly one group)
     by_name: dict
     attached: bool  # someone else's cluster: the drill names its topics per run, leaves it up
 
@@ -127,3 +135,80 @@ class GroupViews:
                 return
             time.sleep(0.2)
         raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def group_target(target: DrillTarget, name: str) -> DrillTarget:
+    """The DrillTarget of broker group `name` of `target` (see the module docstring);
+    KeyError naming the groups for an unknown name."""
+    if name not in target.groups:
+        raise KeyError(f"no broker group {name!r} in this cluster "
+                       f"(it has {', '.join(target.groups)})")
+    if len(target.groups) == 1:
+        return target
+    return GroupTarget(target, name)
+
+
+class GroupTarget(GroupViews):
+    """One broker group of a target of several, as the DrillTarget its scenarios fault: the
+    master, slaves, sync state set and `processes()` are the group's nodes; the controller,
+    starting, killing, partitions and CPU quotas are the whole target's (which owns and closes
+    every process: `close()` here does nothing). No state of its own besides the two
+    references, so no lock."""
+
+    def __init__(self, whole: DrillTarget, name: str) -> None:
+        self.whole, self.name = whole, name
+        self.nodes = list(whole.groups[name])
+        self.groups = {name: self.nodes}
+        self.root, self.token, self.tls = whole.root, whole.token, whole.tls
+        self.credentials, self.attached = whole.credentials, whole.attached
+        self.by_name = whole.by_name
+
+    @property
+    def controller(self) -> TargetProcess:
+        return self.whole.controller
+
+    def controllers(self) -> Sequence[TargetProcess]:
+        return self.whole.controllers()
+
+    def processes(self) -> Sequence[TargetProcess]:
+        """The group's nodes (the controller serves every group: not this group's to fault)."""
+        return list(self.nodes)
+
+    def kill(self, procs: list) -> None:
+        self.whole.kill(procs)
+
+    def start(self, proc) -> None:
+        self.whole.start(proc)
+
+    def start_all(self, timeout: float = 30.0) -> None:
+        self.whole.start_all(timeout)
+
+    def close(self) -> None:
+        """Nothing: the whole target closes what it started."""
+
+    def partition(self, a: list, b: list) -> object:
+        return self.whole.partition(a, b)
+
+    def heal_partitions(self) -> None:
+        self.whole.heal_partitions()
+
+    def throttle(self, proc, percent: float) -> None:
+        self.whole.throttle(proc, percent)
+
+    def unthrottle(self, proc) -> None:
+        self.whole.unthrottle(proc)
+
+    def delay_link(self, proc, to):
+        """The whole target's delaying proxy (local processes only: AttributeError elsewhere,
+        as for a target of one group)."""
+        return self.whole.delay_link(proc, to)  # type: ignore[attr-defined]
+
+
+def wait_groups_whole(target: DrillTarget, timeout: float) -> None:
+    """Wait until every group of `target` has a master with both slaves in sync."""
+    for name in target.groups:
+        view = group_target(target, name)
+        where = f" in {name}" if len(target.groups) > 1 else ""
+        target.wait_for(lambda v=view: v.current_master() is not None
+                        and v.in_sync_count() == 2, timeout,
+                        f"a master with both slaves in sync{where}")

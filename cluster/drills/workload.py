@@ -16,6 +16,13 @@ record the ack. Like a client given several endpoints, each worker talks to one 
 to the next one when a call fails, so it finds the new master (or a slave that forwards to it)
 after a failover.
 
+Several broker groups (`groups`: broker name -> its nodes' addresses, more than one): the
+producers send through the route (cluster/client/routed_producer.py: every group's queues
+round-robin, a refused send moved to another group's queue) and record which group stored
+each message and which refused it first; each consumer group reads every broker group with
+`consumers` workers per broker group on that group's nodes (no node serves another group's
+queues).
+
 Outcomes (the checker's three kinds):
   OK       the send answered OK: acknowledged as stored with the promised durability
   FAILED   the server answered that nothing was stored (a status without entries)
@@ -31,7 +38,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 
@@ -40,6 +47,7 @@ from cluster.client.connection import ClientConfig, Connection
 from cluster.security.tls import ClientTls
 from cluster.client.message import Message
 from cluster.client.producer import Producer
+from cluster.client.routed_producer import RoutedProducer, RoutedSendError
 from cluster.client.simple_consumer import SimpleConsumer
 from cluster.drills.history import Ack, History, Receive, Send, SendOutcome, body_for, key_of
 
@@ -153,8 +161,12 @@ class Workload:
 
     def __init__(self, addresses: Sequence[str], history: History,
                  config: WorkloadConfig = WorkloadConfig(), tls: ClientTls | None = None,
-                 credentials: tuple[str, str] = ("", "")) -> None:
+                 credentials: tuple[str, str] = ("", ""),
+                 groups: Mapping[str, Sequence[str]] | None = None) -> None:
         self.addresses = list(addresses)
+        # broker name -> its nodes' addresses; None or one group: the single-group workload
+        self.groups = {g: list(a) for g, a in groups.items()} if groups and len(groups) > 1 \
+            else None
         self.tls = tls
         self.credentials = credentials  # (access key, secret key) of an ACL user; "": unsigned
         self.history = history
@@ -182,9 +194,13 @@ class Workload:
         self._start_consumers(self.config.late_groups())
 
     def _start_consumers(self, groups: dict[str, str]) -> None:
+        brokers = self.groups or {"": self.addresses}
         for group, topic in groups.items():
-            for i in range(self.config.consumers):
-                self._spawn(f"{group}-{i}", lambda g=group, t=topic, i=i: self._consume(g, t, i))
+            for broker, addresses in brokers.items():
+                for i in range(self.config.consumers):
+                    self._spawn(f"{group}-{broker}{i}",
+                                lambda g=group, t=topic, i=i, b=broker, a=addresses:
+                                self._consume(g, t, i, b, a))
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         t = threading.Thread(target=target, name=f"drill-{name}", daemon=True)
@@ -239,15 +255,24 @@ class Workload:
                     key=r["key"], topic=topic, message_group=None, seq=r["seq"],
                     started=r["started"], finished=r["finished"],
                     outcome=SendOutcome.OK if r["ok"] else SendOutcome.UNKNOWN,
-                    detail=r["detail"], message_id=r["message_id"], client="official"))
+                    detail=r["detail"], message_id=r["message_id"], client="official",
+                    group=r.get("broker", "")))
             elif r["kind"] == "receive":
                 self.history.record_receive(Receive(
                     key=r["key"], topic=topic, group=group, queue_id=-1, queue_offset=-1,
-                    message_id=r["message_id"], delivery_attempt=r["attempt"], at=r["at"]))
+                    message_id=r["message_id"], delivery_attempt=r["attempt"], at=r["at"],
+                    broker=self._broker_of(r.get("endpoints", ""))))
             elif r["kind"] == "ack":
                 self.history.record_ack(Ack(key=r["key"], group=group,
                                             message_id=r["message_id"], ok=r["ok"], at=r["at"],
                                             detail=r["detail"]))
+
+    def _broker_of(self, endpoints: str) -> str:
+        """The broker group whose nodes `endpoints` ("h:p,h:p" or "h:p;h:p") name ("" with
+        one group, or none matching)."""
+        named = set(endpoints.replace(";", ",").split(","))
+        return next((g for g, addresses in (self.groups or {}).items()
+                     if named & set(addresses)), "")
 
     def _tell_official(self, command: str, last: bool = False) -> None:
         """Write a command line to the official client's process (`last`: then close its
@@ -276,6 +301,9 @@ class Workload:
 
     # -- producing -----------------------------------------------------------------------------
     def _produce(self, index: int, message_groups: int | None) -> None:
+        if self.groups:
+            self._produce_routed(index, message_groups)
+            return
         c = self.config
         fifo = message_groups is not None
         ends = _Endpoints(self.addresses, index if c.spread_producers else 0, c.send_timeout,
@@ -316,15 +344,66 @@ class Workload:
         finally:
             ends.close()
 
+    def _produce_routed(self, index: int, message_groups: int | None) -> None:
+        """`_produce` over several broker groups: one RoutedProducer bootstrapped on the
+        first group's nodes (the route names every group's endpoints)."""
+        c = self.config
+        assert self.groups is not None
+        fifo = message_groups is not None
+        access_key, secret_key = self.credentials
+        first = next(iter(self.groups.values()))
+        producer = RoutedProducer(ClientConfig(endpoints=";".join(first),
+                                               request_timeout=c.send_timeout, tls=self.tls,
+                                               access_key=access_key, secret_key=secret_key))
+        seqs = [0] * (message_groups or 1)
+        interval = 1.0 / c.rate
+        next_at = time.monotonic()
+        n = 0
+        try:
+            while self._producing.is_set():
+                slot = n % len(seqs)
+                n += 1
+                group = f"mg{index}-{slot}" if fifo else None
+                key = f"f{index}-{slot}-{seqs[slot]}" if fifo else f"p{index}-{seqs[slot]}"
+                msg = Message(topic=c.fifo_topic if fifo else c.topic,
+                              body=body_for(key, c.body_size), keys=(key,), message_group=group)
+                started = time.monotonic()
+                error: ClientError | None = None
+                message_id, broker, refused = "", "", ()
+                try:
+                    receipt = producer.send(msg, c.send_timeout)
+                    message_id, broker, refused = (receipt.message_id, receipt.broker_name,
+                                                   receipt.refused_by)
+                except RoutedSendError as e:
+                    error, broker, refused = e.cause, e.broker_name, e.refused_by
+                except ClientError as e:  # the route query failed
+                    error = e
+                self.history.record_send(Send(
+                    key=key, topic=msg.topic, message_group=group, seq=seqs[slot],
+                    started=started, finished=time.monotonic(), outcome=send_outcome(error),
+                    detail="" if error is None else str(error)[:200],
+                    message_id=message_id or (msg.message_id or ""), group=broker,
+                    refused_by=",".join(refused)))
+                seqs[slot] += 1
+                next_at = max(next_at + interval, time.monotonic() - 1.0)
+                delay = next_at - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+        finally:
+            producer.close()
+
     def _count_error(self, error: ClientError) -> None:
         text = str(error)[:120]
         with self._errors_lock:
             self.consumer_errors[text] = self.consumer_errors.get(text, 0) + 1
 
     # -- consuming -----------------------------------------------------------------------------
-    def _consume(self, group: str, topic: str, index: int) -> None:
+    def _consume(self, group: str, topic: str, index: int, broker: str,
+                 addresses: Sequence[str]) -> None:
+        """One consumer of `group` on `addresses` (the nodes of broker group `broker`, "" for
+        the single-group workload)."""
         c = self.config
-        ends = _Endpoints(self.addresses, index, c.send_timeout, self.tls, self.credentials)
+        ends = _Endpoints(addresses, index, c.send_timeout, self.tls, self.credentials)
         consumers = [SimpleConsumer(conn, group, {topic: "*"}, await_duration=1.0,
                                     invisible_duration=c.invisible_s)
                      for conn in ends.connections]
@@ -343,7 +422,7 @@ class Workload:
                     self.history.record_receive(Receive(
                         key=key_of(m.body), topic=m.topic, group=group, queue_id=m.queue_id,
                         queue_offset=m.queue_offset, message_id=m.message_id or "",
-                        delivery_attempt=m.delivery_attempt, at=now))
+                        delivery_attempt=m.delivery_attempt, at=now, broker=broker))
                 if not got:
                     continue
                 try:

@@ -11,7 +11,7 @@ from cluster.assembly import local_cluster
 from cluster.assembly.local_layout import (MAX_GROUPS, free_base_port, group_names, layout,
                                            used_offsets)
 from cluster.cli.cluster_cli import build_parser
-from cluster.cli.topic_cmd import parse_groups
+from cluster.assembly.group_topics import parse_groups
 from common.config_values import ConfigError
 from store.config import parse_properties
 
