@@ -7,6 +7,10 @@ A controller answers too: SERVING while it runs, standby or active; `--service
 rmqstore.controller.Active` is SERVING only on the active one. `--connect-only` exits 0 once a
 gRPC connection is up, for servers without the health service. A server serving TLS needs
 `--tls-ca FILE` (and `--tls-cert`/`--tls-key` when it needs client certificates).
+
+Every compose container runs it every 2 s, so `python -m cluster health` imports only this
+module (cluster/__main__.py; gRPC and the TLS options): the whole command line costs four
+times the CPU, and two broker groups' probes alone kept two cores busy.
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import sys
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cluster.cli.targets import add_tls_args, client_tls
+from cluster.cli.tls_args import add_tls_args, args_tls
 from cluster.security.tls import open_channel
 
 
@@ -32,8 +36,16 @@ def register(sub) -> None:
     p.set_defaults(run=_health)
 
 
+def main(argv: list[str]) -> int:
+    """`python -m cluster health ARGS` without the other commands' imports."""
+    parser = argparse.ArgumentParser(prog="python -m cluster")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["health", *argv])
+    return args.run(args)
+
+
 def _health(args: argparse.Namespace) -> int:
-    with open_channel(args.address, client_tls(args)) as channel:
+    with open_channel(args.address, args_tls(args)) as channel:
         try:
             if args.connect_only:
                 grpc.channel_ready_future(channel).result(timeout=args.timeout)

@@ -26,28 +26,22 @@ from cluster.assembly.local_cluster import (
     nodes_of_group,
     read_cluster_info,
 )
+# add_tls_args: the commands import it from here too
+from cluster.cli.tls_args import add_tls_args, args_tls  # noqa: F401
 from cluster.security.tls import ClientTls
 
 DEFAULT_CLUSTER_DIR = "data/cluster"
 CURRENT_MASTER = "@master"
 
 
-def add_tls_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tls-ca", metavar="FILE",
-                   help="PEM CA of nodes serving TLS (default with --cluster-dir: the folder's)")
-    p.add_argument("--tls-cert", metavar="FILE",
-                   help="client certificate, for nodes that need one (tlsServerNeedClientAuth)")
-    p.add_argument("--tls-key", metavar="FILE", help="the client certificate's key")
-
-
 def client_tls(args, info: dict | None = None) -> ClientTls | None:
     """--tls-ca (with --tls-cert/--tls-key), else the TLS of the cluster folder whose
     cluster.json is `info` (only when the nodes called are the folder's), else plaintext."""
-    ca = getattr(args, "tls_ca", None)
+    given = args_tls(args)
+    if given is not None or info is None:
+        return given
     try:
-        if ca or getattr(args, "tls_cert", None):
-            return ClientTls(ca or "", args.tls_cert or "", args.tls_key or "")
-        return cluster_tls(info) if info is not None else None
+        return cluster_tls(info)
     except ConfigError as e:
         raise SystemExit(f"TLS: {e}")
 

@@ -1,12 +1,17 @@
 """The drills' cluster as a docker compose project (deploy/docker-compose.yml): etcd, two
-controllers (one active, one standby), a master and two slaves, each a container.
+controllers (one active, one standby), broker groups of a master and two slaves (broker-a:
+master, slave1, slave2; broker-b: b-master, b-slave1, b-slave2), each a container.
 
 - `ComposeProject` owns the compose CLI for one project name and file: the container of a
   service (`ps -q`), `up`, `down -v`, the image build.
 - `ContainerProcess` is one service's container behind the drills' process interface: kill is
   `docker kill` (SIGKILL to the whole container), pause/resume are `docker pause`/`unpause`
   (the cgroup freezer: a SIGSTOP of every process in it), start is `docker start`.
-- `ComposeCluster` is the DrillTarget. Its clients trust the project's CA
+- `ComposeCluster` is the DrillTarget of one broker group (`group`, the project's first by
+  default: broker-a), with etcd and the controllers. The groups are found among the project's
+  services by `python -m cluster local`'s names and ports (cluster/assembly/local_layout.py:
+  group k's nodes are <letter>-master, ... on 10911 + 100k, +10, +20); `all_groups()` lists every
+  group's containers and `for_group(name)` is the DrillTarget of another. Its clients trust the project's CA
   (secrets/tls/ca.pem beside the compose file, made by its `certs` service) when it is there,
   and sign as the first admin account of secrets/plain_acl.yml (the nodes' ACL).
   Partitions disconnect a container from the project's
@@ -31,6 +36,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cluster.admin.admin_token import read_token_file
 from cluster.assembly.controller_process import ACTIVE_HEALTH_SERVICE
+from cluster.assembly.local_layout import MAX_GROUPS, LocalNode, group_nodes
 from cluster.drills.target import GroupViews
 from cluster.security.acl_file import admin_credentials
 from cluster.security.tls import ClientTls, open_channel
@@ -38,7 +44,8 @@ from cluster.security.tls import ClientTls, open_channel
 DEPLOY_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "deploy")
 DEFAULT_PROJECT = "deploy"  # what `docker-compose up` in deploy/ names the project
-NODE_PORTS = {"master": 10911, "slave1": 10921, "slave2": 10931}
+BASE_PORT = 10911  # the compose nodes' names and ports are `cluster local`'s from this base
+NODE_PORTS = {n.name: n.port for n in group_nodes(BASE_PORT, 0)}  # broker-a's
 CONTROLLERS = ("controller-a", "controller-b")
 CONTROLLER_PORT = 9876
 ETCD = "etcd"
@@ -88,13 +95,37 @@ class ComposeProject:
                               f"{(r.stderr or r.stdout).strip()}")
         return r.stdout
 
+    def containers(self) -> dict[str, str]:
+        """{service: container id} of the project's containers, running or not: one `docker
+        ps` on compose's labels (docker-compose 1.29 and v2 set the same ones), not a compose
+        call per service."""
+        out = docker("ps", "-a", "--no-trunc", "--filter",
+                     f"label=com.docker.compose.project={self.name}", "--format",
+                     '{{.ID}} {{.Label "com.docker.compose.service"}}')
+        found: dict[str, str] = {}
+        for line in out.splitlines():
+            cid, _, service = line.partition(" ")
+            found.setdefault(service, cid)
+        return found
+
     def container_id(self, service: str) -> str:
-        found = self.run("ps", "-q", service).strip()
+        found = self.containers().get(service)
         if not found:
             raise DockerError(f"service {service} of compose project {self.name} has no "
                               f"container: bring it up first (docker-compose -p {self.name} "
                               f"up -d, or drill --up)")
-        return found.splitlines()[0]
+        return found
+
+    def broker_groups(self) -> dict[str, list[LocalNode]]:
+        """The broker groups whose three node services the project has, in order ({brokerName:
+        its nodes' names and ports}): `cluster local`'s layout from BASE_PORT."""
+        services = self.containers()
+        groups = {}
+        for k in range(MAX_GROUPS):
+            nodes = group_nodes(BASE_PORT, k)
+            if all(n.name in services for n in nodes):
+                groups[nodes[0].group] = nodes
+        return groups
 
     def build(self) -> None:
         """deploy/build: the images with the current code (seconds when only .py changed)."""
@@ -219,31 +250,55 @@ class _Cut:
 
 
 class ComposeCluster(GroupViews):
-    """The services of a running compose project as a DrillTarget. `root` is where the drill
-    keeps its history; the cluster's data is in the project's volumes."""
+    """The services of a running compose project as the DrillTarget of one broker group
+    (`group`, default the first: broker-a): `nodes` are its master and slaves, `processes()`
+    etcd, the controllers and them. `root` is where the drill keeps its history; the cluster's
+    data is in the project's volumes."""
 
     attached = True  # the operator's project: topics named per run, left running
 
-    def __init__(self, project: ComposeProject, root: str) -> None:
+    def __init__(self, project: ComposeProject, root: str, group: str | None = None) -> None:
         self.project = project
         self.root = os.path.abspath(root)
         self.token = read_token_file(project.token_file)
         self.tls = ClientTls(project.tls_ca_file) if os.path.exists(project.tls_ca_file) \
             else None
         self.credentials = admin_credentials(project.acl_file)
+        ids = project.containers()
+        layout = project.broker_groups()
+        if not layout:
+            raise DockerError(f"compose project {project.name} has no broker group (services "
+                              f"{', '.join(NODE_PORTS)}): bring it up first (drill --up)")
+        self.group = group or next(iter(layout))
+        if self.group not in layout:
+            raise DockerError(f"compose project {project.name} has no broker group "
+                              f"{self.group!r} (it has {', '.join(layout)})")
         self.etcd = ContainerProcess(ETCD, project.container_id(ETCD))
-        self._controllers = [self._service(n, CONTROLLER_PORT) for n in CONTROLLERS]
-        self.nodes = [self._service(n, port) for n, port in NODE_PORTS.items()]
-        # One broker group today. A project of several groups lists each group's containers
-        # here (by each service's brokerName) for `--groups N` (target.GroupTarget).
-        self.groups = {"broker-a": list(self.nodes)}
+        self._controllers = [self._service(ids, n, CONTROLLER_PORT) for n in CONTROLLERS]
+        self._groups = {g: [self._service(ids, n.name, n.port) for n in nodes]
+                        for g, nodes in layout.items()}
+        self.nodes = self._groups[self.group]
+        # The drills' view (target.GroupTarget): the one group this target drills; `--groups N`
+        # against compose is refused until it takes every group here.
+        self.groups = {self.group: list(self.nodes)}
         self.by_name = {p.name: p for p in self.processes()}
         self._last_active = self._controllers[0]
         self._cuts: list[_Cut] = []
 
-    def _service(self, name: str, port: int) -> ContainerProcess:
-        cid = self.project.container_id(name)
+    def _service(self, ids: dict[str, str], name: str, port: int) -> ContainerProcess:
+        cid = ids.get(name) or self.project.container_id(name)  # that one says it is missing
         return ContainerProcess(name, cid, host_address(cid, port))
+
+    # -- broker groups -------------------------------------------------------------------------
+    def all_groups(self) -> dict[str, list[ContainerProcess]]:
+        """Every broker group's node containers ({brokerName: [master, slave1, slave2]} as the
+        compose file names them; the roles are the controller's), the drill's own group
+        included, in the layout's order."""
+        return {g: list(nodes) for g, nodes in self._groups.items()}
+
+    def for_group(self, group: str) -> "ComposeCluster":
+        """The same project as the DrillTarget of broker group `group`."""
+        return ComposeCluster(self.project, self.root, group)
 
     # -- processes ---------------------------------------------------------------------------
     @property
@@ -280,7 +335,7 @@ class ComposeCluster(GroupViews):
 
     def close(self) -> None:
         self.heal_partitions()
-        for proc in self.processes():
+        for proc in [*self.processes(), *(p for nodes in self._groups.values() for p in nodes)]:
             if proc.paused:
                 proc.resume()
 

@@ -12,8 +12,8 @@ from cluster.drills.compose_cluster import compose_command
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEPLOY = os.path.join(REPO, "deploy")
 # deploy/docker-compose.yml publishes these
-HOST_PORTS = (9876, 9877, 9886, 9887, 10911, 10921, 10931, 10916, 10926, 10936, 9880, 9881,
-              9885, 9090)
+HOST_PORTS = (9876, 9877, 9886, 9887, 10911, 10921, 10931, 10916, 10926, 10936, 11011, 11021,
+              11031, 11016, 11026, 11036, 9880, 9881, 9885, 9090)
 
 
 def _port_free(port: int) -> bool:

@@ -1,9 +1,12 @@
 """The compose cluster end to end: build (or reuse) the images, bring deploy/docker-compose.yml up
 under a project name of its own, send and receive through the RocketMQ 5 API from the host, kill
-the master container and see a slave take over and serve, then `down -v` whatever happened. The
-official RocketMQ 5 Python client sends and receives from the host too, and the commitlog
-archive answers, and Prometheus scrapes every process (HTTPS, with the CA) and evaluates the
-alert rules without an error or a firing alert. Every port serves TLS
+the master container and see a slave take over and serve, then `down -v` whatever happened. Two
+broker groups (broker-a: master, slave1, slave2; broker-b: b-master, b-slave1, b-slave2) each
+elect a master, the active controller's route lists both, and a topic created in both groups
+(`topic create --groups all`) takes the official RocketMQ 5 Python client's sends from the host
+in both groups' queues, all of which it receives. The commitlog archive answers, and Prometheus
+scrapes every process of both groups (HTTPS, with the CA) and evaluates the alert rules without
+an error or a firing alert. Every port serves TLS
 with the CA the project's `certs` service made in deploy/secrets/tls: the host's clients trust
 it (the official client through GRPC_DEFAULT_SSL_ROOTS_FILE_PATH), a plaintext client is
 refused. ACL is on: an unsigned producer is refused, the host's commands sign as the admin user
@@ -26,7 +29,9 @@ import pytest
 
 from cluster.admin.admin_token import read_token_file
 from cluster.client.admin_client import AdminClient
+from cluster.client.controller_client import ControllerClient
 from cluster.drills.compose_cluster import compose_command
+from cluster.controller.route_wire import route_from_pb
 from cluster.security.cert_authority import load_cert, subject_alt_names
 from cluster.security.acl_file import admin_credentials, read_acl_file
 from cluster.security.tls import ClientTls
@@ -38,6 +43,9 @@ from tests.support.waiting import wait_until
 OFFICIAL_TOOL = os.path.join(REPO, "tests", "messaging", "official_consumer_tool.py")
 NODES = {"master": "127.0.0.1:10911", "slave1": "127.0.0.1:10921", "slave2": "127.0.0.1:10931"}
 ENDPOINTS = ";".join(NODES.values())  # what a client on the host is given
+NODES_B = {"b-master": "127.0.0.1:11011", "b-slave1": "127.0.0.1:11021",
+           "b-slave2": "127.0.0.1:11031"}  # broker-b
+CONTROLLERS = ("127.0.0.1:9876", "127.0.0.1:9877")
 CA = os.path.join(DEPLOY, "secrets", "tls", "ca.pem")  # written by the compose `certs` service
 ACL = os.path.join(DEPLOY, "secrets", "plain_acl.yml")  # written by deploy/build
 
@@ -75,14 +83,15 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
         up = subprocess.run([*compose, "up", "-d"], capture_output=True, text=True, timeout=180)
         assert up.returncode == 0, f"compose up failed:\n{up.stdout}{up.stderr}"
         ids = {name: subprocess.run([*compose, "ps", "-q", name], capture_output=True, text=True,
-                                    check=True).stdout.strip() for name in [*NODES, "archive"]}
+                                    check=True).stdout.strip()
+               for name in [*NODES, *NODES_B, "archive"]}
 
         def healthy():
             states = subprocess.run(
                 ["docker", "inspect", "--format", "{{.State.Health.Status}}", *ids.values()],
                 capture_output=True, text=True).stdout.split()
             return states == ["healthy"] * len(ids)
-        wait_until(healthy, 90, "healthy nodes", interval=0.5)
+        wait_until(healthy, 180, "healthy nodes", interval=1)  # six nodes on a small host
 
         token = read_token_file(os.path.join(DEPLOY, "secrets", "admin.token"))
         # TLS only: the CA's certificates name each node's addresses; plaintext is refused
@@ -94,11 +103,31 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
                 plain.status()
             assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
 
-        def master_now(among=tuple(NODES)) -> str | None:
-            return next((n for n in among if _role(NODES[n], token).endswith("MASTER")), None)
+        def master_now(among=tuple(NODES), nodes=NODES) -> str | None:
+            return next((n for n in among if _role(nodes[n], token).endswith("MASTER")), None)
         # Containers start together: a fresh group's first master is the first node to report
         # (all stores are empty, so any is safe), not necessarily the service named "master".
         first = wait_until(master_now, 60, "a master", interval=0.5)
+        wait_until(lambda: master_now(tuple(NODES_B), NODES_B), 60, "a master of broker-b",
+                   interval=0.5)
+        # the active controller (the other is the standby) routes both groups, each with its
+        # master and its own endpoints (the host's published ports first)
+        def route():
+            for address in CONTROLLERS:
+                try:
+                    with ControllerClient(address, token, timeout=5, tls=ClientTls(CA)) as c:
+                        return address, route_from_pb(c.groups().route)
+                except grpc.RpcError:
+                    continue  # the standby refuses, naming the active one
+            return None
+        def both_routed():
+            got = route()
+            return got if got and [(g.broker_name, g.has_master, g.registered)
+                                   for g in got[1].groups] == [("broker-a", True, True),
+                                                               ("broker-b", True, True)] \
+                else None
+        controller, routed = wait_until(both_routed, 60, "both groups in the route", interval=1)
+        assert routed.group("broker-b").endpoints[:3] == tuple(NODES_B.values())
         # the commitlog archive answers the host over TLS with the cluster's admin token
         holdings = json.loads(_cli("history", "holdings", "--archive", "127.0.0.1:9880",
                                    "--token-file", os.path.join(DEPLOY, "secrets", "admin.token"),
@@ -112,15 +141,16 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
                     active = json.load(resp)["data"]["activeTargets"]
             except OSError:
                 return False
-            return len(active) == 6 and all(t["health"] == "up" for t in active)
+            return len(active) == 9 and all(t["health"] == "up" for t in active)
         wait_until(targets_up, 60, "Prometheus scraping every process", interval=1)
         def masters_seen() -> list:
             with urllib.request.urlopen("http://127.0.0.1:9090/api/v1/query?query="
                                         "rmqstore_role%7Brole%3D~%22.*MASTER%22%7D%3D%3D1",
                                         timeout=5) as resp:
                 return json.load(resp)["data"]["result"]
-        # exactly one node reports a master role (scraped every 5 s)
-        wait_until(lambda: len(masters_seen()) == 1, 30, "one master in Prometheus", interval=1)
+        # exactly one node per group reports a master role (scraped every 5 s)
+        wait_until(lambda: len(masters_seen()) == 2, 30, "a master per group in Prometheus",
+                   interval=1)
         # ... over HTTPS trusting the cluster's CA, and it evaluates deploy/conf/alerts.yml
         # without an error; the healthy cluster fires none of them
         with urllib.request.urlopen("http://127.0.0.1:9090/api/v1/targets", timeout=5) as resp:
@@ -145,21 +175,36 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
         out = _signed("receive", "--address", ENDPOINTS, "--topic", "Compose", "--group", "g",
                    "--count", "20", "--wait", "10")
         assert "20 message(s) from Compose" in out
-        # the official RocketMQ 5 Python client from the host, given the published ports, as
-        # the ACL's demo user (its clock in UTC: it writes local time with a "Z")
+        # Demo in both groups, through each group's master (the controller finds them)
+        out = _cli("topic", "create", "Demo", "--queues", "2", "--groups", "all",
+                   "--controller", controller, "--token-file",
+                   os.path.join(DEPLOY, "secrets", "admin.token"))
+        assert "created topic Demo in 2 group(s)" in out, out
+        # the official RocketMQ 5 Python client from the host, given group a's published ports,
+        # as the ACL's demo user (its clock in UTC: it writes local time with a "Z"): the route
+        # interleaves both groups' queues and it sends round robin, to each group's own nodes
         demo = next(a for a in read_acl_file(ACL).accounts.values() if not a.admin)
         with client_home(os.path.join(str(tmp_path), "client-home")) as home:
             steps = run_tool(OFFICIAL_TOOL, {"endpoint": ENDPOINTS, "ak": demo.access_key,
                                              "sk": demo.secret_key, "steps": [
                 {"op": "send", "topic": "Demo", "messages": [
-                    {"body": f"official-{i}", "tag": "t"} for i in range(5)]},
+                    {"body": f"official-{i}", "tag": "t"} for i in range(8)]},
                 {"op": "receive", "group": "DemoGroup", "topic": "Demo", "tags": "*",
-                 "count": 5}],
+                 "count": 8}],
                 "tls": True}, home, timeout=180,
                 env={"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": CA, "TZ": "UTC"})["steps"]
         assert not any("error" in m for m in steps[0]["sent"]), steps[0]
+        assert {m["broker"] for m in steps[0]["sent"]} == {"broker-a", "broker-b"}, steps[0]
         assert sorted(m["body"] for m in steps[1]["received"]) == \
-            [f"official-{i}" for i in range(5)]
+            [f"official-{i}" for i in range(8)]
+        # ... stored by each group: every node of broker-b holds its share (replicated)
+        share_b = sum(m["broker"] == "broker-b" for m in steps[0]["sent"])
+        def stored(address: str) -> int:
+            with AdminClient(address, token, timeout=5, tls=ClientTls(CA)) as client:
+                return sum(t.messages for t in
+                           client.list_topics(topic="Demo", with_offsets=True).topics)
+        for address in NODES_B.values():
+            wait_until(lambda: stored(address) == share_b, 10, f"{share_b} on {address}")
 
         subprocess.run(["docker", "kill", ids[first]], check=True, capture_output=True)
         new_master = wait_until(lambda: master_now(tuple(n for n in NODES if n != first)), 30,

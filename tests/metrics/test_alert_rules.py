@@ -112,7 +112,7 @@ def test_the_compose_prometheus_scrapes_every_process_over_https_with_the_ca(tmp
             for static in job["static_configs"] for target in static["targets"]}
     services = {name: props for name, props in compose_services().items()
                 if props.get("metricsListenAddress")}
-    assert len(services) == 6  # the nodes, both controllers, the archive
+    assert len(services) == 9  # both groups' six nodes, both controllers, the archive
     for name, props in services.items():
         target = f"{name}:{props['metricsListenAddress'].rpartition(':')[2]}"
         assert target in jobs, f"{target} is not scraped"
