@@ -249,9 +249,6 @@ def _groups_refusal(args, names: list[str], drills) -> str:
         return f"--groups {args.groups}: want 1..{MAX_GROUPS} broker groups"
     if args.groups == 1:
         return "--fault-group goes with --groups N (N > 1)" if args.fault_group else ""
-    if args.target == "compose":
-        return ("--groups with --target compose: the compose target does not tell its "
-                "services' groups apart yet (one group)")
     unsupported = [n for n in names if not drills[n].groups]
     if unsupported:
         supported = ", ".join(d.name for d in drills.values() if d.groups)

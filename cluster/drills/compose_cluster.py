@@ -37,7 +37,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from cluster.admin.admin_token import read_token_file
 from cluster.assembly.controller_process import ACTIVE_HEALTH_SERVICE
 from cluster.assembly.local_layout import MAX_GROUPS, LocalNode, group_nodes
-from cluster.drills.target import GroupViews
+from cluster.drills.target import GroupViews, wait_groups_whole
 from cluster.security.acl_file import admin_credentials
 from cluster.security.tls import ClientTls, open_channel
 
@@ -257,7 +257,11 @@ class ComposeCluster(GroupViews):
 
     attached = True  # the operator's project: topics named per run, left running
 
-    def __init__(self, project: ComposeProject, root: str, group: str | None = None) -> None:
+    def __init__(self, project: ComposeProject, root: str, group: str | None = None, *,
+                 groups: int = 1) -> None:
+        """`group`: the broker group drilled (default the first); `groups` > 1: the first that
+        many groups, all of them the drills' (`--groups N`: the load on every one, the fault
+        in one, target.group_target)."""
         self.project = project
         self.root = os.path.abspath(root)
         self.token = read_token_file(project.token_file)
@@ -277,10 +281,14 @@ class ComposeCluster(GroupViews):
         self._controllers = [self._service(ids, n, CONTROLLER_PORT) for n in CONTROLLERS]
         self._groups = {g: [self._service(ids, n.name, n.port) for n in nodes]
                         for g, nodes in layout.items()}
-        self.nodes = self._groups[self.group]
-        # The drills' view (target.GroupTarget): the one group this target drills; `--groups N`
-        # against compose is refused until it takes every group here.
-        self.groups = {self.group: list(self.nodes)}
+        if groups > len(layout):
+            raise DockerError(f"compose project {project.name} runs {len(layout)} broker "
+                              f"group(s) ({', '.join(layout)}), not {groups}")
+        # The drills' view (target.GroupTarget): the groups this target drills, every node
+        # of them in `nodes`.
+        self.groups = ({self.group: list(self._groups[self.group])} if groups == 1 else
+                       {g: list(self._groups[g]) for g in list(layout)[:groups]})
+        self.nodes = [p for nodes in self.groups.values() for p in nodes]
         self.by_name = {p.name: p for p in self.processes()}
         self._last_active = self._controllers[0]
         self._cuts: list[_Cut] = []
@@ -330,8 +338,7 @@ class ComposeCluster(GroupViews):
                 proc.start()
             elif proc.paused:
                 proc.resume()
-        self.wait_for(lambda: self.current_master() is not None and self.in_sync_count() == 2,
-                      timeout, "a master with both slaves in sync")
+        wait_groups_whole(self, timeout)
 
     def close(self) -> None:
         self.heal_partitions()

@@ -173,7 +173,10 @@ def _cluster_for(drill: Drill, options: DrillOptions) -> DrillTarget:
         if not drill.compose:
             raise NotTargetable(f"drill {drill.name} runs against local processes only "
                                 f"(--target local)")
-        return ComposeCluster(options.compose, root)
+        if options.groups > 1 and not drill.groups:
+            raise NotTargetable(f"drill {drill.name} does not run with several broker groups; "
+                                f"with --groups N: {', '.join(GROUP_DRILLS)}")
+        return ComposeCluster(options.compose, root, groups=options.groups)
     if not drill.local:
         raise NotTargetable(f"drill {drill.name} needs two controllers: --target compose")
     if options.groups > 1 and not drill.groups:

@@ -1,8 +1,9 @@
 """Failover drills against the compose cluster (deploy/docker-compose.yml): one project of its own
 for the module, brought up once, then kill-master, pause-master, kill-controller and the gray
 failure slow-slave (a container's CPU quota, `docker update --cpus`) played against its
-containers through `run_drill` with the short timings of tests/drills, each checked (passed,
-nothing lost, no phantom); `down -v` at the end whatever happened.
+containers through `run_drill` with the short timings of tests/drills, and kill-master with
+the load on both broker groups (`--groups 2`), each checked (passed, nothing lost, no
+phantom); `down -v` at the end whatever happened.
 
 Skipped without Docker or with the cluster's host ports taken (a compose cluster or
 `cluster local` running).
@@ -73,3 +74,17 @@ def test_a_slow_slave_container_is_held_out_and_comes_back(project, tmp_path):
     quota of 0 leaves the old one in place) and the slave rejoins; the rate holds meanwhile."""
     run = drill(project, tmp_path, "slow-slave", GRAY)
     assert any("out of the sync state set" in n and "slow: acks take" in n for n in run.notes)
+
+
+def test_kill_master_in_one_of_two_groups(project, tmp_path):
+    """`--groups 2` against the containers: the load on both groups, broker-a's master
+    killed; broker-b never fails a send, nothing is lost."""
+    run = run_drill(DRILLS["kill-master"], DrillOptions(
+        root=str(tmp_path / "groups"), base_port=0, timing=SHORT, workload=LIGHT,
+        compose=project, groups=2))
+    r = run.result
+    assert r.passed, (r.failures, run.notes)
+    assert not r.lost and not r.phantom and r.stored_duplicates == 0
+    a, b = r.per_group["broker-a"], r.per_group["broker-b"]
+    assert b.failed == b.unknown == b.moved_away == 0, b
+    assert a.acked > 20 and b.acked > 20, r.per_group
