@@ -125,31 +125,46 @@ def main(argv: list[str] | None = None, default_master: str | None = "local[*]")
     if groups is not None:
         return _main_groups(args, {g: [layouts[i] for i in idx] for g, idx in groups.items()},
                             saved, conf, t_start)
+    spark, result, t_spark = _spark_run(args, conf, lambda job, spark, sizes: job.run(spark, layouts, **sizes))
+    t_report = time.perf_counter()
+    rep = report.build(result, layouts, {"spark_start_s": round(t_spark, 3), **result.timings})
+    _charts(args, [(rep, args.chart)] if args.chart else [])
+    return _finish(args, spark, rep, report.summary_text, t_report, t_start)
+
+
+def _spark_run(args, conf: dict[str, str], run):
+    """(the session, run(job, session, sizes and options), seconds the session took to start);
+    the session is stopped when run raises."""
     from cluster.audit import job
     t0 = time.perf_counter()
     spark = job.make_spark(args.master_url, conf=conf)
     t_spark = time.perf_counter() - t0
+    sizes = {"split_bytes": max(1, int(args.split_mib * (1 << 20))),
+             "bucket_bytes": max(1, int(args.bucket_mib * (1 << 20))),
+             "reference": args.reference, "max_examples": args.max_examples}
     try:
-        result = job.run(spark, layouts, split_bytes=max(1, int(args.split_mib * (1 << 20))),
-                         bucket_bytes=max(1, int(args.bucket_mib * (1 << 20))),
-                         reference=args.reference, max_examples=args.max_examples)
+        return spark, run(job, spark, sizes), t_spark
     except BaseException:
         spark.stop()
         raise
-    t_report = time.perf_counter()
-    timings = {"spark_start_s": round(t_spark, 3), **result.timings}
-    rep = report.build(result, layouts, timings)
-    if args.chart:
-        try:
-            report.chart(rep, args.chart)
-        except ImportError as e:  # matplotlib is only needed for --chart
-            print(f"audit: no chart ({e})", file=sys.stderr)
+
+
+def _charts(args, charts: list[tuple[dict, str]]) -> None:
+    try:
+        for rep, path in charts:
+            report.chart(rep, path)
+    except ImportError as e:  # matplotlib is only needed for --chart
+        print(f"audit: no chart ({e})", file=sys.stderr)
+
+
+def _finish(args, spark, rep: dict, text, t_report: float, t_start: float) -> int:
+    """Timings, --json, the summary (`text(rep)`), the session stopped; the exit status."""
     rep["timings"]["report_s"] = round(time.perf_counter() - t_report, 3)
     rep["timings"]["total_s"] = round(time.perf_counter() - t_start, 3)
     if args.json:
         report.write_json(rep, args.json)
     if not args.quiet:
-        print(report.summary_text(rep))
+        print(text(rep))
     spark.stop()
     return rep["exit_status"]
 
@@ -169,17 +184,7 @@ def _main_groups(args, groups: dict, saved, conf: dict[str, str], t_start: float
     group, plus the cluster's findings. --chart PATH writes one chart per group
     (PATH's name with -<group> before its extension)."""
     from cluster.audit import groups as cluster_checks
-    from cluster.audit import job
-    t0 = time.perf_counter()
-    spark = job.make_spark(args.master_url, conf=conf)
-    t_spark = time.perf_counter() - t0
-    try:
-        results = job.run_groups(spark, groups, split_bytes=max(1, int(args.split_mib * (1 << 20))),
-                                 bucket_bytes=max(1, int(args.bucket_mib * (1 << 20))),
-                                 reference=args.reference, max_examples=args.max_examples)
-    except BaseException:
-        spark.stop()
-        raise
+    spark, results, t_spark = _spark_run(args, conf, lambda job, spark, sizes: job.run_groups(spark, groups, **sizes))
     t_report = time.perf_counter()
     per_group = {g: report.build(r, groups[g], dict(r.timings)) for g, r in results.items()}
     tables = {g: cluster_checks.GroupTable.from_metadata(g, rep["metadata"]) for g, rep in per_group.items()}
@@ -189,18 +194,6 @@ def _main_groups(args, groups: dict, saved, conf: dict[str, str], t_start: float
     scan_s = max((r.timings.get("scan_s", 0) for r in results.values()), default=0)
     rep = report.build_groups(per_group, found, cluster_checks.route_to_json(saved) if saved else None,
                               {"spark_start_s": round(t_spark, 3), "scan_s": scan_s})
-    if args.chart:
-        base, ext = os.path.splitext(args.chart)
-        try:
-            for g, r in per_group.items():
-                report.chart(r, f"{base}-{g}{ext or '.png'}")
-        except ImportError as e:  # matplotlib is only needed for --chart
-            print(f"audit: no chart ({e})", file=sys.stderr)
-    rep["timings"]["report_s"] = round(time.perf_counter() - t_report, 3)
-    rep["timings"]["total_s"] = round(time.perf_counter() - t_start, 3)
-    if args.json:
-        report.write_json(rep, args.json)
-    if not args.quiet:
-        print(report.summary_text_groups(rep))
-    spark.stop()
-    return rep["exit_status"]
+    base, ext = os.path.splitext(args.chart or "")
+    _charts(args, [(r, f"{base}-{g}{ext or '.png'}") for g, r in per_group.items()] if args.chart else [])
+    return _finish(args, spark, rep, report.summary_text_groups, t_report, t_start)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from contextlib import contextmanager
 from typing import Iterator
 
+from tests.support.processes import stop_process
 from tests.support.waiting import free_port
 
 
@@ -75,10 +75,4 @@ def standalone(workdir: str, cores: int = 2, memory: str = "1g",
         yield url
     finally:
         for proc in reversed(procs):
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait(10)
+            stop_process(proc, 15)
