@@ -18,6 +18,17 @@ from tests.support import audit_stores
 from tests.support.waiting import free_port, wait_until
 
 
+def _free_subnet() -> str:
+    """A /24 no Docker network uses: compose creates the file's `rmqstore` network (a fixed
+    subnet) with any service, and a compose cluster running here already holds that subnet.
+    The Spark services themselves use host networking."""
+    ids = subprocess.run(["docker", "network", "ls", "-q"], capture_output=True, text=True).stdout.split()
+    used = subprocess.run(["docker", "network", "inspect", "--format",
+                           "{{range .IPAM.Config}}{{.Subnet}} {{end}}", *ids],
+                          capture_output=True, text=True).stdout.split()
+    return next(f"172.31.{i}.0/24" for i in range(200, 255) if f"172.31.{i}.0/24" not in used)
+
+
 def _skip_reason() -> str | None:
     if compose_command() is None:
         return "needs Docker and docker compose (or docker-compose)"
@@ -35,12 +46,16 @@ def test_the_audit_profile_runs_the_audit_on_compose_spark(tmp_path):
                            cwd=REPO, capture_output=True, text=True, timeout=900)
     assert build.returncode == 0, f"deploy/build --spark-only failed:\n{build.stdout}{build.stderr}"
     audit_dir = str(tmp_path / "audit")
+    (tmp_path / "run").mkdir()
     stores = audit_stores.copy_stores(audit_stores.produce(str(tmp_path / "run")), audit_dir)
     port = free_port()
     env = {**os.environ, "RMQSTORE_AUDIT_DIR": audit_dir, "RMQSTORE_SPARK_PORT": str(port),
            "RMQSTORE_SPARK_UI_PORT": str(free_port()), "RMQSTORE_SPARK_WORKER_UI_PORT": str(free_port())}
+    override = tmp_path / "network.yml"
+    override.write_text(f"version: \"2.4\"\nnetworks:\n  rmqstore:\n    ipam:\n      config:\n"
+                        f"        - subnet: {_free_subnet()}\n")
     compose = [*compose_command(), "-p", f"rmqstoreaudit{os.getpid()}",
-               "-f", os.path.join(DEPLOY, "docker-compose.yml"), "--profile", "audit"]
+               "-f", os.path.join(DEPLOY, "docker-compose.yml"), "-f", str(override), "--profile", "audit"]
     try:
         up = subprocess.run([*compose, "up", "-d", "spark-master", "spark-worker"], env=env,
                             capture_output=True, text=True, timeout=180)
