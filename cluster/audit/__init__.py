@@ -1,6 +1,7 @@
-"""Spark consistency audit of the replicas of one broker group, or of several in one job
-(`--groups G,G,... --route route.json`: findings per group plus the cluster-wide ones of
-`groups`).
+"""Spark consistency audit of the replicas of one broker group.
+
+Several groups in one job: `--groups G,G,... --route route.json` (findings per group plus the
+cluster-wide ones of `groups`).
 
     python -m cluster.audit MASTER_DIR SLAVE1_DIR SLAVE2_DIR [--names m,s1,s2]
         [--master-url local[*]] [--json report.json] [--chart lag.png] [--reference NAME]
