@@ -1,5 +1,8 @@
 """Spark consistency audit of the replicas of one broker group.
 
+Several groups in one job: `--groups G,G,... --route route.json` (findings per group plus the
+cluster-wide ones of `groups`).
+
     python -m cluster.audit MASTER_DIR SLAVE1_DIR SLAVE2_DIR [--names m,s1,s2]
         [--master-url local[*]] [--json report.json] [--chart lag.png] [--reference NAME]
         [--split-mib 256] [--bucket-mib 16] [--max-examples 20] [--conf key=value ...]
@@ -35,7 +38,10 @@ Modules, one job each:
                and committed offsets compared; consumer lag per group
     checks     the checks as Spark DataFrame logic
     reference  the same checks in plain Python over every record (the oracle of the tests)
-    job        Spark session and the run: pass 1, planning, pass 2, checks
+    job        Spark session and the run: pass 1, planning, pass 2, checks; run_groups: one
+               pass 1 over every group's replicas, then each group judged on its own rows
+    groups     driver, plain objects: the cluster-wide checks (the controller's route registry
+               against each group's topic table, queue numbers that differ between groups)
     report     JSON report, terminal summary, PNG chart
     audit_main arguments and exit status; __main__ and spark_main (spark-submit) call it
     package    zip of the code for spark-submit --py-files

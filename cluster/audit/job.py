@@ -9,8 +9,11 @@ buckets into record and unit rows for the record-level checks (cluster.audit.che
 """
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -51,7 +54,23 @@ def make_spark(master: str | None = "local[*]", app_name: str = "replica-audit",
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
+    if master and not master.startswith("local"):
+        ship_code(spark)
     return spark
+
+
+def ship_code(spark) -> str:
+    """A driver started from a checkout against a cluster (`--master-url spark://...`): zip the
+    code the executors need (cluster.audit.package) and add it to the job like spark-submit's
+    --py-files. Returns the zip's path; the driver's file server hands it to the executors
+    from there, so it is removed only when the driver's process exits."""
+    from cluster.audit import package
+    folder = tempfile.mkdtemp(prefix="audit-code-")
+    atexit.register(shutil.rmtree, folder, True)
+    out = os.path.join(folder, "audit.zip")
+    package.build(out)
+    spark.sparkContext.addPyFile(out)
+    return out
 
 
 def _concurrently(*calls):
@@ -129,11 +148,47 @@ def pass2(spark, layouts: list[ReplicaLayout], plan: DetailPlan):
 def run(spark, layouts: list[ReplicaLayout], *, split_bytes: int = 256 << 20,
         bucket_bytes: int = DEFAULT_BUCKET, reference: str | None = None,
         max_examples: int = 20) -> model.AuditResult:
+    """The audit of one broker group's replicas."""
+    t0 = time.perf_counter()
+    scanned = pass1(spark, layouts, split_bytes, bucket_bytes)
+    return _judge(spark, layouts, scanned, t0, time.perf_counter() - t0, bucket_bytes=bucket_bytes,
+                  reference=reference, max_examples=max_examples)
+
+
+def run_groups(spark, groups: dict[str, list[ReplicaLayout]], *, split_bytes: int = 256 << 20,
+               bucket_bytes: int = DEFAULT_BUCKET, reference: str | None = None,
+               max_examples: int = 20) -> dict[str, model.AuditResult]:
+    """The audit of several broker groups in one application: ONE pass-1 scan over every
+    replica of every group (its tasks share the executors, the biggest files first whichever
+    group they belong to), then per group, concurrently from driver threads, what `run` does
+    after its scan (reference, digests compared, pass 2 of the group's dirty buckets, checks,
+    metadata) on that group's rows only. Replica names must be unique across the groups.
+    `reference` applies to the group that has a replica of that name. The scan's timing and
+    rate are the shared scan's."""
+    everything = [lay for lays in groups.values() for lay in lays]
+    t0 = time.perf_counter()
+    summ, cqs, ends, resplit = pass1(spark, everything, split_bytes, bucket_bytes)
+    t_scan = time.perf_counter() - t0
+    from pyspark.sql import functions as F
+
+    def one(lays: list[ReplicaLayout]) -> model.AuditResult:
+        names = [lay.name for lay in lays]
+        mine = (summ.filter(F.col("replica").isin(names)), cqs.filter(F.col("replica").isin(names)),
+                [e for e in ends if e.replica in names], resplit)
+        ref = reference if reference in names else None
+        return _judge(spark, lays, mine, t0, t_scan, bucket_bytes=bucket_bytes, reference=ref,
+                      max_examples=max_examples)
+
+    done = _concurrently(*[partial(one, lays) for lays in groups.values()])
+    return dict(zip(groups, done))
+
+
+def _judge(spark, layouts: list[ReplicaLayout], scanned: tuple, t0: float, t_scan: float, *,
+           bucket_bytes: int, reference: str | None, max_examples: int) -> model.AuditResult:
+    """Everything after pass 1 for one group: `scanned` is pass1's answer for its replicas."""
     from pyspark.sql import functions as F
     c = F.col
-    t0 = time.perf_counter()
-    summ_all, cqs, ends, resplit = pass1(spark, layouts, split_bytes, bucket_bytes)
-    t_scan = time.perf_counter() - t0
+    summ_all, cqs, ends, resplit = scanned
     facts = {lay.name: model.base_facts(lay, [
         (e.file_base, e.a1 - e.file_base, e.phys, e.topic, e.reason, e.a2)
         for e in ends if e.replica == lay.name]) for lay in layouts}

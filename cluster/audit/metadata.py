@@ -315,10 +315,19 @@ def group_lag(rows: list[dict]) -> list[dict]:
     return [groups[k] for k in sorted(groups)]
 
 
-def summary(meta: dict[str, ReplicaMetadata], facts: dict[str, ReplicaFacts]) -> dict:
-    """What the report shows of each replica's metadata."""
+def summary(meta: dict[str, ReplicaMetadata], facts: dict[str, ReplicaFacts],
+            ref_name: str | None = None) -> dict:
+    """What the report shows of each replica's metadata; with `ref_name`, also the reference's
+    topic table over its whole log (`reference_table`: what the group's master serves and
+    registers with the controller's route registry; cluster.audit.groups compares it)."""
     bound = group_bound(facts)
-    return {"bound": bound, "replicas": {name: {
+    out: dict[str, Any] = {"bound": bound}
+    if ref_name is not None and ref_name in meta:
+        st = meta[ref_name].topics.state
+        out["reference_table"] = {"replica": ref_name, "data_version": list(st.data_version),
+                                  "complete": meta[ref_name].topics.error is None,
+                                  "topics": {c.topic_name: c.to_json() for c in st.all()}}
+    return {**out, "replicas": {name: {
         "topic_table_records": m.records[TOPIC_TABLE_TOPIC],
         "consumer_state_records": m.records[STATE_TOPIC],
         "topics": len(m.topics.state.topics), "topics_at_bound": len(m.topics_at_bound.state.topics),
@@ -335,4 +344,4 @@ def audit(facts: dict[str, ReplicaFacts], ref_name: str, events: dict[str, dict[
     qmap = {(q["replica"], q["topic"], q["queue_id"]): (q["min_offset"], q["max_offset"]) for q in queues}
     found = (findings(facts, ref_name, meta, holding, queues)
              + consumer_offset_findings(facts, ref_name, qmap, consumer_offsets(facts, meta)))
-    return found, consumer_lag(ref_name, meta, facts, queues), summary(meta, facts)
+    return found, consumer_lag(ref_name, meta, facts, queues), summary(meta, facts, ref_name)

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 from common.text_output import format_table
 
+from cluster.audit.groups import counts as cluster_counts
 from cluster.audit.metadata import group_lag
 from cluster.audit.model import ERROR, INFO, KINDS, SEVERITIES, WARNING, AuditResult
 
@@ -236,3 +237,90 @@ def chart(report: dict, path: str, max_queues: int = 40) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+# -- several broker groups -----------------------------------------------------------------------
+def build_groups(groups: dict[str, dict], cluster: list[dict], route: dict | None,
+                 timings: dict) -> dict:
+    """The report of an audit over several groups: `groups` maps each group to its own report
+    (`build`, everything the audit of one group says), `cluster` the cluster-wide findings
+    (cluster.audit.groups), `route` what the registry said (route.json's content, or None)."""
+    c = cluster_counts(cluster)
+    totals = {s: c[s] + sum(g["counts"][s] for g in groups.values()) for s in SEVERITIES}
+    exit_status = 1 if totals[ERROR] else 0
+    return {"tool": "cluster.audit", "version": 2,
+            "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "exit_status": exit_status, "verdict": "errors found" if exit_status else "ok",
+            "counts": {**totals, "by_group": {g: {s: r["counts"][s] for s in SEVERITIES}
+                                              for g, r in groups.items()},
+                       "cluster": c},
+            "groups": groups,
+            "cluster": {"findings": cluster, "route": _route_summary(route)},
+            "timings": timings}
+
+
+def _route_summary(route: dict | None) -> dict | None:
+    if route is None:
+        return None
+    return {"controller": route.get("controller"), "version": route.get("version"),
+            "version_before": route.get("version_before"),
+            "groups": {g["broker_name"]: {"master_address": g.get("master_address"),
+                                          "registered": g.get("registered"),
+                                          "topics_version": g.get("topics_version"),
+                                          "topics": len(g.get("topics", ()))}
+                       for g in route.get("groups", ())}}
+
+
+def _describe_cluster(f: dict) -> str:
+    d = f["details"]
+    what = f"{f['topic']}: " if f["topic"] else ""
+    if f["kind"] == "route_topic_mismatch":
+        what += d.get("problem", "")
+        if d.get("why_warning"):
+            what += f" ({d['why_warning']})"
+    elif f["kind"] == "topic_queues_differ":
+        what += ", ".join(f"{g} {q['read']}r/{q['write']}w" for g, q in d.get("queues", {}).items())
+    else:
+        what += d.get("reason", "")
+    return what
+
+
+def summary_text_groups(report: dict, examples_per_kind: int = 3) -> str:
+    """Each group's summary (as for one group), then the cluster-wide findings and the verdict."""
+    lines = []
+    for group, rep in report["groups"].items():
+        lines.append(f"== Group {group} ==")
+        text = summary_text(rep, examples_per_kind).splitlines()
+        lines += [x for x in text if not x.startswith("Verdict: ")]
+        lines.append(f"Group {group}: " + ("FAIL" if rep["exit_status"] else "OK"))
+    cl = report["cluster"]
+    route = cl.get("route")
+    lines.append(f"== Cluster-wide ({len(report['groups'])} groups) ==")
+    if route:
+        lines.append(f"Route registry of {route.get('controller') or 'the controller'} "
+                     f"(version {route.get('version')}):")
+        lines += ["  " + x for x in _table(
+            ["GROUP", "MASTER", "REGISTERED", "TOPICS", "TOPICS_VERSION"],
+            [[g, r["master_address"] or "-", r["registered"], r["topics"], r["topics_version"] or "-"]
+             for g, r in route["groups"].items()])]
+    c = report["counts"]["cluster"]
+    lines.append(f"Cluster findings: {c['error']} error(s), {c['warning']} warning(s), {c['info']} info")
+    shown: dict[tuple, int] = {}
+    for f in cl["findings"]:
+        key = (f["kind"], f["severity"])
+        shown[key] = shown.get(key, 0) + 1
+        if shown[key] <= examples_per_kind:
+            lines.append(f"  {f['severity']:<8} {f['kind']:<24} [{f['group'] or '-'}] {_describe_cluster(f)}")
+    for (kind, sev), n in shown.items():
+        if n > examples_per_kind:
+            lines.append(f"  {sev:<8} {kind:<24} ... {n - examples_per_kind} more in report.json")
+    t = report["counts"]
+    lines.append("Per group: " + ", ".join(f"{g} {x['error']} error(s) {x['warning']} warning(s)"
+                                           for g, x in t["by_group"].items()))
+    tm = report["timings"]
+    lines.append("Timings: " + ", ".join(f"{k[:-2]} {v:.1f} s" for k, v in tm.items() if k.endswith("_s")))
+    failing = [g for g, r in report["groups"].items() if r["exit_status"]]
+    if c["error"]:
+        failing.append("cluster-wide")
+    lines.append("Verdict: " + (f"FAIL ({', '.join(failing)})" if report["exit_status"] else "OK"))
+    return "\n".join(lines)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import time
 
 from tests.integration.harness import Group, free_port, in_sync, wait_until
 
-from tests.support.processes import index_process_pid
+from tests.support.processes import index_process_pid, stop_process
 
 from .compare_report import SystemInfo
 
@@ -118,13 +117,7 @@ class Running:
         if self._group is not None:
             self._group.close()
         for proc in self._procs:
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait(10)
+            stop_process(proc)
         shutil.rmtree(self.root, ignore_errors=True)
 
     def alive(self) -> bool:

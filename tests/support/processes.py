@@ -1,5 +1,9 @@
-"""Finding the processes a node starts itself."""
+"""Finding the processes a node starts itself; stopping a child by its pid."""
 from __future__ import annotations
+
+import os
+import signal
+import subprocess
 
 import psutil
 
@@ -26,3 +30,15 @@ def child_running(node_pid: int, module: str) -> int | None:
         except psutil.Error:
             continue
     return None
+
+
+def stop_process(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM a child process we started, by its pid; SIGKILL after `grace` seconds."""
+    if proc.poll() is not None:
+        return
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
