@@ -68,8 +68,11 @@ class DrillContext:
         self.notes.append(f"{new.name} became master")
         return new
 
-    def rejoin(self, proc: TargetProcess, timeout: float = 30.0) -> None:
-        """Start `proc` again and wait until it follows the master in sync."""
+    def rejoin(self, proc: TargetProcess, timeout: float = 90.0) -> None:
+        """Start `proc` again and wait until it follows the master in sync. A bound, not a
+        figure: a container restarting while two groups, two controllers and Spark share two
+        cores took more than 30 s to start, recover and catch up (the drill then failed
+        without anything lost)."""
         self.cluster.start(proc)
         self.cluster.wait_for(lambda: self.cluster.in_sync_count() == 2, timeout,
                               f"{proc.name} back in sync")
