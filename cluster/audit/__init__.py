@@ -1,4 +1,4 @@
-"""Spark consistency audit of the replicas of one broker group.
+"""Spark consistency audit of the replicas of every broker group, one job for all.
 
 Several groups in one job: `--groups G,G,... --route route.json` (findings per group plus the
 cluster-wide ones of `groups`).
