@@ -61,18 +61,22 @@ class FileStateStore:
     def __init__(self, path: str) -> None:
         self.file = JsonConfigFile(path)
         self._lock = threading.Lock()
-        self._saved: dict[str, dict] = {}
+        self._saved: dict[str, dict] | None = None  # None: the file not read yet
 
     def load(self) -> dict[str, GroupRecord]:
-        data = self.file.load() or {}
         with self._lock:
-            self._saved = dict(data.get("groups", {}))
+            self._saved = self._read()
             return {name: GroupRecord.from_json(g) for name, g in self._saved.items()}
 
     def save_group(self, name: str, record: GroupRecord) -> None:
         with self._lock:
+            if self._saved is None:  # a save before any load keeps the other groups' records
+                self._saved = self._read()
             self._saved[name] = record.to_json()
             self.file.persist({"groups": dict(sorted(self._saved.items()))})
+
+    def _read(self) -> dict[str, dict]:
+        return dict((self.file.load() or {}).get("groups", {}))
 
 
 @dataclass(frozen=True)

@@ -57,3 +57,18 @@ def test_a_slow_save_of_one_group_does_not_hold_back_another_groups_answers(etcd
             "broker-a": 1, "broker-b": 1}
     finally:
         proxy.close()
+
+
+def test_the_state_file_keeps_every_group_whoever_saves_first(tmp_path):
+    """FileStateStore writes one file for all groups: a save before any load (a new store
+    object on an existing file) keeps the groups it did not save."""
+    from cluster.controller.controller_service import FileStateStore
+    from cluster.controller.election import GroupRecord
+
+    path = str(tmp_path / "controller.json")
+    first = FileStateStore(path)
+    first.save_group("broker-a", GroupRecord("broker-a", epoch=3))
+    first.save_group("broker-b", GroupRecord("broker-b", epoch=5))
+    FileStateStore(path).save_group("broker-a", GroupRecord("broker-a", epoch=4))
+    assert {n: r.epoch for n, r in FileStateStore(path).load().items()} == {
+        "broker-a": 4, "broker-b": 5}
