@@ -11,8 +11,8 @@ modulo the writable queues, the Python client's rule) and is never moved to anot
 
 `SendPlan` is the decision logic, a plain object: which group a send tries next, and whether a
 failure moves the send to another group. A send answered with a refusal that stored nothing
-(a ClientError that is neither NotDurableError nor TransportError: e.g. INTERNAL_SERVER_ERROR
-from a group whose master is gone, after the Producer's own retries there) is tried once more
+(one of the Producer's retryable codes, e.g. INTERNAL_SERVER_ERROR from a group whose master
+is gone, after the Producer's own retries there; never bad input) is tried once more
 on the next queue of another group, up to `max_attempts` groups. An unanswered send
 (TransportError) or a stored-but-not-durable one (NotDurableError) is never moved: it may be
 stored, and another group's duplicate window would not know it (the official client moves
@@ -34,7 +34,7 @@ from proto.apache.rocketmq.v2 import definition_pb2 as d
 from cluster.client.client_errors import ClientError, NotDurableError, TransportError
 from cluster.client.connection import ClientConfig, Connection
 from cluster.client.message import Message, SendReceipt
-from cluster.client.producer import Producer, RetryPolicy
+from cluster.client.producer import RETRYABLE_CODES, Producer, RetryPolicy
 
 WRITABLE = (d.WRITE, d.READ_WRITE)
 
@@ -85,8 +85,13 @@ class RoutedSendError(ClientError):
 
 
 def moves_to_another_group(error: ClientError) -> bool:
-    """A failure that stored nothing (see the module docstring)."""
-    return not isinstance(error, (NotDurableError, TransportError))
+    """A refusal before anything was written that another group may not give (the Producer's
+    own retryable codes: TOO_MANY_REQUESTS, HA_NOT_AVAILABLE, INTERNAL_SERVER_ERROR). Not an
+    unanswered or not-durable send (it may be stored), nor bad input: a message refused as
+    illegal (an id reused with another body, a body too large) is refused by every group, and
+    another group's duplicate window would not know the original."""
+    return (not isinstance(error, (NotDurableError, TransportError))
+            and error.code in RETRYABLE_CODES)
 
 
 class SendPlan:

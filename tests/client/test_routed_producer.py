@@ -53,6 +53,10 @@ def test_only_refusals_that_stored_nothing_move() -> None:
     assert moves_to_another_group(ClientError(d.INTERNAL_SERVER_ERROR, "no master"))
     assert not moves_to_another_group(NotDurableError(d.SLAVE_PERSISTENCE_TIMEOUT, "", ()))
     assert not moves_to_another_group(TransportError("lost", grpc.StatusCode.UNAVAILABLE))
+    # bad input is refused by every group; an id reused with another body must not be
+    # stored by a group whose window does not know the original
+    assert not moves_to_another_group(ClientError(d.ILLEGAL_MESSAGE_ID, "reused"))
+    assert not moves_to_another_group(ClientError(d.MESSAGE_BODY_TOO_LARGE, "too large"))
 
 
 def test_bad_attempts() -> None:
