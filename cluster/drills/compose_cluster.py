@@ -10,8 +10,9 @@ master, slave1, slave2; broker-b: b-master, b-slave1, b-slave2), each a containe
 - `ComposeCluster` is the DrillTarget of one broker group (`group`, the project's first by
   default: broker-a), with etcd and the controllers. The groups are found among the project's
   services by `python -m cluster local`'s names and ports (cluster/assembly/local_layout.py:
-  group k's nodes are <letter>-master, ... on 10911 + 100k, +10, +20); `all_groups()` lists every
-  group's containers and `for_group(name)` is the DrillTarget of another. Its clients trust the project's CA
+  group k's nodes are <letter>-master, ... on 10911 + 100k, +10, +20); with `groups` > 1 the
+  first that many groups are the drill's (`groups`: target.group_target gives each group's
+  view). Its clients trust the project's CA
   (secrets/tls/ca.pem beside the compose file, made by its `certs` service) when it is there,
   and sign as the first admin account of secrets/plain_acl.yml (the nodes' ACL).
   Partitions disconnect a container from the project's
@@ -296,17 +297,6 @@ class ComposeCluster(GroupViews):
     def _service(self, ids: dict[str, str], name: str, port: int) -> ContainerProcess:
         cid = ids.get(name) or self.project.container_id(name)  # that one says it is missing
         return ContainerProcess(name, cid, host_address(cid, port))
-
-    # -- broker groups -------------------------------------------------------------------------
-    def all_groups(self) -> dict[str, list[ContainerProcess]]:
-        """Every broker group's node containers ({brokerName: [master, slave1, slave2]} as the
-        compose file names them; the roles are the controller's), the drill's own group
-        included, in the layout's order."""
-        return {g: list(nodes) for g, nodes in self._groups.items()}
-
-    def for_group(self, group: str) -> "ComposeCluster":
-        """The same project as the DrillTarget of broker group `group`."""
-        return ComposeCluster(self.project, self.root, group)
 
     # -- processes ---------------------------------------------------------------------------
     @property
