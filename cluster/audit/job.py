@@ -10,6 +10,7 @@ buckets into record and unit rows for the record-level checks (cluster.audit.che
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
 import sys
@@ -22,6 +23,7 @@ from cluster.audit import checks, metadata, model, scan, scan_cq, summarize
 from cluster.audit.replica_files import ReplicaLayout, split_points
 from cluster.audit.plan import DetailPlan, plan_details
 
+log = logging.getLogger(__name__)
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUMMARY_SCHEMA = ", ".join(f"{n} {t}" for n, t in scan.SUMMARY_COLUMNS)
 RECORD_SCHEMA = ", ".join(f"{n} {t}" for n, t in scan.RECORD_COLUMNS)
@@ -52,11 +54,28 @@ def make_spark(master: str | None = "local[*]", app_name: str = "replica-audit",
         builder = builder.master(master)
     for k, v in conf.items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+    spark = _get_or_create(builder)
     spark.sparkContext.setLogLevel(log_level)
     if master and not master.startswith("local"):
         ship_code(spark)
     return spark
+
+
+def _get_or_create(builder):
+    """builder.getOrCreate(), once more when the JVM gateway died before it started.
+    pyspark starts the JVM with fork + exec (a Popen with preexec_fn); in a process whose gRPC
+    threads are busy at that instant (the audit pulls its copies over gRPC; the test suite's
+    workers call nodes) gRPC skips its fork handlers and the child can die before the exec:
+    JAVA_GATEWAY_EXITED with nothing from Java (seen once in three suite runs). Nothing was
+    started, so a second launch is a new attempt, not a repeat of a half-done one."""
+    from pyspark.errors import PySparkRuntimeError
+    try:
+        return builder.getOrCreate()
+    except PySparkRuntimeError as e:
+        if e.getCondition() != "JAVA_GATEWAY_EXITED":
+            raise
+        log.warning("the Spark JVM exited before it started (%s); starting it once more", e)
+        return builder.getOrCreate()
 
 
 def ship_code(spark) -> str:
