@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 from proto.apache.rocketmq.v2 import definition_pb2 as d
 
@@ -153,6 +153,53 @@ class _Endpoints:
     def close(self) -> None:
         for c in self.connections:
             c.close()
+
+
+class _Sent(NamedTuple):
+    """One send as a producer records it: its id, the group that stored it ("" when not
+    known), the groups that refused it before, the error (None: stored)."""
+    message_id: str = ""
+    group: str = ""
+    refused_by: tuple[str, ...] = ()
+    error: ClientError | None = None
+
+
+class _NodeSender:
+    """Sends to one node at a time, moving to the next after a send that was not OK (one
+    broker group)."""
+
+    def __init__(self, ends: _Endpoints) -> None:
+        self.ends = ends
+
+    def send(self, msg: Message, timeout: float) -> _Sent:
+        try:
+            return _Sent(message_id=Producer(self.ends.current).send(msg, timeout).message_id)
+        except ClientError as e:
+            if send_outcome(e) is not SendOutcome.OK:
+                self.ends.next()
+            return _Sent(error=e)
+
+    def close(self) -> None:
+        self.ends.close()
+
+
+class _RoutedSender:
+    """Sends through the route's groups (RoutedProducer)."""
+
+    def __init__(self, producer: RoutedProducer) -> None:
+        self.producer = producer
+
+    def send(self, msg: Message, timeout: float) -> _Sent:
+        try:
+            r = self.producer.send(msg, timeout)
+            return _Sent(r.message_id, r.broker_name, r.refused_by)
+        except RoutedSendError as e:
+            return _Sent(group=e.broker_name, refused_by=e.refused_by, error=e.cause)
+        except ClientError as e:  # the route query failed
+            return _Sent(error=e)
+
+    def close(self) -> None:
+        self.producer.close()
 
 
 class Workload:
@@ -301,60 +348,11 @@ class Workload:
 
     # -- producing -----------------------------------------------------------------------------
     def _produce(self, index: int, message_groups: int | None) -> None:
-        if self.groups:
-            self._produce_routed(index, message_groups)
-            return
+        """One producer at `config.rate` sends per second (a FIFO one over `message_groups`
+        message groups), every send recorded; where it sends is its sender's business."""
         c = self.config
+        sender = self._sender(index)
         fifo = message_groups is not None
-        ends = _Endpoints(self.addresses, index if c.spread_producers else 0, c.send_timeout,
-                          self.tls, self.credentials)
-        seqs = [0] * (message_groups or 1)
-        interval = 1.0 / c.rate
-        next_at = time.monotonic()
-        n = 0
-        try:
-            while self._producing.is_set():
-                slot = n % len(seqs)
-                n += 1
-                group = f"mg{index}-{slot}" if fifo else None
-                key = f"{'f' if fifo else 'p'}{index}-{slot}-{seqs[slot]}" if fifo \
-                    else f"p{index}-{seqs[slot]}"
-                msg = Message(topic=c.fifo_topic if fifo else c.topic,
-                              body=body_for(key, c.body_size), keys=(key,), message_group=group)
-                started = time.monotonic()
-                error: Exception | None = None
-                message_id = ""
-                try:
-                    message_id = Producer(ends.current).send(msg, c.send_timeout).message_id
-                except ClientError as e:
-                    error = e
-                outcome = send_outcome(error)
-                self.history.record_send(Send(
-                    key=key, topic=msg.topic, message_group=group, seq=seqs[slot],
-                    started=started, finished=time.monotonic(), outcome=outcome,
-                    detail="" if error is None else str(error)[:200],
-                    message_id=message_id or (msg.message_id or "")))
-                seqs[slot] += 1
-                if outcome is not SendOutcome.OK:
-                    ends.next()
-                next_at = max(next_at + interval, time.monotonic() - 1.0)
-                delay = next_at - time.monotonic()
-                if delay > 0:
-                    time.sleep(delay)
-        finally:
-            ends.close()
-
-    def _produce_routed(self, index: int, message_groups: int | None) -> None:
-        """`_produce` over several broker groups: one RoutedProducer bootstrapped on the
-        first group's nodes (the route names every group's endpoints)."""
-        c = self.config
-        assert self.groups is not None
-        fifo = message_groups is not None
-        access_key, secret_key = self.credentials
-        first = next(iter(self.groups.values()))
-        producer = RoutedProducer(ClientConfig(endpoints=";".join(first),
-                                               request_timeout=c.send_timeout, tls=self.tls,
-                                               access_key=access_key, secret_key=secret_key))
         seqs = [0] * (message_groups or 1)
         interval = 1.0 / c.rate
         next_at = time.monotonic()
@@ -368,29 +366,32 @@ class Workload:
                 msg = Message(topic=c.fifo_topic if fifo else c.topic,
                               body=body_for(key, c.body_size), keys=(key,), message_group=group)
                 started = time.monotonic()
-                error: ClientError | None = None
-                message_id, broker, refused = "", "", ()
-                try:
-                    receipt = producer.send(msg, c.send_timeout)
-                    message_id, broker, refused = (receipt.message_id, receipt.broker_name,
-                                                   receipt.refused_by)
-                except RoutedSendError as e:
-                    error, broker, refused = e.cause, e.broker_name, e.refused_by
-                except ClientError as e:  # the route query failed
-                    error = e
+                sent = sender.send(msg, c.send_timeout)
                 self.history.record_send(Send(
                     key=key, topic=msg.topic, message_group=group, seq=seqs[slot],
-                    started=started, finished=time.monotonic(), outcome=send_outcome(error),
-                    detail="" if error is None else str(error)[:200],
-                    message_id=message_id or (msg.message_id or ""), group=broker,
-                    refused_by=",".join(refused)))
+                    started=started, finished=time.monotonic(),
+                    outcome=send_outcome(sent.error),
+                    detail="" if sent.error is None else str(sent.error)[:200],
+                    message_id=sent.message_id or (msg.message_id or ""), group=sent.group,
+                    refused_by=",".join(sent.refused_by)))
                 seqs[slot] += 1
                 next_at = max(next_at + interval, time.monotonic() - 1.0)
                 delay = next_at - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
         finally:
-            producer.close()
+            sender.close()
+
+    def _sender(self, index: int) -> "_NodeSender | _RoutedSender":
+        c = self.config
+        if self.groups:  # several broker groups: through the route, as the official clients
+            access_key, secret_key = self.credentials
+            first = next(iter(self.groups.values()))
+            return _RoutedSender(RoutedProducer(ClientConfig(
+                endpoints=";".join(first), request_timeout=c.send_timeout, tls=self.tls,
+                access_key=access_key, secret_key=secret_key)))
+        return _NodeSender(_Endpoints(self.addresses, index if c.spread_producers else 0,
+                                      c.send_timeout, self.tls, self.credentials))
 
     def _count_error(self, error: ClientError) -> None:
         text = str(error)[:120]
