@@ -48,8 +48,9 @@ def _v2_cpu_root() -> str | None:
 
 class CpuQuota:
     """A cgroup limiting a process tree to `percent` of one CPU. Owns its group directory
-    (`<cpu root>/rmq-drill-cpu-<tag>`) and remembers where each moved process came from;
-    used from the drill's thread only (no lock)."""
+    (`<cpu root>/rmq-drill-cpu-<owner pid>-<tag>`: the pid of the process that made it, so
+    `remove_leftovers()` can tell a killed drill's group from a running one's) and remembers
+    where each moved process came from; used from the drill's thread only (no lock)."""
 
     def __init__(self, tag: str, percent: float) -> None:
         if os.geteuid() != 0:
@@ -62,7 +63,7 @@ class CpuQuota:
             raise CpuQuotaUnavailable("no cgroup cpu controller is mounted (v1 or v2)")
         self.v2 = v2 is not None
         self.percent = percent
-        self.group = os.path.join(self.root, GROUP_PREFIX + tag)
+        self.group = os.path.join(self.root, f"{GROUP_PREFIX}{os.getpid()}-{tag}")
         self._came_from: dict[int, str] = {}  # pid -> its cgroup directory before
 
     def apply(self, pid: int) -> list[int]:
@@ -122,14 +123,21 @@ class CpuQuota:
 
 
 def remove_leftovers() -> list[str]:
-    """Remove the quota groups a killed drill left behind (their processes go to the root)."""
+    """Remove the quota groups a killed drill left behind (their processes go to the root).
+    A group whose owner still runs is a drill in progress, perhaps in another test worker or
+    terminal, and is left alone: removing it would silently lift that drill's fault."""
     removed = []
     for root in filter(None, (_v2_cpu_root(), _v1_cpu_root())):
         for name in os.listdir(root):
-            if name.startswith(GROUP_PREFIX):
+            if name.startswith(GROUP_PREFIX) and not _owner_alive(name):
                 _empty_and_remove(root, os.path.join(root, name), {})
                 removed.append(os.path.join(root, name))
     return removed
+
+
+def _owner_alive(name: str) -> bool:
+    owner = name[len(GROUP_PREFIX):].split("-", 1)[0]
+    return owner.isdigit() and int(owner) != 0 and psutil.pid_exists(int(owner))
 
 
 def _empty_and_remove(root: str, group: str, came_from: dict[int, str]) -> None:

@@ -273,7 +273,7 @@ class DrillCluster(GroupViews):
     # -- gray failures -------------------------------------------------------------------------
     def throttle(self, proc: DrillProcess, percent: float) -> None:
         """Limit `proc` (and its children) to `percent` of one CPU until unthrottle()."""
-        quota = CpuQuota(f"{os.getpid()}-{proc.name}", percent)
+        quota = CpuQuota(proc.name, percent)
         quota.apply(proc.pid)
         self._quotas[proc.name] = quota
 

@@ -66,7 +66,7 @@ def test_a_cpu_quota_takes_a_process_tree_and_gives_it_back():
     child = 0
     try:
         child = int(proc.stdout.readline())
-        quota = CpuQuota(f"test-{os.getpid()}", 5)
+        quota = CpuQuota("test", 5)
         before = cgroup_line(proc.pid, quota.v2)
         assert sorted(quota.apply(proc.pid)) == sorted([proc.pid, child])
         group = "/" + os.path.relpath(quota.group, quota.root)
@@ -82,7 +82,30 @@ def test_a_cpu_quota_takes_a_process_tree_and_gives_it_back():
             os.kill(child, signal.SIGKILL)
         proc.kill()
         proc.wait()
-    assert cpu_quota.remove_leftovers() == []
+
+
+@needs_root
+def test_leftovers_are_the_groups_of_dead_owners_only():
+    """A group of a drill still running (another test worker's, another terminal's) stays:
+    removing it would lift that drill's fault in the middle of its measurement."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    sleeper = subprocess.Popen(["sleep", "60"])
+    running = CpuQuota("running", 50)
+    killed = os.path.join(running.root, f"{cpu_quota.GROUP_PREFIX}{dead.pid}-slave1")
+    try:
+        assert running.apply(sleeper.pid) == [sleeper.pid]
+        os.makedirs(killed)
+        assert cpu_quota.remove_leftovers() == [killed]
+        assert not os.path.exists(killed)
+        assert os.path.exists(running.group)
+    finally:
+        running.release()
+        sleeper.kill()
+        sleeper.wait()
+        if os.path.exists(killed):
+            os.rmdir(killed)
+    assert not os.path.exists(running.group)
 
 
 def test_the_proxy_forwards_both_ways_in_order_with_a_changeable_delay(echo_port):
