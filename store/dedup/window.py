@@ -50,8 +50,10 @@ the node does not read the window (with a tuple per entry it did: 30 ms more per
 collection at 150,000 entries, 2 µs a message). CPU: the put path looks a batch's ids up,
 enters them and lets the oldest go with bulk dict operations (C loops); what stays per message
 in Python is classifying it and packing its place. A lookup in a dict of hundreds of
-thousands of entries is a cache miss or two (0.3-0.5 µs on this host). In all about 2-3 µs a
-message of the master's 45-60 (tests/perf/bench_messaging.py --window-rounds).
+thousands of entries is a cache miss or two (0.3-0.5 µs on this host). In all about 2.3-2.9 µs
+a message of the master's 22 on a quiet host, 0.90-0.92x of the put path without the window
+(tests/perf/bench_messaging.py --window-rounds; docs/performance/benchmarks.md has the profile:
+holding that many ids costs about as much however pure Python holds them).
 
 Locking: `_lock` guards the entries, the order, the topics, `fed_to` and the counters. The put
 path calls `admit` and `appended` under the commitlog's put lock (the order of the two locks is
