@@ -48,13 +48,14 @@ def build_messaging(role: "Role", store: "MessageStore", live: "LiveConfig", clo
                     advertised_address: Callable[[], str],
                     receipt_key: bytes | None = None,
                     group_members: Callable[[], Sequence[str]] = tuple,
-                    cluster_route: Callable[[], "ClusterRoute | None"] = lambda: None
+                    cluster_route: Callable[[], "ClusterRoute | None"] = lambda: None,
+                    fresh_route: Callable[[], "ClusterRoute | None"] = lambda: None
                     ) -> MessagingService:
     """The client API of a node. `receipt_key`: the broker group's shared key of receipt
     handles and transaction ids (cluster/consume/handle_mac.py; the node derives it from the
     cluster secret). Without one, a random key: handles then hold only on this node until it
     stops. `group_members` and `cluster_route`: what the controller last said of the group's
-    addresses and of every group's route (QueryRoute). AccessControl raises when the ACL is on
+    addresses and of every group's route (QueryRoute); `fresh_route` asks it now (blocking). AccessControl raises when the ACL is on
     without a valid file."""
     c = live.current
     key = receipt_key
@@ -99,4 +100,4 @@ def build_messaging(role: "Role", store: "MessageStore", live: "LiveConfig", clo
         relay=TelemetryRelay(lambda: role.followed_address, telemetry, forwarder),
         consumers=consumers, tables=TableService([consumers.table, topics.table.replicated]),
         consumer_router=router, limits=limits, conversion=conversion,
-        group_members=group_members, cluster_route=cluster_route)
+        group_members=group_members, cluster_route=cluster_route, fresh_route=fresh_route)

@@ -30,6 +30,7 @@ from store.broker_role import BrokerRole
 from common.clock import Clock
 from common.service import Service
 
+from cluster.config.cluster_route import ClusterRoute
 from cluster.controller.election import Assignment
 from cluster.controller.route_wire import route_from_pb
 from .controller_choice import ControllerChoice
@@ -170,6 +171,26 @@ class ControllerLink(Service):
             log.warning("route registry at %s: %s (tried again after the next answer)",
                         address, problem)
         self._route_problem = problem
+
+    def fetch_route(self) -> ClusterRoute | None:
+        """The cluster's route asked of the current controller now, and taken (a master about
+        to auto-create a topic: another group may have registered it since this node's last
+        heartbeat). Blocks up to a second; None when the controller cannot answer, and the
+        caller goes on with the route the node holds, as without a controller."""
+        if self.routes is None:
+            return None
+        address = self.address
+        timeout = 1.0
+        try:
+            channel = self._channels[address]
+            answer = self._stubs[address].GetClusterRoute(
+                pb.ClusterRouteRequest(), timeout=timeout,
+                metadata=self._credentials(channel, GET_CLUSTER_ROUTE, timeout))
+            self.routes.take(route_from_pb(answer))
+        except (grpc.RpcError, MembershipRefused, ValueError) as e:
+            log.info("the route from the controller at %s before an auto-create: %s", address, e)
+            return None
+        return self.routes.route
 
     def wait_interval(self) -> float:
         return self.interval_ms / 1000.0

@@ -61,6 +61,7 @@ from cluster.serving.grpc_server import AioGrpcServer
 from cluster.consume.handle_mac import handle_key
 from cluster.config.client_limits import server_options
 from cluster.serving.request_decoding import UndecodableRequestInterceptor
+from cluster.config.cluster_route import ClusterRoute
 from cluster.config.live_config import LiveConfig
 from cluster.config.node_config import NodeConfig
 from cluster.config.node_role import Follower, Leader, Role, Transitioning
@@ -173,7 +174,8 @@ class Node:
                                          self.advertised_address,
                                          handle_key(secret or token.encode()),
                                          group_members=lambda: self.group_members,
-                                         cluster_route=lambda: self.routes.route)
+                                         cluster_route=lambda: self.routes.route,
+                                         fresh_route=self._fresh_route)
         self.messaging.start()
         admin = AdminNode(node_id=c.node_id, role=self.role, store=self.store, config=self.live,
                           topics=self.messaging.topics, consumers=self.messaging.consumers,
@@ -226,6 +228,12 @@ class Node:
         log.info("node %s listening on %s:%d%s as %s (admin token: %s)", c.node_id,
                  c.store.broker_ip1, self.port, " with TLS" if c.tls.enabled else "",
                  self.role.name, self.token_source)
+
+    def _fresh_route(self) -> ClusterRoute | None:
+        """The controller's route now (blocking), before this node's group auto-creates a topic;
+        None without a controller or when it cannot answer."""
+        link = self.link
+        return link.fetch_route() if link is not None else None
 
     def stop(self) -> None:
         if self.link is not None:

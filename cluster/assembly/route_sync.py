@@ -12,10 +12,15 @@ After each answer of the controller (cluster/assembly/controller_link.py):
   GetClusterRoute and takes it (`take`: merged with the route it held, ClusterRoute.merged).
 
 `route` is read by the client API (QueryRoute, QueryAssignment) from the server's threads: one
-reference to an immutable ClusterRoute, replaced whole, so readers take no lock.
+reference to an immutable ClusterRoute, replaced whole, so readers take no lock. Two threads
+replace it: the link's after a heartbeat, and a pool thread when a master about to auto-create
+a topic asks the controller first (ControllerLink.fetch_route); `_take_lock` makes each merge
+whole. Either may land an answer older than the other's: the next heartbeat names the newer
+version and the link fetches it again.
 """
 from __future__ import annotations
 
+import threading
 import zlib
 from typing import TYPE_CHECKING, Callable
 
@@ -37,8 +42,8 @@ def registration_version(changes: int, timestamp: int, endpoints: list[str]) -> 
 
 class RouteSync:
     """Owns the route this node holds (`route`, one reference replaced whole by the link's
-    thread) and builds its group's registration while it leads. No lock (see the module
-    docstring)."""
+    thread) and builds its group's registration while it leads. `_take_lock` orders the
+    replacements; readers take no lock (see the module docstring)."""
 
     def __init__(self, broker_name: str, node_id: str, role: "Role",
                  messaging: Callable[[], "MessagingService | None"]) -> None:
@@ -47,6 +52,7 @@ class RouteSync:
         self.role = role
         self._messaging = messaging
         self.route: ClusterRoute | None = None
+        self._take_lock = threading.Lock()
 
     @property
     def held_version(self) -> str:
@@ -82,4 +88,5 @@ class RouteSync:
         return bool(route_version) and route_version != self.held_version
 
     def take(self, route: ClusterRoute) -> None:
-        self.route = route.merged(self.route)
+        with self._take_lock:
+            self.route = route.merged(self.route)

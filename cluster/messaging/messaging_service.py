@@ -95,6 +95,11 @@ SERVICE_NAME = "apache.rocketmq.v2.MessagingService"
 ROUTE_FROM_MASTER_TIMEOUT = 2.0  # seconds a slave waits for its master's route
 
 
+class HeldElsewhere(V2Error):
+    """QueryRoute: the topic is not in this node's group, and the master's answer or the
+    controller's route says another group has it (this node's copy of the route may not yet)."""
+
+
 class CurrentSendLimits:
     """What a SendMessage may carry under the node's current config: rebuilt only when the
     config object was swapped (every send asks, and a frozen dataclass costs its checks each
@@ -119,7 +124,8 @@ class MessagingService:
     the transaction service and its checker, the sender, the reader, the telemetry hub and its
     relay, the forwarder to the master, the replicated tables' service and the access control
     (checked by v2_access.V2AccessInterceptor before a call reaches the servicer), and the
-    node's copy of the cluster's route (`cluster_route`). Owns their lifecycle (`start`,
+    node's copy of the cluster's route (`cluster_route`; `fresh_route` asks the controller for
+    it now, blocking, before this node's group auto-creates a topic). Owns their lifecycle (`start`,
     `close`); holds no state of its own but the send limits' cache."""
 
     def __init__(self, role: "Role", config: "LiveConfig", clock: "Clock",
@@ -131,13 +137,15 @@ class MessagingService:
                  consumer_router: ConsumerRouter, limits: CurrentSendLimits,
                  conversion: ConversionProcess | None,
                  group_members: Callable[[], Sequence[str]] = tuple,
-                 cluster_route: Callable[[], "ClusterRoute | None"] = lambda: None) -> None:
+                 cluster_route: Callable[[], "ClusterRoute | None"] = lambda: None,
+                 fresh_route: Callable[[], "ClusterRoute | None"] = lambda: None) -> None:
         self.role = role
         self.live = config
         self.clock = clock
         self.advertised_address = advertised_address
         self.group_members = group_members  # the controller's list of the group's addresses
         self.cluster_route = cluster_route  # every group's route (None: no controller's yet)
+        self.fresh_route = fresh_route
         self.access = access
         self.topics = topics
         self.telemetry = telemetry
@@ -194,6 +202,15 @@ class MessagingService:
                 own = await self._own_topic(request, topic, create=not others,
                                             forwarded=forwarded, timeout=timeout,
                                             client_id=client_id)
+            except HeldElsewhere:
+                # this node's copy of the route is behind the master's or the controller's
+                others = self._other_groups(topic)
+                if not others:
+                    await in_pool(self.fresh_route)
+                    others = self._other_groups(topic)
+                own = None
+                if not others:
+                    raise
             except V2Error as e:
                 if not others:
                     raise
@@ -218,6 +235,14 @@ class MessagingService:
             return await self._route_from_master(target.address, request, topic, timeout,
                                                  client_id)
         if target is not None and create:
+            if self.topics.get(topic) is None and self.topics.defaults().auto_create:
+                # the node's copy of the route is up to a heartbeat old: a group that has just
+                # registered the topic would get a second copy of it here
+                await in_pool(self.fresh_route)
+                if self._other_groups(topic):
+                    raise HeldElsewhere(d.TOPIC_NOT_FOUND,
+                                        f"topic {topic} is not in broker group "
+                                        f"{self.config.broker_name}; another group has it")
             return self.topics.get_or_create(topic)
         return self._known_topic(topic)
 
@@ -272,8 +297,8 @@ class MessagingService:
                 config = config_from_route(topic, answer.message_queues,
                                            self.config.broker_name)
                 if config is None:  # only other groups have it
-                    raise V2Error(d.TOPIC_NOT_FOUND, f"topic {topic} is not in broker group "
-                                                     f"{self.config.broker_name}")
+                    raise HeldElsewhere(d.TOPIC_NOT_FOUND, f"topic {topic} is not in broker "
+                                                           f"group {self.config.broker_name}")
                 return config
             elif answer.status.code in (d.TOPIC_NOT_FOUND, d.ILLEGAL_TOPIC, d.NOT_IMPLEMENTED):
                 raise V2Error(answer.status.code, answer.status.message)

@@ -38,10 +38,6 @@ def cluster(tmp_path_factory):
     lc = LocalCluster(str(tmp_path_factory.mktemp("groups") / "cluster"), groups=2)
     try:
         lc.wait_for("Ctrl-C stops everything cleanly", 180)
-        # topics are created by the CLI in the groups named: a QueryRoute reaching a node before
-        # it took the controller's new route (one heartbeat) would otherwise create the topic in
-        # that node's group too, as autoCreateTopicEnable does in RocketMQ
-        Folder(lc).on_every_node("autoCreateTopicEnable", "false")
         yield lc
     finally:
         lc.kill_all()
@@ -75,17 +71,18 @@ class Folder:
 
     def node_routes(self, topic: str) -> set[str]:
         """The groups every node's QueryRoute names for `topic` (what an official client
-        asking any of them is told; no node creates topics here, see the fixture); the
-        intersection over the nodes."""
-        found = set(GROUPS)
+        asking any of them is told) when they all name the same, else none. A node that has not
+        taken the controller's new route yet creates nothing: its master asks the controller
+        before auto-creating (tests/messaging/test_broker_groups.py)."""
+        answers = []
         for n in self.info["nodes"]:
             with grpc.insecure_channel(n["address"]) as channel:
                 try:
                     answer = v2_route(MessagingServiceStub(channel), topic)
                 except grpc.RpcError:
                     return set()
-            found &= {q.broker.name for q in answer.message_queues}
-        return found
+            answers.append({q.broker.name for q in answer.message_queues})
+        return answers[0] if all(a == answers[0] for a in answers) else set()
 
     def master(self, group: str) -> str:
         """The address of the group's node that reports a master role now ("" none)."""

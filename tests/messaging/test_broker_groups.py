@@ -149,6 +149,42 @@ def test_every_node_routes_every_groups_queues_with_that_groups_endpoints(nodes,
     assert by_group(r.message_queues) == {"broker-b": [(0, d.READ), (1, d.READ)]}
 
 
+def test_a_master_asks_the_controller_before_auto_creating_a_topic_another_group_has(
+        nodes, controller):
+    """A node takes a new route at its next heartbeat; a client asking it in between must not
+    make its group auto-create a topic another group registered meanwhile (the official client
+    would then send part of that topic's messages to a group that was never meant to hold it).
+    Here broker-a's nodes never take a new route after the heartbeat that counts (`wants`
+    patched): only the master's question to the controller can tell it that broker-b has the
+    topic."""
+    a = controlled(nodes, controller.address, "a0", "broker-a")
+    a1 = controlled(nodes, controller.address, "a1", "broker-a", 1)
+    b = controlled(nodes, controller.address, "b0", "broker-b")
+    wait_until(lambda: a.role.master is not None and b.role.master is not None
+               and a1.role.followed_address == a.address, 20, "both groups elect, a1 follows")
+    wait_until(lambda: all(n.routes.route is not None and
+                           n.routes.route.group("broker-b") is not None for n in (a, a1)), 20,
+               "broker-a's nodes hold a route naming broker-b")
+    for node in (a, a1):
+        node.routes.wants = lambda version: False  # the heartbeats' route fetches stop here
+    nodes.admin(b).create_topic("Late", queue_nums=2)
+    wait_until(lambda: registered(b, "Late", "broker-b"), 20, "broker-b registers Late")
+    assert not registered(a, "Late", "broker-b")  # a's copy is stale, as between heartbeats
+
+    for node in (a1, a):  # through the slave (it asks its master), then on the master
+        r = route(nodes.stub(node), "Late")
+        assert r.status.code == d.OK, r.status
+        assert by_group(r.message_queues) == {"broker-b": [(0, d.READ_WRITE),
+                                                            (1, d.READ_WRITE)]}
+    assert not has_topic(nodes.admin(a), "Late")
+    assert registered(a, "Late", "broker-b")  # the master took the route it asked for
+
+    # still auto-created where no group has it, after the same question
+    r = route(nodes.stub(a), "Nobody")
+    assert by_group(r.message_queues) == {"broker-a": [(i, d.READ_WRITE) for i in range(4)]}
+    assert has_topic(nodes.admin(a), "Nobody")
+
+
 def test_registry_calls_refuse_non_members_non_masters_and_bad_input(nodes, controller):
     a = controlled(nodes, controller.address, "a0", "broker-a")
     slave = controlled(nodes, controller.address, "a1", "broker-a", 1)
