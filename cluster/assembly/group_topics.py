@@ -4,8 +4,17 @@
 The controller's route names the groups and each group's master; every named group is checked
 first (the controller knows it, it has a master now, it lacks the topic), so a refusal creates
 the topic in no group. Each group's topic is created through that group's master.
+
+Created is not yet routed: each master registers its table with the controller at its next
+heartbeat, and every node takes the new route at the heartbeat after (its QueryRoute answers
+from the route it holds; an official client keeps the route it got for 30 s). `not_routed`
+says what is still missing from the controller's view (the topic in each group's registration,
+the route version each live node reports holding), and `wait_routed` polls it.
 """
 from __future__ import annotations
+
+import time
+from typing import Callable
 
 import grpc
 
@@ -16,6 +25,10 @@ from cluster.client.controller_client import ControllerClient
 from cluster.config.cluster_route import ClusterRoute
 from cluster.controller.route_wire import route_from_pb
 from cluster.security.tls import ClientTls
+
+
+# a node not heard from for this long is down or cut off: it takes the route when it is back
+LIVE_NODE_MS = 10_000
 
 
 class GroupTopicError(Exception):
@@ -101,3 +114,36 @@ def create_in_groups(route: ClusterRoute, names: list[str], token: str, topic: s
     finally:
         for client in clients.values():
             client.close()
+
+
+def not_routed(view: pb.GroupsView, topic: str, names: list[str]) -> list[str]:
+    """What keeps `topic` from being routed in every group of `names` by every live node, from
+    the controller's view (GetGroups): groups whose registration lacks it, then nodes holding
+    another route version than the controller's. [] when nothing does."""
+    route = route_from_pb(view.route)
+    holding = {g.broker_name for g, _ in route.holding(topic)}
+    missing = [f"{n} has not registered it yet" for n in names if n not in holding]
+    if missing:
+        return missing
+    return [f"{node.node_id} holds route {node.route_version or 'none'}, not {route.version}"
+            for g in view.groups for node in g.nodes
+            if 0 <= node.last_heartbeat_age_ms <= LIVE_NODE_MS
+            and node.route_version != route.version]
+
+
+def wait_routed(controller_address: str, token: str, topic: str, names: list[str],
+                timeout_s: float, tls: ClientTls | None = None,
+                sleep: Callable[[float], None] = time.sleep,
+                monotonic: Callable[[], float] = time.monotonic) -> list[str]:
+    """Poll the controller until `not_routed` is empty or `timeout_s` passed; what is still
+    missing ([] routed). A controller that does not answer counts as missing, not an error."""
+    deadline = monotonic() + timeout_s
+    with ControllerClient(controller_address, token, timeout=5, tls=tls) as client:
+        while True:
+            try:
+                missing = not_routed(client.groups(), topic, names)
+            except grpc.RpcError as e:
+                missing = [f"the controller did not answer: {e.code().name}"]
+            if not missing or monotonic() >= deadline:
+                return missing
+            sleep(0.2)

@@ -380,7 +380,8 @@ class Node:
             confirm_offset=store.confirm_offset or 0, healthy=store.writable,
             unhealthy_reason=store.not_writable_reason, priority=c.election_priority,
             preferred_role=c.store.broker_role.value,
-            load=node_load(self.started_ms, store, self.messaging))
+            load=node_load(self.started_ms, store, self.messaging),
+            route_version=self.routes.held_version)
         if isinstance(state, Leader):
             tracker = state.master.tracker
             hb.in_sync.extend(sorted(tracker.in_sync_ids()))

@@ -30,7 +30,7 @@ from cluster.cli.output import print_json, refused, table, to_dict
 from cluster.cli.targets import (CURRENT_MASTER, DEFAULT_CLUSTER_DIR, add_tls_args,
                                  controller_target, operator)
 from cluster.assembly.group_topics import (GroupCallError, GroupTopicError, create_in_groups,
-                                           parse_groups)
+                                           parse_groups, wait_routed)
 from cluster.assembly.local_cluster import ClusterFolderError, read_cluster_info
 from cluster.client.controller_client import ControllerClient
 from cluster.config.cluster_route import ClusterRoute, routed_config
@@ -89,7 +89,11 @@ def register(sub) -> None:
     create = topic.choices["create"]
     create.add_argument("--groups", metavar="all|a,b",
                         help="create it in these broker groups (all, or names: broker-a or a), "
-                             "each through its master, found by the controller")
+                             "each through its master, found by the controller; then wait "
+                             "until every live node routes it there")
+    create.add_argument("--route-wait", metavar="SECONDS", type=float, default=15.0,
+                        help="with --groups: how long to wait for every live node to route "
+                             "the topic in every group (0: do not wait; default 15)")
     _controller_args(create)
     single = create.get_default("run")
     create.set_defaults(run=lambda args: _create_in_groups(args) if args.groups
@@ -245,8 +249,8 @@ def _create_in_groups(args) -> int:
         names = parse_groups(args.groups, known)
     except ValueError as e:
         args.parser.error(str(e))
-    _, token, tls = controller_target(args.parser, args.cluster_dir, args.controller,
-                                      args.token_file, args)
+    address, token, tls = controller_target(args.parser, args.cluster_dir, args.controller,
+                                            args.token_file, args)
     try:
         created = create_in_groups(route, names, token, args.name, _fields(args), tls=tls,
                                    operator=operator())
@@ -255,10 +259,19 @@ def _create_in_groups(args) -> int:
         return 1
     except GroupCallError as e:
         return refused(f"topic create in {e.group}", e.error)
+    missing = wait_routed(address, token, args.name, names, args.route_wait, tls=tls) \
+        if args.route_wait > 0 else ["not waited for (--route-wait 0)"]
     if args.json:
-        print_json({"topic": args.name, "groups": {n: to_dict(t) for n, t in created}})
+        print_json({"topic": args.name, "groups": {n: to_dict(t) for n, t in created},
+                    "routed_by_every_node": not missing, "not_routed": missing})
         return 0
     print(f"created topic {args.name} in {len(created)} group(s)")
+    if not missing:
+        print("every live node routes it in every group")
+    elif args.route_wait > 0:
+        print(f"not routed everywhere after {args.route_wait:g} s (nodes take a new route at "
+              f"their next heartbeat; a client asking one of them now is told of the groups "
+              f"it knew): {'; '.join(missing)}", file=sys.stderr)
     table(("group", "topic", "read", "write", "perm", "order"),
           [(n, t.name, t.read_queue_nums, t.write_queue_nums, t.perm_name, t.order)
            for n, t in created])

@@ -39,7 +39,8 @@ def report_from(hb: pb.NodeHeartbeat) -> NodeReport:
                       priority=hb.priority, preferred_role=hb.preferred_role,
                       member_notes=MappingProxyType(dict(hb.member_notes)),
                       min_in_sync_replicas=hb.min_in_sync_replicas,
-                      load=load_from_pb(hb.load) if hb.HasField("load") else None)
+                      load=load_from_pb(hb.load) if hb.HasField("load") else None,
+                      route_version=hb.route_version)
 
 
 def load_from_pb(load: pb.NodeLoad) -> NodeLoad:
@@ -78,6 +79,7 @@ def group_to_pb(g: GroupSnapshot) -> pb.GroupView:
             node.role, node.epoch, node.max_offset = r.role, r.epoch, r.max_offset
             node.healthy, node.unhealthy_reason = r.healthy, r.unhealthy_reason
             node.last_heartbeat_age_ms, node.priority = int(age * 1000), r.priority
+            node.route_version = r.route_version
         view.nodes.append(node)
     for e in rec.elections:
         view.elections.append(pb.Election(at_ms=e.at_ms, epoch=e.epoch, master_id=e.master_id,

@@ -97,6 +97,7 @@ class NodeReport:
     member_notes: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     min_in_sync_replicas: int = 0  # a master's; 0: not reported
     load: NodeLoad | None = None  # None: a node that does not report its load
+    route_version: str = ""  # the cluster route version the node holds ("" none yet)
 
     @property
     def is_master(self) -> bool:

@@ -180,6 +180,9 @@ def test_compose_cluster_serves_the_host_and_fails_over(tmp_path):
                    "--controller", controller, "--token-file",
                    os.path.join(DEPLOY, "secrets", "admin.token"))
         assert "created topic Demo in 2 group(s)" in out, out
+        # it returns once every live node routes Demo in both groups: the client's first
+        # QueryRoute, whichever node answers it, names both
+        assert "every live node routes it in every group" in out, out
         # the official RocketMQ 5 Python client from the host, given group a's published ports,
         # as the ACL's demo user (its clock in UTC: it writes local time with a "Z"): the route
         # interleaves both groups' queues and it sends round robin, to each group's own nodes

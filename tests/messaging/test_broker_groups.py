@@ -8,6 +8,7 @@ import grpc
 import pytest
 
 from cluster.assembly.controller_process import ControllerProcess
+from cluster.assembly.group_topics import not_routed, wait_routed
 from cluster.client.controller_client import ControllerClient
 from cluster.controller.controller_config import ControllerConfig, EtcdSettings
 from cluster.controller.election import ElectionConfig
@@ -183,6 +184,31 @@ def test_a_master_asks_the_controller_before_auto_creating_a_topic_another_group
     r = route(nodes.stub(a), "Nobody")
     assert by_group(r.message_queues) == {"broker-a": [(i, d.READ_WRITE) for i in range(4)]}
     assert has_topic(nodes.admin(a), "Nobody")
+
+
+def test_topic_create_waits_until_every_live_node_holds_the_route(nodes, controller):
+    """`topic create --groups` returns once the controller's route has the topic in every
+    group named and every live node reports holding that route (wait_routed, the CLI's wait):
+    a node that does not take it is named, and the wait ends when it does."""
+    a = controlled(nodes, controller.address, "a0", "broker-a")
+    a1 = controlled(nodes, controller.address, "a1", "broker-a", 1)
+    b = controlled(nodes, controller.address, "b0", "broker-b")
+    wait_until(lambda: a.role.master is not None and b.role.master is not None
+               and a1.role.followed_address == a.address, 20, "both groups elect, a1 follows")
+    token = open(controller.config.token_path).read().strip()
+    with ControllerClient(controller.address, token) as client:
+        assert not_routed(client.groups(), "Waited", ["broker-b"]) == [
+            "broker-b has not registered it yet"]
+    a1.routes.wants = lambda version: False  # a1 keeps the route it holds
+    nodes.admin(b).create_topic("Waited", queue_nums=2)
+    missing = wait_routed(controller.address, token, "Waited", ["broker-b"], timeout_s=3)
+    assert len(missing) == 1 and missing[0].startswith("broker-a:1 holds route "), missing
+    assert not registered(a1, "Waited", "broker-b")
+    del a1.routes.wants  # takes routes again at its heartbeats
+    assert wait_routed(controller.address, token, "Waited", ["broker-b"], timeout_s=20) == []
+    for node in (a, a1, b):
+        assert registered(node, "Waited", "broker-b"), node.config.node_id
+        assert by_group(route(nodes.stub(node), "Waited").message_queues).keys() == {"broker-b"}
 
 
 def test_registry_calls_refuse_non_members_non_masters_and_bad_input(nodes, controller):
