@@ -205,7 +205,16 @@ def _start(argv: list[str], log_path: str, what: str,
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "cluster", *argv], stdout=subprocess.PIPE,
                                 stderr=log, start_new_session=True, **popen)
-    line = proc.stdout.readline() if proc.stdout else b""
+    try:
+        line = proc.stdout.readline() if proc.stdout else b""
+    except BaseException:  # e.g. SystemExit from a drill's SIGTERM: the caller never gets it
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
     if not line:
         proc.wait(10)
         raise RuntimeError(f"{what} exited ({proc.returncode}); see {log_path}")

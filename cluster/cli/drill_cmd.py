@@ -30,6 +30,7 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 
@@ -168,6 +169,9 @@ def run(args) -> int:
     workload = WorkloadConfig(rate=args.rate, official_producers=producers,
                               official_consumers=consumers)
     controller_props = {"enableElectUncleanMaster": "true"} if args.unsafe else {}
+    # SIGTERM (timeout, a CI job cancelled, kill) unwinds like Ctrl-C: the drill's clusters,
+    # firewall rules and CPU quotas are taken down by the code that set them up
+    signal.signal(signal.SIGTERM, _terminated)
     parent = os.path.abspath(args.dir) if args.dir else tempfile.mkdtemp(prefix="rmq-drill-")
     compose = None
     if args.target == "compose":
@@ -195,6 +199,10 @@ def run(args) -> int:
     finally:
         if compose is not None and args.up:
             compose.down()
+
+
+def _terminated(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _gray_workload(gray, workload):

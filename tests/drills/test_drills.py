@@ -5,9 +5,14 @@ unclean elections: with them allowed the checker must count acknowledged message
 shows that the drills can fail."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import signal
+import subprocess
+import sys
 
+import psutil
 import pytest
 
 from cluster.drills.history import History, SendOutcome
@@ -15,6 +20,9 @@ from cluster.drills.runner import DrillOptions, run_drill
 from cluster.drills.scenarios import DRILLS, Timing
 from cluster.drills.workload import WorkloadConfig
 from cluster.assembly.local_cluster import free_base_port
+from tests.support.waiting import wait_until
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SHORT = Timing(warmup_s=3.0, fault_s=6.0, after_s=4.0)
 LIGHT = WorkloadConfig(producers=2, rate=40.0)
@@ -108,3 +116,30 @@ def test_without_the_duplicate_window_the_checker_counts_retries_stored_twice(tm
     assert r.stored_duplicates > 0 and not r.passed
     assert any("duplicates stored" in f for f in r.failures)
     assert not r.lost and not r.phantom
+
+
+def test_a_drill_stopped_by_sigterm_takes_its_cluster_down(tmp_path):
+    """`timeout`, a cancelled job or kill send SIGTERM: the drill unwinds as on Ctrl-C and no
+    node or controller process it started outlives it (they did: a soak stopped this way left
+    its controller, three nodes and a conversion worker running)."""
+    drill = subprocess.Popen([sys.executable, "-m", "cluster", "drill", "kill-master",
+                              "--dir", str(tmp_path)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    started: list[psutil.Process] = []
+    try:
+        def cluster_up() -> bool:
+            started[:] = [p for p in psutil.Process(drill.pid).children(recursive=True)
+                          if "node" in p.cmdline() or "controller" in p.cmdline()]
+            return len(started) >= 4  # the controller and three nodes
+        wait_until(cluster_up, 60, "the drill's controller and nodes")
+        drill.send_signal(signal.SIGTERM)
+        assert drill.wait(60) == 128 + signal.SIGTERM
+        gone, alive = psutil.wait_procs(started, timeout=30)
+        assert not alive, [p.cmdline() for p in alive]
+    finally:
+        if drill.poll() is None:
+            os.killpg(drill.pid, signal.SIGKILL)
+            drill.wait()
+        for p in started:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
