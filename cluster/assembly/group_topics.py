@@ -123,12 +123,17 @@ def not_routed(view: pb.GroupsView, topic: str, names: list[str]) -> list[str]:
     route = route_from_pb(view.route)
     holding = {g.broker_name for g, _ in route.holding(topic)}
     missing = [f"{n} has not registered it yet" for n in names if n not in holding]
-    if missing:
-        return missing
-    return [f"{node.node_id} holds route {node.route_version or 'none'}, not {route.version}"
+    return missing or nodes_behind(view)
+
+
+def nodes_behind(view: pb.GroupsView) -> list[str]:
+    """The live nodes (heard from in the last LIVE_NODE_MS) that hold another route version
+    than the controller's, each as "<node id> holds route <version>, not <current>"."""
+    current = view.route.version
+    return [f"{node.node_id} holds route {node.route_version or 'none'}, not {current}"
             for g in view.groups for node in g.nodes
             if 0 <= node.last_heartbeat_age_ms <= LIVE_NODE_MS
-            and node.route_version != route.version]
+            and node.route_version != current]
 
 
 def wait_routed(controller_address: str, token: str, topic: str, names: list[str],

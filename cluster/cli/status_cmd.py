@@ -13,6 +13,7 @@ from cluster.cli.output import fmt_ms, print_json, table
 from cluster.cli.targets import DEFAULT_CLUSTER_DIR, add_tls_args, cluster_targets, operator
 from cluster.client.admin_client import AdminClient
 from cluster.client.controller_client import ControllerClient
+from cluster.assembly.group_topics import nodes_behind
 from cluster.assembly.local_cluster import ClusterFolderError, read_cluster_info
 from cluster.security.tls import ClientTls
 
@@ -71,6 +72,9 @@ def print_controller(address: str, token: str, tls: ClientTls | None = None) -> 
               [(g.broker_name, g.master_address or "NONE: read-only", ",".join(g.endpoints),
                 len(g.topics) if g.registered else "not registered yet")
                for g in route.groups], indent="  ")
+        behind = nodes_behind(view)
+        print("  every live node holds this route" if not behind else
+              f"  behind (a node takes a new route at its next heartbeat): {'; '.join(behind)}")
 
 
 def _state(sl) -> str:

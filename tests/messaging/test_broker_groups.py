@@ -8,7 +8,7 @@ import grpc
 import pytest
 
 from cluster.assembly.controller_process import ControllerProcess
-from cluster.assembly.group_topics import not_routed, wait_routed
+from cluster.assembly.group_topics import nodes_behind, not_routed, wait_routed
 from cluster.client.controller_client import ControllerClient
 from cluster.controller.controller_config import ControllerConfig, EtcdSettings
 from cluster.controller.election import ElectionConfig
@@ -204,8 +204,12 @@ def test_topic_create_waits_until_every_live_node_holds_the_route(nodes, control
     missing = wait_routed(controller.address, token, "Waited", ["broker-b"], timeout_s=3)
     assert len(missing) == 1 and missing[0].startswith("broker-a:1 holds route "), missing
     assert not registered(a1, "Waited", "broker-b")
+    with ControllerClient(controller.address, token) as client:
+        assert nodes_behind(client.groups()) == missing  # what `cluster status` prints
     del a1.routes.wants  # takes routes again at its heartbeats
     assert wait_routed(controller.address, token, "Waited", ["broker-b"], timeout_s=20) == []
+    with ControllerClient(controller.address, token) as client:
+        assert nodes_behind(client.groups()) == []
     for node in (a, a1, b):
         assert registered(node, "Waited", "broker-b"), node.config.node_id
         assert by_group(route(nodes.stub(node), "Waited").message_queues).keys() == {"broker-b"}
