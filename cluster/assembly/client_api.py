@@ -55,8 +55,8 @@ def build_messaging(role: "Role", store: "MessageStore", live: "LiveConfig", clo
     handles and transaction ids (cluster/consume/handle_mac.py; the node derives it from the
     cluster secret). Without one, a random key: handles then hold only on this node until it
     stops. `group_members` and `cluster_route`: what the controller last said of the group's
-    addresses and of every group's route (QueryRoute); `fresh_route` asks it now (blocking). AccessControl raises when the ACL is on
-    without a valid file."""
+    addresses and of every group's route (QueryRoute); `fresh_route` asks it now (blocking).
+    AccessControl raises when the ACL is on without a valid file."""
     c = live.current
     key = receipt_key
     if not key:

@@ -158,10 +158,7 @@ class ControllerLink(Service):
                 log.info("registered the group's topics with the controller at %s (%s)",
                          address, own)
             if routes.wants(route_version):
-                answer = stub.GetClusterRoute(pb.ClusterRouteRequest(), timeout=timeout,
-                                              metadata=self._credentials(
-                                                  channel, GET_CLUSTER_ROUTE, timeout))
-                routes.take(route_from_pb(answer))
+                self._take_route(address, timeout)
         except grpc.RpcError as e:
             code = e.code() if hasattr(e, "code") else None
             problem = f"{code.name if code else '?'}: {e.details() if hasattr(e, 'details') else e}"
@@ -180,17 +177,20 @@ class ControllerLink(Service):
         if self.routes is None:
             return None
         address = self.address
-        timeout = 1.0
         try:
-            channel = self._channels[address]
-            answer = self._stubs[address].GetClusterRoute(
-                pb.ClusterRouteRequest(), timeout=timeout,
-                metadata=self._credentials(channel, GET_CLUSTER_ROUTE, timeout))
-            self.routes.take(route_from_pb(answer))
+            self._take_route(address, 1.0)
         except (grpc.RpcError, MembershipRefused, ValueError) as e:
             log.info("the route from the controller at %s before an auto-create: %s", address, e)
             return None
         return self.routes.route
+
+    def _take_route(self, address: str, timeout: float) -> None:
+        """GetClusterRoute at `address`, taken into the node's route (RouteSync.take)."""
+        assert self.routes is not None
+        answer = self._stubs[address].GetClusterRoute(
+            pb.ClusterRouteRequest(), timeout=timeout,
+            metadata=self._credentials(self._channels[address], GET_CLUSTER_ROUTE, timeout))
+        self.routes.take(route_from_pb(answer))
 
     def wait_interval(self) -> float:
         return self.interval_ms / 1000.0

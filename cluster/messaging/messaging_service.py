@@ -125,8 +125,8 @@ class MessagingService:
     relay, the forwarder to the master, the replicated tables' service and the access control
     (checked by v2_access.V2AccessInterceptor before a call reaches the servicer), and the
     node's copy of the cluster's route (`cluster_route`; `fresh_route` asks the controller for
-    it now, blocking, before this node's group auto-creates a topic). Owns their lifecycle (`start`,
-    `close`); holds no state of its own but the send limits' cache."""
+    it now, blocking, before this node's group auto-creates a topic). Owns their lifecycle
+    (`start`, `close`); holds no state of its own but the send limits' cache."""
 
     def __init__(self, role: "Role", config: "LiveConfig", clock: "Clock",
                  advertised_address: Callable[[], str], *, access: AccessControl,
