@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import threading
 
-from cluster.controller.controller_service import ControllerService
-from cluster.controller.election import ElectionConfig, NodeReport
+from cluster.controller.controller_service import ControllerService, FileStateStore
+from cluster.controller.election import ElectionConfig, GroupRecord, NodeReport
 from cluster.controller.etcd_client import EtcdClient
 from cluster.controller.etcd_store import EtcdStateStore
 from cluster.drills.delay_proxy import DelayProxy
@@ -62,9 +62,6 @@ def test_a_slow_save_of_one_group_does_not_hold_back_another_groups_answers(etcd
 def test_the_state_file_keeps_every_group_whoever_saves_first(tmp_path):
     """FileStateStore writes one file for all groups: a save before any load (a new store
     object on an existing file) keeps the groups it did not save."""
-    from cluster.controller.controller_service import FileStateStore
-    from cluster.controller.election import GroupRecord
-
     path = str(tmp_path / "controller.json")
     first = FileStateStore(path)
     first.save_group("broker-a", GroupRecord("broker-a", epoch=3))
